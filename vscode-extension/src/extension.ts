@@ -1,0 +1,121 @@
+/** Superposed Completions: starts superposed-lsp and wires its commands and status bar. */
+import * as vscode from 'vscode';
+
+import { needsRestart, SECTION } from './config';
+import { pythonExtensionInterpreter, Server } from './server';
+import { formatStats, type ServerState, statusView } from './state';
+
+let server: Server | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel('Superposed', { log: true });
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+  status.name = 'Superposed';
+  status.command = 'superposed.showLog';
+  status.show();
+  let current: ServerState = { kind: 'starting' };
+  const show = (state: ServerState): void => {
+    current = state;
+    const view = statusView(state);
+    status.text = view.text;
+    status.tooltip = view.tooltip;
+  };
+  const srv = new Server(output, (state) => {
+    show(state);
+    if (state.kind === 'ready' && state.stats === undefined) {
+      void refreshStats();
+    }
+  });
+  server = srv;
+  // The stats shown in the status bar's tooltip, fetched when ready and after each save.
+  const refreshStats = async (): Promise<void> => {
+    await srv.refreshStats();
+    if (current.kind === 'ready') {
+      show(srv.readyState());
+    }
+  };
+  const restart = async (): Promise<void> => {
+    try {
+      await srv.restart();
+    } catch (err) {
+      void showError(`Superposed: the server did not start (${String(err)}).`, output);
+    }
+  };
+
+  context.subscriptions.push(
+    output,
+    status,
+    vscode.commands.registerCommand('superposed.index', () => indexWorkspace(srv, output)),
+    vscode.commands.registerCommand('superposed.restart', restart),
+    vscode.commands.registerCommand('superposed.showLog', () => output.show(true)),
+    vscode.commands.registerCommand('superposed.showStats', () => showStats(srv, output)),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (needsRestart((section) => event.affectsConfiguration(section))) {
+        void restart();
+      } else if (event.affectsConfiguration(SECTION)) {
+        void srv.sendSettings();
+      }
+    }),
+    // The server updates the stores on save, off its event loop: look a moment later.
+    vscode.workspace.onDidSaveTextDocument(() => setTimeout(() => void refreshStats(), 2000)),
+  );
+  await watchPythonInterpreter(context, restart);
+  try {
+    await srv.start();
+  } catch (err) {
+    void showError(`Superposed: the server did not start (${String(err)}).`, output);
+  }
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stop();
+}
+
+async function indexWorkspace(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
+  try {
+    const result = await srv.execute('superposed.indexWorkspace');
+    const lines = result !== null && typeof result === 'object' ? formatStats(result as Record<string, unknown>) : [];
+    void vscode.window.showInformationMessage(`Superposed: workspace indexed. ${lines.join(', ')}`);
+  } catch (err) {
+    void showError(`Superposed: indexing failed (${String(err)}).`, output);
+  }
+}
+
+async function showStats(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
+  const stats = await srv.refreshStats();
+  if (stats === undefined) {
+    void showError('Superposed: no stats (is the server running?).', output);
+    return;
+  }
+  const lines = formatStats(stats);
+  output.info(`stats:\n  ${lines.join('\n  ')}`);
+  void vscode.window.showInformationMessage('Superposed stats', { modal: true, detail: lines.join('\n') });
+}
+
+async function showError(message: string, output: vscode.LogOutputChannel): Promise<void> {
+  const choice = await vscode.window.showErrorMessage(message, 'Show Log');
+  if (choice === 'Show Log') {
+    output.show(true);
+  }
+}
+
+/** Restarts the server when the Python extension's interpreter changes and pythonPath is unset. */
+async function watchPythonInterpreter(
+  context: vscode.ExtensionContext,
+  restart: () => Promise<void>,
+): Promise<void> {
+  const extension = vscode.extensions.getExtension('ms-python.python');
+  if (extension === undefined || (await pythonExtensionInterpreter()) === undefined) {
+    return;
+  }
+  const event = extension.exports?.environments?.onDidChangeActiveEnvironmentPath;
+  if (typeof event === 'function') {
+    context.subscriptions.push(
+      event(() => {
+        if (!vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')) {
+          void restart();
+        }
+      }),
+    );
+  }
+}

@@ -1,0 +1,225 @@
+/** The language client: starting superposed-lsp, its settings, progress and commands. */
+import * as vscode from 'vscode';
+import {
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  type FeatureState,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  State,
+  type StaticFeature,
+  TransportKind,
+  WorkDoneProgress,
+  WorkDoneProgressCancelNotification,
+  WorkDoneProgressCreateRequest,
+  type ProgressToken,
+} from 'vscode-languageclient/node';
+
+import { resolvePython, SECTION, serverCommand, serverSettings } from './config';
+import { progressKind, type ServerState } from './state';
+
+type Listener = (state: ServerState) => void;
+
+/** The settings the server reads, from the current configuration. */
+function currentSettings(): Record<string, unknown> {
+  const config = vscode.workspace.getConfiguration(SECTION);
+  return serverSettings((key) => config.inspect(key));
+}
+
+/** The Python extension's interpreter for the workspace, if that extension is installed. */
+export async function pythonExtensionInterpreter(): Promise<string | undefined> {
+  const extension = vscode.extensions.getExtension('ms-python.python');
+  if (extension === undefined) {
+    return undefined;
+  }
+  try {
+    const api = extension.isActive ? extension.exports : await extension.activate();
+    const active = api?.environments?.getActiveEnvironmentPath?.();
+    const resolved = active ? await api.environments.resolveEnvironment(active) : undefined;
+    return resolved?.executable?.uri?.fsPath ?? active?.path;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Shows the server's work-done progress (model load, indexing) and mirrors it in the status bar.
+ * Registered after the built-in progress feature, so its handler replaces the built-in one.
+ */
+class ProgressFeature implements StaticFeature {
+  constructor(
+    private readonly client: LanguageClient,
+    private readonly onState: Listener,
+    private readonly ready: () => ServerState,
+  ) {}
+
+  fillClientCapabilities(capabilities: { window?: { workDoneProgress?: boolean } }): void {
+    capabilities.window = { ...capabilities.window, workDoneProgress: true };
+  }
+
+  initialize(): void {
+    this.client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => this.watch(token));
+  }
+
+  getState(): FeatureState {
+    return { kind: 'static' };
+  }
+
+  clear(): void {}
+
+  private watch(token: ProgressToken): void {
+    let kind: 'loading' | 'indexing' | 'other' = 'other';
+    let report: ((message: string | undefined, percent: number | undefined) => void) | undefined;
+    let finish: (() => void) | undefined;
+    let lastPercent = 0;
+    const subscription = this.client.onProgress(WorkDoneProgress.type, token, (value) => {
+      if (value.kind === 'begin') {
+        kind = progressKind(value.title);
+        const location =
+          kind === 'indexing' ? vscode.ProgressLocation.Notification : vscode.ProgressLocation.Window;
+        void vscode.window.withProgress(
+          { location, title: `Superposed: ${value.title}`, cancellable: value.cancellable === true },
+          (progress, cancel) => {
+            cancel.onCancellationRequested(() => {
+              void this.client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+            });
+            report = (message, percent) => {
+              const increment = percent === undefined ? undefined : percent - lastPercent;
+              lastPercent = percent ?? lastPercent;
+              progress.report({ message, increment });
+            };
+            return new Promise<void>((resolve) => (finish = resolve));
+          },
+        );
+        report?.(value.message, value.percentage);
+      } else if (value.kind === 'report') {
+        report?.(value.message, value.percentage);
+      } else {
+        finish?.();
+        subscription.dispose();
+        if (kind !== 'other') {
+          this.onState(this.ready());
+        }
+        return;
+      }
+      if (kind !== 'other') {
+        const percent = value.kind === 'report' ? value.percentage : value.percentage;
+        this.onState({ kind, percent });
+      }
+    });
+  }
+}
+
+/** One running language client; `restart` replaces it with a new server process. */
+export class Server {
+  private client: LanguageClient | undefined;
+  private stats: Record<string, unknown> | undefined;
+
+  constructor(
+    private readonly output: vscode.LogOutputChannel,
+    private readonly onState: Listener,
+  ) {}
+
+  async start(): Promise<void> {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const python = resolvePython(
+      config.get<string>('pythonPath'),
+      await pythonExtensionInterpreter(),
+      folder,
+    );
+    const { command, args } = serverCommand(python);
+    this.output.info(`starting: ${command} ${args.join(' ')}`);
+    const serverOptions: ServerOptions = {
+      command,
+      args,
+      transport: TransportKind.stdio,
+      options: folder === undefined ? {} : { cwd: folder },
+    };
+    const languages = config.get<string[]>('languages', ['python']);
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: languages.map((language) => ({ scheme: 'file', language })),
+      outputChannel: this.output,
+      initializationOptions: currentSettings(),
+      middleware: {
+        workspace: {
+          // Servers that pull settings get the same object as the push: the server's keys only.
+          configuration: (params, token, next) => {
+            if (params.items.every((item) => item.section === SECTION)) {
+              return params.items.map(() => currentSettings());
+            }
+            return next(params, token);
+          },
+        },
+      },
+    };
+    const client = new LanguageClient(SECTION, 'Superposed', serverOptions, clientOptions);
+    client.registerFeature(new ProgressFeature(client, this.onState, () => this.readyState()));
+    client.onDidChangeState(({ newState }) => {
+      if (newState === State.Stopped && this.client === client) {
+        this.onState({ kind: 'error', message: 'The server stopped; see the log.' });
+      }
+    });
+    this.client = client;
+    this.onState({ kind: 'loading' });
+    try {
+      await client.start();
+    } catch (err) {
+      this.onState({ kind: 'error', message: `The server did not start: ${String(err)}` });
+      throw err;
+    }
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client !== undefined && client.state !== State.Stopped) {
+      await client.stop();
+    }
+    this.onState({ kind: 'stopped' });
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  /** Pushes the current settings (the ones that need no restart). */
+  async sendSettings(): Promise<void> {
+    await this.client?.sendNotification(DidChangeConfigurationNotification.type, {
+      settings: { [SECTION]: currentSettings() },
+    });
+  }
+
+  /** Runs one of the server's commands (superposed.indexWorkspace, superposed.stats). */
+  async execute(command: string, ...args: unknown[]): Promise<unknown> {
+    if (this.client === undefined || !this.client.isRunning()) {
+      throw new Error('the Superposed server is not running (Superposed: Restart Server)');
+    }
+    return this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** Fetches the store stats for the status bar; they stay as they were if the call fails. */
+  async refreshStats(): Promise<Record<string, unknown> | undefined> {
+    try {
+      const stats = await this.execute('superposed.stats');
+      if (stats !== null && typeof stats === 'object') {
+        this.stats = stats as Record<string, unknown>;
+      }
+    } catch (err) {
+      this.output.info(`stats failed: ${String(err)}`);
+    }
+    return this.stats;
+  }
+
+  readyState(): ServerState {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    return {
+      kind: 'ready',
+      model: config.get<string>('model', 'smollm2-135m'),
+      k: config.get<number>('k', 3),
+      stats: this.stats,
+    };
+  }
+}

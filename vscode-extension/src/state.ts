@@ -1,0 +1,74 @@
+/** What the server is doing, and how the status bar says it. Pure: no `vscode` import. */
+
+export type ServerState =
+  | { kind: 'starting' }
+  | { kind: 'loading'; percent?: number }
+  | { kind: 'indexing'; percent?: number }
+  | { kind: 'ready'; model: string; k: number; stats?: Record<string, unknown> }
+  | { kind: 'error'; message: string }
+  | { kind: 'stopped' };
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+}
+
+/** Which state a work-done progress stands for, from its title (the server's wording). */
+export function progressKind(title: string): 'loading' | 'indexing' | 'other' {
+  if (/index/i.test(title)) {
+    return 'indexing';
+  }
+  if (/model|load/i.test(title)) {
+    return 'loading';
+  }
+  return 'other';
+}
+
+function percent(value: number | undefined): string {
+  return value === undefined ? '' : ` ${Math.round(value)}%`;
+}
+
+/** One line per stats entry, nested objects flattened with dots: `codebase.files: 12`. */
+export function formatStats(stats: Record<string, unknown>, prefix = ''): string[] {
+  const lines: string[] = [];
+  for (const [key, value] of Object.entries(stats)) {
+    const name = prefix === '' ? key : `${prefix}.${key}`;
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      lines.push(...formatStats(value as Record<string, unknown>, name));
+    } else {
+      lines.push(`${name}: ${JSON.stringify(value)}`);
+    }
+  }
+  return lines;
+}
+
+export function statusView(state: ServerState): StatusView {
+  switch (state.kind) {
+    case 'starting':
+      return { text: '$(loading~spin) Superposed: starting', tooltip: 'Starting the server' };
+    case 'loading':
+      return {
+        text: `$(loading~spin) Superposed: loading model${percent(state.percent)}`,
+        tooltip: 'Loading the language model; completions start when it is ready',
+      };
+    case 'indexing':
+      return {
+        text: `$(sync~spin) Superposed: indexing${percent(state.percent)}`,
+        tooltip: 'Indexing the workspace into the codebase n-gram store',
+      };
+    case 'ready': {
+      const stats = state.stats === undefined ? [] : formatStats(state.stats);
+      return {
+        text: `$(check) Superposed: ready (${state.model}, k=${state.k})`,
+        tooltip: ['Superposed: ready. Click for the log.', ...stats].join('\n'),
+      };
+    }
+    case 'error':
+      return {
+        text: '$(error) Superposed: error',
+        tooltip: `${state.message}\nClick for the log.`,
+      };
+    case 'stopped':
+      return { text: '$(circle-slash) Superposed: stopped', tooltip: 'The server is not running' };
+  }
+}

@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+
+import {
+  expandPath,
+  type Inspected,
+  needsRestart,
+  resolvePython,
+  SERVER_KEYS,
+  serverCommand,
+  serverSettings,
+} from '../src/config';
+import { formatStats, progressKind, statusView } from '../src/state';
+
+const manifest = JSON.parse(
+  fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'),
+) as { contributes: { configuration: { properties: Record<string, { default?: unknown }> } } };
+const properties = manifest.contributes.configuration.properties;
+
+test('serverSettings sends only what the user set, the most specific level winning', () => {
+  const levels: Record<string, Inspected> = {
+    k: { globalValue: 5 },
+    model: { globalValue: 'a', workspaceValue: 'b' },
+    lineMode: { globalValue: 'single', workspaceValue: 'single', workspaceFolderValue: 'multi' },
+    alpha: {},
+    pythonPath: { globalValue: '/usr/bin/python3' },
+  };
+  const settings = serverSettings((key) => levels[key]);
+  assert.deepEqual(settings, { k: 5, model: 'b', lineMode: 'multi' });
+});
+
+test('serverSettings keeps falsy values the user set', () => {
+  const levels: Record<string, Inspected> = {
+    indexOnSave: { globalValue: false },
+    alpha: { workspaceValue: 0 },
+    codebaseDb: { globalValue: '' },
+  };
+  assert.deepEqual(serverSettings((key) => levels[key]), {
+    indexOnSave: false,
+    alpha: 0,
+    codebaseDb: '',
+  });
+});
+
+test('every server setting is declared in package.json with a type, default and description', () => {
+  for (const key of SERVER_KEYS) {
+    const property = properties[`superposed.${key}`] as Record<string, unknown> | undefined;
+    assert.ok(property, `superposed.${key} is missing from package.json`);
+    assert.ok(property.type, `superposed.${key} has no type`);
+    assert.ok('default' in property, `superposed.${key} has no default`);
+    assert.ok(property.description, `superposed.${key} has no description`);
+  }
+});
+
+test('a change of interpreter or model restarts the server; a change of k does not', () => {
+  const changed = (keys: string[]) => (section: string) =>
+    keys.some((key) => section === `superposed.${key}`);
+  assert.equal(needsRestart(changed(['pythonPath'])), true);
+  assert.equal(needsRestart(changed(['model'])), true);
+  assert.equal(needsRestart(changed(['dtype'])), true);
+  assert.equal(needsRestart(changed(['k', 'alpha'])), false);
+});
+
+test('the interpreter: the setting, else the Python extension, else python3', () => {
+  assert.equal(resolvePython('/opt/venv/bin/python', '/usr/bin/python3.12', undefined), '/opt/venv/bin/python');
+  assert.equal(resolvePython('  ', '/usr/bin/python3.12', undefined), '/usr/bin/python3.12');
+  assert.equal(resolvePython(undefined, undefined, undefined, 'linux'), 'python3');
+  assert.equal(resolvePython('', undefined, undefined, 'win32'), 'python');
+});
+
+test('pythonPath expands ~ and ${workspaceFolder}', () => {
+  assert.equal(
+    resolvePython('${workspaceFolder}/.venv/bin/python', undefined, '/src/proj'),
+    '/src/proj/.venv/bin/python',
+  );
+  assert.equal(expandPath('~/venv/bin/python', undefined), path.join(os.homedir(), 'venv/bin/python'));
+  assert.equal(expandPath('/a/~b', undefined), '/a/~b');
+});
+
+test('the server runs as a module of the chosen interpreter, on stdio', () => {
+  assert.deepEqual(serverCommand('/v/bin/python'), {
+    command: '/v/bin/python',
+    args: ['-m', 'lsp_server.cli'],
+  });
+  assert.deepEqual(serverCommand('python3', ['-v']).args, ['-m', 'lsp_server.cli', '-v']);
+});
+
+test('progress titles map to status states', () => {
+  assert.equal(progressKind('Loading model smollm2-135m'), 'loading');
+  assert.equal(progressKind('Indexing workspace'), 'indexing');
+  assert.equal(progressKind('Something else'), 'other');
+});
+
+test('the status bar says what the server is doing', () => {
+  assert.match(statusView({ kind: 'loading', percent: 42.4 }).text, /loading model 42%/);
+  assert.match(statusView({ kind: 'indexing', percent: 7 }).text, /indexing 7%/);
+  const ready = statusView({ kind: 'ready', model: 'smollm2-135m', k: 3, stats: { files: 4 } });
+  assert.match(ready.text, /ready \(smollm2-135m, k=3\)/);
+  assert.match(ready.tooltip, /files: 4/);
+  assert.match(statusView({ kind: 'error', message: 'boom' }).tooltip, /boom/);
+});
+
+test('stats flatten to one line per value', () => {
+  assert.deepEqual(formatStats({ codebase: { files: 2, tokens: 10 }, model: 'm' }), [
+    'codebase.files: 2',
+    'codebase.tokens: 10',
+    'model: "m"',
+  ]);
+});
