@@ -121,10 +121,21 @@ def default_model_dir() -> Path:
     return target
 
 
-def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto") -> LoadedModel:
+def set_threads(threads: int) -> None:
+    """CPU threads for torch. One is the default: on a 2-core machine that other processes
+    also use, two threads measured 10-35x slower than one (issue 7)."""
+    if threads < 1:
+        raise EngineError(f"threads must be at least 1 (got {threads})")
+    torch.set_num_threads(threads)
+
+
+def load_model(
+    name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto", threads: int = 1
+) -> LoadedModel:
     """Load a causal LM: the default, a local directory, or a hub id (when a network exists)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    set_threads(threads)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     source: str | Path = default_model_dir() if name in ("", DEFAULT_MODEL) else name
@@ -136,7 +147,7 @@ def load_model(name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "au
             f"cannot load model {name!r}: {err}. Use a local model directory, a hub id with "
             f"network access, or {DEFAULT_MODEL!r} for the embedded default"
         ) from err
-    model.to(torch_device).eval()
+    model = model.to(device=torch_device).eval()
     return LoadedModel(
         name=DEFAULT_MODEL if source != name else str(name),
         model=model,

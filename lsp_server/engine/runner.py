@@ -17,7 +17,7 @@ from lsp_server.engine.types import NonFiniteLogits
 
 
 class ModelRunner(Protocol):
-    """What a decoder needs from a model: prefill, step on embeddings, batch and rewind the cache."""
+    """What a decoder needs from a model: prefill, step on embeddings, batch, rewind."""
 
     vocab_size: int
     max_context: int
@@ -67,16 +67,20 @@ def check_finite(logits: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-def prefill_reusing_cache(runner: ModelRunner, ids: list[int]) -> torch.Tensor:
-    """Prefill ``ids``, reusing the longest cached prefix; return the last logits [V].
+def reusable_prefix(cached: list[int], ids: list[int]) -> int:
+    """How many leading tokens of ``ids`` the cache already holds.
 
-    At least the last token is always recomputed, since its logits are not cached.
+    Never all of them: the last token is always recomputed, since its logits are not cached.
     """
-    cached = runner.cached_ids
-    common = 0
-    limit = min(len(cached), len(ids) - 1)
+    common, limit = 0, min(len(cached), len(ids) - 1)
     while common < limit and cached[common] == ids[common]:
         common += 1
+    return common
+
+
+def prefill_reusing_cache(runner: ModelRunner, ids: list[int]) -> torch.Tensor:
+    """Prefill ``ids``, reusing the longest cached prefix; return the last logits [V]."""
+    common = reusable_prefix(runner.cached_ids, ids)
     runner.rewind(common)
     return runner.prefill(ids[common:])
 
@@ -100,6 +104,14 @@ class HFRunner:
         self._cache = self._new_cache()
         self._ids: list[int] = []  # prompt tokens in row 0 of the cache
         self._length = 0
+        self._batch = 1
+
+    def _crop(self, length: int) -> None:
+        # transformers >= 5.24 crops by a negative count of tokens to drop; before, to a length.
+        if "tokens_to_remove" in inspect.signature(self._cache.crop).parameters:
+            self._cache.crop(length - self._length)
+        else:
+            self._cache.crop(length)
 
     def _new_cache(self) -> Any:
         return self._cache_cls(config=self.model.config)
@@ -139,18 +151,20 @@ class HFRunner:
     def expand(self, batch: int) -> None:
         if batch > 1:
             self._cache.batch_repeat_interleave(batch)
+            self._batch *= batch
 
     def select(self, rows: torch.Tensor) -> None:
         self._cache.batch_select_indices(rows.to(self.device))
+        self._batch = len(rows)
 
     def rewind(self, length: int) -> None:
         if length <= 0:
             self._cache = self._new_cache()
-            self._ids, self._length = [], 0
+            self._ids, self._length, self._batch = [], 0, 1
             return
-        if self._cache.batch_size > 1:
-            self._cache.batch_select_indices(torch.tensor([0], device=self.device))
+        if self._batch > 1:
+            self.select(torch.tensor([0], device=self.device))
         if length < self._length:
-            self._cache.crop(length)
+            self._crop(length)
         self._length = min(length, self._length)
         self._ids = self._ids[: self._length]

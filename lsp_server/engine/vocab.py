@@ -33,9 +33,7 @@ class Vocab:
         self.eos_ids = eos_ids
         self.special_ids = special_ids
         # Sorted (bytes, id) pairs of the ordinary tokens, for prefix range queries.
-        pairs = sorted(
-            (b, i) for i, b in enumerate(token_bytes) if b and i not in special_ids
-        )
+        pairs = sorted((b, i) for i, b in enumerate(token_bytes) if b and i not in special_ids)
         self._sorted_bytes = [b for b, _ in pairs]
         self._sorted_ids = [i for _, i in pairs]
         self._by_bytes = {b: i for b, i in reversed(pairs)}  # lowest id wins on duplicates
@@ -77,9 +75,8 @@ class Vocab:
         while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(prefix):
             hi += 1
         extending = self._sorted_ids[lo:hi]
-        shorter = [
-            self._by_bytes[prefix[:n]] for n in range(1, len(prefix)) if prefix[:n] in self._by_bytes
-        ]
+        heads = (prefix[:n] for n in range(1, len(prefix)))
+        shorter = [self._by_bytes[head] for head in heads if head in self._by_bytes]
         return tuple(sorted(set(extending) | set(shorter)))
 
     def consistent_mask(self, prefix: bytes, size: int, device: torch.device) -> torch.Tensor:

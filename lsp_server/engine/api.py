@@ -1,0 +1,99 @@
+"""The engine's front door: text before the cursor in, k drafts and timings out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lsp_server.engine import baselines
+from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
+from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.prompt import Prompt, build_prompt
+from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
+from lsp_server.engine.superposed import superposed_decode
+from lsp_server.engine.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
+
+Method = Callable[..., list[Draft]]
+
+METHODS: dict[str, Method] = {
+    "superposed": superposed_decode,
+    "greedy": baselines.greedy,
+    "nucleus": baselines.nucleus_batched,
+    "nucleus-sequential": baselines.nucleus_sequential,
+    "beam": baselines.beam_search,
+    "nucleus-superposed": baselines.nucleus_superposed,
+}
+
+
+@dataclass
+class Completion:
+    """The drafts of one request (text starts at the cursor), with where the time went."""
+
+    drafts: list[Draft]
+    timing_ms: dict[str, float] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    reused_tokens: int = 0
+
+
+class Engine:
+    """A loaded model, its runner (and KV cache) and vocabulary. Not thread-safe."""
+
+    def __init__(self, loaded: LoadedModel, runner: ModelRunner | None = None) -> None:
+        self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.vocab = loaded.vocab
+        self.name = loaded.name
+        self.runner: ModelRunner = runner if runner is not None else HFRunner(loaded.model)
+        self.max_context = self.runner.max_context
+
+    @classmethod
+    def load(
+        cls, model: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto", threads: int = 1
+    ) -> Engine:
+        return cls(load_model(model, device, dtype, threads))
+
+    def prompt(
+        self,
+        text: str,
+        max_new_tokens: int,
+        heal: bool = True,
+        max_prompt_tokens: int | None = None,
+    ) -> Prompt:
+        """The prompt for ``text``, leaving room in the context for the new tokens."""
+        room = self.max_context - max_new_tokens - 1
+        limit = room if max_prompt_tokens is None else min(room, max_prompt_tokens)
+        return build_prompt(self.tokenizer, self.vocab, text, limit, heal=heal)
+
+    def complete(
+        self,
+        text_before_cursor: str,
+        method: str = "superposed",
+        cfg: DecodeConfig | None = None,
+        ngram: NgramSource | None = None,
+        stop: StopCondition | None = None,
+        cancel: CancelCheck | None = None,
+        heal: bool = True,
+        max_prompt_tokens: int | None = None,
+    ) -> Completion:
+        """Decode drafts for the cursor at the end of ``text_before_cursor``."""
+        if method not in METHODS:
+            raise EngineError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+        cfg = cfg or DecodeConfig()
+        cfg.validate()
+        start = time.perf_counter()
+        prompt = self.prompt(text_before_cursor, cfg.max_new_tokens, heal, max_prompt_tokens)
+        reused = reusable_prefix(self.runner.cached_ids, prompt.ids)
+        encoded = time.perf_counter()
+        drafts = METHODS[method](self.runner, self.vocab, prompt, cfg, ngram, stop, cancel)
+        done = time.perf_counter()
+        return Completion(
+            drafts=drafts,
+            timing_ms={
+                "prompt": (encoded - start) * 1e3,
+                "decode": (done - encoded) * 1e3,
+                "total": (done - start) * 1e3,
+            },
+            prompt_tokens=len(prompt.ids),
+            reused_tokens=reused,
+        )

@@ -1,0 +1,196 @@
+"""Superposed Decoding (Shen et al., 2024): k drafts from one autoregressive pass.
+
+Each step feeds the model ONE input: the weighted sum of the k drafts' newest token
+embeddings, weighted by the drafts' normalised probabilities. The model's next-token
+distribution is shared; each draft re-scores its candidates with n-gram statistics of its
+own context, which keeps the drafts apart and coherent:
+
+    log p_f(x) = (1 - alpha) log p_theta(x) + alpha log p_ngram(x | draft)
+
+and the k best (draft, candidate) extensions by cumulative score become the new drafts.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from lsp_server.engine.hypotheses import (
+    Finisher,
+    Hypothesis,
+    best_drafts,
+    constrain,
+    heal_masks,
+    settled,
+)
+from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.prompt import Prompt
+from lsp_server.engine.runner import ModelRunner, prefill_reusing_cache
+from lsp_server.engine.types import (
+    CancelCheck,
+    Cancelled,
+    DecodeConfig,
+    Draft,
+    StopCondition,
+)
+from lsp_server.engine.vocab import Vocab
+
+
+def superposition_weights(hyps: list[Hypothesis]) -> torch.Tensor:
+    """gamma [D]: the drafts' normalised probabilities (softmax of cumulative log-scores)."""
+    return torch.softmax(torch.tensor([h.score for h in hyps], dtype=torch.float64), 0)
+
+
+def superposed_input(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tensor:
+    """sum_i gamma_i * E(x_i) over the drafts' newest tokens -> [1, 1, H]."""
+    newest = torch.tensor([[h.tokens[-1] for h in hyps]], device=runner.device)  # [1, D]
+    embeds = runner.embed(newest)[0]  # [D, H]
+    gamma = superposition_weights(hyps).to(embeds.device, embeds.dtype)  # [D]
+    return (gamma[:, None] * embeds).sum(0)[None, None, :]  # [1, 1, H]
+
+
+def branch(
+    logits: torch.Tensor, base: Hypothesis, cfg: DecodeConfig, vocab: Vocab
+) -> list[Hypothesis]:
+    """First step: the k most probable (allowed) tokens start k drafts from ``base``."""
+    logp = F.log_softmax(logits.float() / cfg.temperature, dim=-1)[None]  # [1, V]
+    logp = constrain(logp, heal_masks(vocab, [base], logp.shape[-1], logp.device))
+    top, ids = logp[0].topk(min(cfg.k, logp.shape[-1]))
+    return [
+        base.extend(int(i), base.score + float(s), vocab)
+        for s, i in zip(top.tolist(), ids.tolist(), strict=True)
+        if s > float("-inf")
+    ]
+
+
+def rescore(
+    logp: torch.Tensor,
+    candidates: torch.Tensor,
+    contexts: list[list[int]],
+    cfg: DecodeConfig,
+    ngram: NgramSource | None,
+) -> torch.Tensor:
+    """log p_f [D, C] of each draft's candidates, mixing in the draft's n-gram probability.
+
+    logp: [D, C] tempered model log-probabilities of candidates [D, C].
+    """
+    if ngram is None or cfg.alpha == 0.0:
+        return logp
+    result = ngram.probabilities(contexts, candidates.cpu().numpy())
+    probs = torch.from_numpy(result.probs).to(logp.device, logp.dtype)  # [D, C]
+    supported = torch.from_numpy(result.supported).to(logp.device)[:, None]  # [D, 1]
+    log_ngram = torch.where(probs > 0, probs.log(), torch.full_like(probs, float("-inf")))
+    mixed = (1 - cfg.alpha) * logp + cfg.alpha * log_ngram
+    return torch.where(supported, mixed, (1 - cfg.alpha) * logp - cfg.delta)
+
+
+def select(
+    hyps: list[Hypothesis],
+    candidates: torch.Tensor,
+    scores: torch.Tensor,
+    k: int,
+    vocab: Vocab,
+) -> list[Hypothesis]:
+    """The k best extensions by cumulative score; identical token sequences are merged."""
+    total = torch.tensor([h.score for h in hyps], dtype=scores.dtype)[:, None] + scores.cpu()
+    order = total.flatten().argsort(descending=True).tolist()
+    width = candidates.shape[1]
+    chosen: list[Hypothesis] = []
+    seen: set[tuple[int, ...]] = set()
+    for flat in order:
+        value = float(total.flatten()[flat])
+        if len(chosen) == k or value == float("-inf"):
+            break
+        parent, token = hyps[flat // width], int(candidates.flatten()[flat])
+        key = (*parent.tokens, token)
+        if key not in seen:  # the first occurrence has the better score
+            seen.add(key)
+            chosen.append(parent.extend(token, value, vocab))
+    return chosen
+
+
+class SuperposedDecoder:
+    """One superposed decoding request over a runner whose cache holds the prompt."""
+
+    def __init__(
+        self,
+        runner: ModelRunner,
+        vocab: Vocab,
+        prompt: Prompt,
+        cfg: DecodeConfig,
+        ngram: NgramSource | None,
+        stop: StopCondition,
+        cancel: CancelCheck | None,
+    ) -> None:
+        self.runner, self.vocab, self.prompt, self.cfg = runner, vocab, prompt, cfg
+        self.ngram, self.cancel = ngram, cancel
+        self.finisher = Finisher(vocab, prompt.heal, stop)
+        self.context_len = max(ngram.orders) - 1 if ngram is not None else 0
+        self.finished: list[Draft] = []
+
+    def _sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
+        """Set finished drafts aside; return the ones that go on."""
+        alive = []
+        for hyp in hyps:
+            draft = self.finisher.finished(hyp)
+            if draft is None:
+                alive.append(hyp)
+            else:
+                self.finished.append(draft)
+        return alive
+
+    def _step(self, alive: list[Hypothesis]) -> list[Hypothesis]:
+        """One forward on the superposed input; extend and re-score every draft."""
+        logits = self.runner.step(superposed_input(self.runner, alive))  # [1, V]
+        logp = F.log_softmax(logits[0].float() / self.cfg.temperature, dim=-1)  # [V]
+        logp = logp.expand(len(alive), -1)  # [D, V]
+        logp = constrain(logp, heal_masks(self.vocab, alive, logp.shape[-1], logp.device))
+        top, candidates = logp.topk(min(self.cfg.candidates, logp.shape[-1]), dim=-1)  # [D, C]
+        contexts = [(self.prompt.ids + h.tokens)[-self.context_len :] for h in alive]
+        scores = rescore(top, candidates, contexts, self.cfg, self.ngram)
+        return select(alive, candidates, scores, self.cfg.k, self.vocab)
+
+    def _reset(self, alive: list[Hypothesis], prompt_len: int) -> list[Hypothesis]:
+        """Paper 5.3: make the best draft the new prefix (prefill it) and branch again."""
+        best = max(alive, key=lambda h: h.score)
+        self.runner.rewind(prompt_len)
+        logits = self.runner.prefill(best.tokens)
+        return self._sort_out(branch(logits, best, self.cfg, self.vocab))
+
+    def run(self) -> list[Draft]:
+        cfg = self.cfg
+        logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
+        prompt_len = self.runner.length
+        try:
+            start = Hypothesis(heal=self.prompt.heal)
+            alive = self._sort_out(branch(logits, start, cfg, self.vocab))
+            for step in range(1, cfg.max_new_tokens):
+                if settled(self.finished, alive, cfg.k):
+                    break
+                if self.cancel is not None and self.cancel():
+                    raise Cancelled()
+                if cfg.reset_every and step % cfg.reset_every == 0:
+                    alive = self._reset(alive, prompt_len)
+                else:
+                    alive = self._sort_out(self._step(alive))
+        finally:
+            self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
+        drafts = self.finished + [self.finisher.unfinished(h) for h in alive]
+        return best_drafts(drafts, cfg.k)
+
+
+@torch.inference_mode()
+def superposed_decode(
+    runner: ModelRunner,
+    vocab: Vocab,
+    prompt: Prompt,
+    cfg: DecodeConfig,
+    ngram: NgramSource | None = None,
+    stop: StopCondition | None = None,
+    cancel: CancelCheck | None = None,
+) -> list[Draft]:
+    """k drafts from one superposed pass; best first. Without an n-gram source alpha is 0."""
+    cfg.validate()
+    return SuperposedDecoder(
+        runner, vocab, prompt, cfg, ngram, stop or StopCondition(), cancel
+    ).run()
