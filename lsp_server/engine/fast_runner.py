@@ -1,0 +1,323 @@
+"""A fast runner for the Llama-family block (Llama, SmolLM2, Mistral, Qwen2).
+
+The same math as the transformers model, written out lean (after gpt-fast): fused q/k/v and
+gate/up projections, one preallocated K and V tensor per layer (a shared KV buffer made a
+compiled loop 3x slower, issue 7), the residual stream in fp32, and weights in the
+``precision`` of the decode step:
+
+- fp32: everything in fp32; the logits match the transformers model's.
+- bf16: bf16 weights, activations and KV cache.
+- int8 / int4: weight-only quantized decode matmuls (see quant.py) with bf16 activations;
+  prefill runs on a bf16 copy of the weights, where the CPU's bf16 matmuls (AMX) are fast and
+  the quantized kernels are not.
+
+A decode step reads every weight once, so its cost is about the bytes of the weights.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from lsp_server.engine.quant import Linear, quantize
+from lsp_server.engine.runner import HFRunner, ModelRunner, check_finite
+from lsp_server.engine.types import EngineError
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("fp32", "bf16", "int8", "int4")
+RUNNERS = ("auto", "hf", "fast")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+_STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inv_freq does not depend on length
+_PREFILL_CHUNK = 512  # tokens per prefill forward: bounds the attention matrix's memory
+_LENGTH_QUANTUM = 256  # the KV tensors grow in steps of this many positions
+
+
+class UnsupportedModel(EngineError):
+    """The fast runner does not implement this model's architecture; use runner "hf"."""
+
+
+@dataclass
+class Block:
+    """One decoder layer's weights."""
+
+    attn_norm: torch.Tensor  # [H] fp32
+    mlp_norm: torch.Tensor  # [H] fp32
+    qkv: Linear  # H -> (heads + 2 * kv_heads) * head_dim
+    out: Linear  # heads * head_dim -> H
+    gate_up: Linear  # H -> 2 * I
+    down: Linear  # I -> H
+
+
+@dataclass
+class Weights:
+    """All layers' weights in one precision, and the output head."""
+
+    blocks: list[Block]
+    norm: torch.Tensor  # [H] fp32
+    lm_head: Linear  # H -> V
+
+
+def unsupported_reason(model: Any) -> str | None:
+    """Why the fast runner cannot run ``model``, or None if it can."""
+    config = model.config
+    kind = getattr(config, "model_type", None)
+    if kind not in SUPPORTED_MODEL_TYPES:
+        return f"model type {kind!r} is not one of {', '.join(SUPPORTED_MODEL_TYPES)}"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"activation {config.hidden_act!r} is not silu"
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in _STATIC_ROPE:
+        return f"rope type {rope_type!r} changes with the length"
+    window = getattr(config, "sliding_window", None)
+    uses_window = getattr(config, "use_sliding_window", window is not None)
+    if uses_window and window is not None and window < config.max_position_embeddings:
+        return f"sliding-window attention ({window}) is not implemented"
+    if getattr(config, "mlp_bias", False):
+        return "MLP biases are not implemented"
+    return None
+
+
+def _linear(modules: list[Any], precision: str) -> Linear:
+    """Fuse the linear ``modules`` (same input) into one layer along the output dimension."""
+    weight = torch.cat([m.weight for m in modules], dim=0)
+    biases = [m.bias for m in modules]
+    if all(b is None for b in biases):
+        bias = None
+    else:
+        bias = torch.cat(
+            [
+                b if b is not None else m.weight.new_zeros(m.weight.shape[0])
+                for m, b in zip(modules, biases, strict=True)
+            ]
+        )
+    return quantize(weight, bias, precision)
+
+
+def build_weights(model: Any, precision: str) -> Weights:
+    """The model's weights for this runner, in ``precision``."""
+    blocks = []
+    for layer in model.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        blocks.append(
+            Block(
+                attn_norm=layer.input_layernorm.weight.detach().float(),
+                mlp_norm=layer.post_attention_layernorm.weight.detach().float(),
+                qkv=_linear([attn.q_proj, attn.k_proj, attn.v_proj], precision),
+                out=_linear([attn.o_proj], precision),
+                gate_up=_linear([mlp.gate_proj, mlp.up_proj], precision),
+                down=_linear([mlp.down_proj], precision),
+            )
+        )
+    head = model.get_output_embeddings()
+    return Weights(blocks, model.model.norm.weight.detach().float(), _linear([head], precision))
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x [..., H] fp32 -> normalised and scaled, fp32."""
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding. x [B, heads, T, D]; cos, sin [T, D]."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+class FastRunner:
+    """The ModelRunner for Llama-family models: preallocated per-layer KV, quantized decode."""
+
+    def __init__(self, model: Any, precision: str = "bf16") -> None:
+        if precision not in PRECISIONS:
+            raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
+        reason = unsupported_reason(model)
+        if reason is not None:
+            raise UnsupportedModel(f"the fast runner cannot run this model: {reason}")
+        self.device = next(model.parameters()).device
+        if precision in ("int8", "int4") and self.device.type != "cpu":
+            raise EngineError(f"precision {precision} runs on the CPU only: use bf16 on a GPU")
+        config = model.config
+        self.precision = precision
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.max_context = int(getattr(config, "max_position_embeddings", 2048) or 2048)
+        self.heads = int(config.num_attention_heads)
+        self.kv_heads = int(getattr(config, "num_key_value_heads", None) or self.heads)
+        self.head_dim = int(
+            getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        )
+        self.eps = float(config.rms_norm_eps)
+        self.dtype = torch.float32 if precision == "fp32" else torch.bfloat16  # KV, attention
+        self._embedding = model.get_input_embeddings()
+        self._rotary = model.model.rotary_emb
+        with torch.no_grad():
+            self.decode_weights = build_weights(model, precision)
+            quantized = precision in ("int8", "int4")
+            self.prefill_weights = (
+                build_weights(model, "bf16") if quantized else self.decode_weights
+            )
+        layers = len(self.decode_weights.blocks)
+        self._k: list[torch.Tensor] = [self._empty(1, 0)] * layers  # [R, kv_heads, C, D]
+        self._v: list[torch.Tensor] = [self._empty(1, 0)] * layers
+        self._cos = torch.empty(0, self.head_dim, device=self.device)  # [C, D]
+        self._sin = torch.empty(0, self.head_dim, device=self.device)
+        self._ids: list[int] = []  # prompt tokens in row 0 of the cache
+        self._length = 0
+        self._batch = 1
+
+    # --- the cache ------------------------------------------------------------------------
+
+    def _empty(self, rows: int, length: int) -> torch.Tensor:
+        shape = (rows, self.kv_heads, length, self.head_dim)
+        return torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    def _reserve(self, rows: int, length: int) -> None:
+        """Grow the KV tensors (and the rotary table) to hold ``rows`` x ``length``."""
+        if length > self.max_context:
+            raise EngineError(
+                f"{length} positions exceed the model's context of {self.max_context} tokens"
+            )
+        have_rows, have_length = self._k[0].shape[0], self._k[0].shape[2]
+        if rows <= have_rows and length <= have_length:
+            return
+        new_rows = max(rows, have_rows)
+        new_length = have_length
+        if length > have_length:
+            wanted = max(length, 2 * have_length)
+            new_length = min(-(-wanted // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
+        for i in range(len(self._k)):
+            for cache in (self._k, self._v):
+                grown = self._empty(new_rows, new_length)
+                grown[:have_rows, :, : self._length] = cache[i][:, :, : self._length]
+                cache[i] = grown
+        if new_length > self._cos.shape[0]:
+            positions = torch.arange(new_length, device=self.device)[None]  # [1, C]
+            probe = torch.empty(0, dtype=torch.float32, device=self.device)
+            cos, sin = self._rotary(probe, positions)  # [1, C, D]
+            self._cos, self._sin = cos[0].float(), sin[0].float()
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def cached_ids(self) -> list[int]:
+        return self._ids
+
+    def expand(self, batch: int) -> None:
+        if batch <= 1:
+            return
+        rows = self._batch * batch
+        self._reserve(rows, self._length)
+        index = torch.arange(self._batch, device=self.device).repeat_interleave(batch)
+        self._gather(index)
+        self._batch = rows
+
+    def select(self, rows: torch.Tensor) -> None:
+        self._reserve(len(rows), self._length)
+        self._gather(rows.to(self.device))
+        self._batch = len(rows)
+
+    def _gather(self, index: torch.Tensor) -> None:
+        """Rows 0..len(index)-1 of every cache become the rows ``index`` [B'] of the old ones."""
+        n = self._length
+        for cache in (self._k, self._v):
+            for tensor in cache:
+                tensor[: len(index), :, :n] = tensor[index, :, :n]
+
+    def rewind(self, length: int) -> None:
+        self._batch = 1  # row 0 holds the prompt: the other rows are dropped
+        self._length = max(0, min(length, self._length))
+        self._ids = self._ids[: self._length]
+
+    # --- the forward ----------------------------------------------------------------------
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self._embedding(ids.to(self.device))
+
+    def _attention(
+        self, i: int, block: Block, h: torch.Tensor, start: int, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Causal self-attention of h [B, T, H] at positions start.. over the cache; [B, T, H']."""
+        b, t, _ = h.shape
+        d, heads, kv_heads = self.head_dim, self.heads, self.kv_heads
+        qkv = block.qkv(h).to(self.dtype)  # [B, T, (heads + 2 kv_heads) * D]
+        q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
+        q = q.view(b, t, heads, d).transpose(1, 2)  # [B, heads, T, D]
+        k = k.view(b, t, kv_heads, d).transpose(1, 2)  # [B, kv_heads, T, D]
+        v = v.view(b, t, kv_heads, d).transpose(1, 2)
+        cos, sin = self._cos[start : start + t], self._sin[start : start + t]  # [T, D]
+        q = rotate(q.float(), cos, sin).to(self.dtype)
+        k = rotate(k.float(), cos, sin).to(self.dtype)
+        end = start + t
+        self._k[i][:b, :, start:end] = k
+        self._v[i][:b, :, start:end] = v
+        keys, values = self._k[i][:b, :, :end], self._v[i][:b, :, :end]  # [B, kv_heads, L, D]
+        causal = mask is None and t > 1
+        out = F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=mask, is_causal=causal, enable_gqa=kv_heads != heads
+        )  # [B, heads, T, D]
+        return block.out(out.transpose(1, 2).reshape(b, t, heads * d))
+
+    def _forward(self, x: torch.Tensor, start: int, weights: Weights) -> torch.Tensor:
+        """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one."""
+        t = x.shape[1]
+        mask = None
+        if t > 1 and start > 0:  # the new tokens see the whole cache and each other causally
+            queries = torch.arange(start, start + t, device=self.device)[:, None]  # [T, 1]
+            mask = torch.arange(start + t, device=self.device)[None, :] <= queries  # [T, L]
+        x = x.float()  # the residual stream stays fp32
+        for i, block in enumerate(weights.blocks):
+            x = x + self._attention(i, block, rms_norm(x, block.attn_norm, self.eps), start, mask)
+            gate, up = block.gate_up(rms_norm(x, block.mlp_norm, self.eps)).chunk(2, dim=-1)
+            x = x + block.down(F.silu(gate) * up)
+        last = rms_norm(x[:, -1], weights.norm, self.eps)  # [B, H]
+        return check_finite(weights.lm_head(last).float())
+
+    @torch.inference_mode()
+    def prefill(self, ids: list[int]) -> torch.Tensor:
+        if not ids:
+            raise ValueError("prefill needs at least one token")
+        if self._batch != 1:
+            raise ValueError("prefill extends the single prompt row: rewind first")
+        self._reserve(1, self._length + len(ids))
+        tokens = torch.tensor([ids], dtype=torch.long, device=self.device)  # [1, T]
+        logits = torch.empty(0)
+        for offset in range(0, len(ids), _PREFILL_CHUNK):
+            chunk = tokens[:, offset : offset + _PREFILL_CHUNK]  # [1, T']
+            logits = self._forward(self.embed(chunk), self._length, self.prefill_weights)
+            self._length += chunk.shape[1]
+        if len(self._ids) == self._length - len(ids):  # row 0 is all prompt: remember its tokens
+            self._ids = self._ids + list(ids)
+        return logits[0]
+
+    @torch.inference_mode()
+    def step(self, embeds: torch.Tensor) -> torch.Tensor:
+        if embeds.shape[0] != self._batch:
+            raise ValueError(f"step got {embeds.shape[0]} rows, the cache has {self._batch}")
+        self._reserve(self._batch, self._length + 1)
+        logits = self._forward(embeds.to(self.device), self._length, self.decode_weights)
+        self._length += 1
+        return logits
+
+
+def make_runner(model: Any, kind: str = "auto", precision: str = "bf16") -> ModelRunner:
+    """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family) or "auto".
+
+    auto takes the fast runner when it supports the model and the transformers one otherwise.
+    """
+    if kind not in RUNNERS:
+        raise EngineError(f"unknown runner {kind!r}: use {', '.join(RUNNERS)}")
+    if kind == "hf":
+        return HFRunner(model)
+    if kind == "auto":
+        reason = unsupported_reason(model)
+        if reason is not None:
+            log.info("using the transformers runner: %s", reason)
+            return HFRunner(model)
+    return FastRunner(model, precision)

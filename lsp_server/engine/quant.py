@@ -1,0 +1,122 @@
+"""Weight-only quantized linear layers for the fast runner: bf16 activations, int8 or int4 weights.
+
+Decoding one token reads every weight once, so on a CPU a decode step costs about the bytes
+of the weights: 4-bit weights are read 4x faster than bf16 ones. The matmuls are PyTorch's own
+CPU kernels (``torch._weight_int8pack_mm``, ``torch.ops.aten._weight_int4pack_mm_for_cpu``).
+
+Why not torchao: torchao 0.18 (the release for torch 2.13) dropped its CPU int4 layout
+("opaque"; only CUDA layouts remain) and its int8 weight-only tensor ran a 576x1536 matmul
+6.6x slower than ``_weight_int8pack_mm`` here (653 vs 99 us, one thread). Both aten ops are
+private: torch is pinned (==2.13.0) and tests/test_fast_runner_quant.py checks them against
+a plain dequantized matmul, so an upgrade that changes them fails loudly.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+INT4_GROUP = 32  # weights per int4 scale/zero pair
+_INT4_N_MULTIPLE = 16  # the CPU int4 packing needs output features divisible by 16
+
+
+class Linear(Protocol):
+    """x [..., K] -> [..., N]; x may be any float dtype, the output has ``out_dtype``."""
+
+    out_dtype: torch.dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
+
+class DenseLinear:
+    """A plain linear layer with its weight in ``dtype`` (fp32 or bf16)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype) -> None:
+        self.weight = weight.detach().to(dtype).contiguous()  # [N, K]
+        self.bias = None if bias is None else bias.detach().to(dtype)
+        self.out_dtype = dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x.to(self.out_dtype), self.weight, self.bias)
+
+
+class Int8Linear:
+    """Symmetric per-output-channel int8 weights; bf16 activations and output."""
+
+    out_dtype = torch.bfloat16
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        w = weight.detach().float()  # [N, K]
+        scale = w.abs().amax(dim=1).clamp(min=1e-8) / 127  # [N]
+        self.qweight = torch.round(w / scale[:, None]).clamp(-128, 127).to(torch.int8)  # [N, K]
+        self.scale = scale.to(torch.bfloat16)  # [N]
+        self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)  # [M, K]
+        out = torch._weight_int8pack_mm(flat, self.qweight, self.scale)  # [M, N]
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def int4_fits(weight: torch.Tensor, group: int = INT4_GROUP) -> bool:
+    """Whether the CPU int4 kernel takes this weight's shape [N, K]."""
+    n, k = weight.shape
+    return k % group == 0 and n % _INT4_N_MULTIPLE == 0
+
+
+class Int4Linear:
+    """Asymmetric int4 weights in groups of ``group`` along K (the tinygemm format)."""
+
+    out_dtype = torch.bfloat16
+
+    def __init__(
+        self, weight: torch.Tensor, bias: torch.Tensor | None, group: int = INT4_GROUP
+    ) -> None:
+        if not int4_fits(weight, group):
+            raise ValueError(f"int4 needs K % {group} == 0 and N % 16 == 0, got {weight.shape}")
+        w = weight.detach().float()
+        n, k = w.shape
+        groups = w.reshape(-1, group)  # [N * K / group, group]
+        low, high = groups.amin(dim=1, keepdim=True), groups.amax(dim=1, keepdim=True)
+        scales = (high - low).clamp(min=1e-6) / 15
+        zeros = low + scales * 8  # the kernel computes (q - 8) * scale + zero
+        q = groups.sub(low).div(scales).round().clamp(0, 15).to(torch.int32).reshape(n, k)
+        self.group = group
+        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        # scales_and_zeros: [K / group, N, 2] in bf16
+        self.scales_and_zeros = (
+            torch.cat([scales.reshape(n, -1, 1), zeros.reshape(n, -1, 1)], dim=2)
+            .transpose(0, 1)
+            .contiguous()
+            .to(torch.bfloat16)
+        )
+        self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)  # [M, K]
+        out = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            flat, self.packed, self.group, self.scales_and_zeros
+        )  # [M, N]
+        if self.bias is not None:
+            out = out + self.bias
+        return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def quantize(weight: torch.Tensor, bias: torch.Tensor | None, precision: str) -> Linear:
+    """A linear layer for ``precision`` (fp32 | bf16 | int8 | int4).
+
+    int4 falls back to int8 for a weight whose shape the int4 kernel does not take.
+    """
+    if precision == "fp32":
+        return DenseLinear(weight, bias, torch.float32)
+    if precision == "bf16":
+        return DenseLinear(weight, bias, torch.bfloat16)
+    if precision == "int8" or (precision == "int4" and not int4_fits(weight)):
+        return Int8Linear(weight, bias)
+    if precision == "int4":
+        return Int4Linear(weight, bias)
+    raise ValueError(f"unknown precision {precision!r}")
