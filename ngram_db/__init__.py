@@ -1,0 +1,66 @@
+"""Token n-gram statistics of the user's own code, in SQLite: per codebase and per user.
+
+The language server's API::
+
+    from ngram_db import NgramStore, CombinedSource, codebase_db_path, user_db_path
+
+    # tokenizer: the model's (LoadedModel.tokenizer, a transformers tokenizer)
+    codebase = NgramStore.open(codebase_db_path(workspace_root), tokenizer)  # orders 2..6
+    user = NgramStore.open(user_db_path(), tokenizer)
+
+    codebase.update_file(path, text)   # on save: exact, one transaction; False if unchanged
+    codebase.remove_file(path)         # on delete; False if unknown
+    codebase.rename_file(old, new)     # on rename: counts unchanged
+    codebase.stats()                   # {"files", "tokens", "ngrams": {n: distinct}, "bytes", ...}
+
+    # engine's NgramSource (lsp_server.engine.ngram): default lambdas, or others via .source()
+    source = CombinedSource(codebase.source(lambdas), user.source(lambdas), user_weight=0.3)
+    result = source.probabilities(contexts, candidates)   # NgramResult(probs[D, C], supported[D])
+
+    index_repo(root, codebase)         # what `index-repo` runs; returns an IndexSummary
+
+Paths are plain keys: ``index_repo`` stores absolute paths under the resolved root, so pass
+``str(Path(p).resolve())`` to update_file/remove_file for the two to agree. A store object
+may be shared between threads (calls are serialised); several processes may write one store
+file at once (WAL, BEGIN IMMEDIATE, a 60 s busy timeout).
+
+Errors (``ngram_db.errors``, all NgramStoreError): NotAStore (corrupt or foreign file, never
+overwritten; suggests --rebuild), TokenizerMismatch (names both fingerprints), OrdersMismatch,
+SchemaMismatch, BadOrders.
+
+Modules: ``keys`` (token tuples as 64-bit keys, vectorised counting), ``store`` (all SQL),
+``tokenizer``, ``files`` (what to index), ``indexer``, ``paths``, ``combined``, ``cli``.
+"""
+
+from ngram_db.combined import CombinedSource
+from ngram_db.errors import (
+    BadOrders,
+    NgramStoreError,
+    NotAStore,
+    OrdersMismatch,
+    SchemaMismatch,
+    TokenizerMismatch,
+)
+from ngram_db.indexer import IndexSummary, index_repo
+from ngram_db.paths import codebase_db_path, user_db_path
+from ngram_db.store import DEFAULT_ORDERS, NgramStore, StoreSource
+from ngram_db.tokenizer import ByteTokenizer, HFTokenizer
+
+__all__ = [
+    "DEFAULT_ORDERS",
+    "BadOrders",
+    "ByteTokenizer",
+    "CombinedSource",
+    "HFTokenizer",
+    "IndexSummary",
+    "NgramStore",
+    "NgramStoreError",
+    "NotAStore",
+    "OrdersMismatch",
+    "SchemaMismatch",
+    "StoreSource",
+    "TokenizerMismatch",
+    "codebase_db_path",
+    "index_repo",
+    "user_db_path",
+]

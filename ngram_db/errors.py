@@ -1,0 +1,27 @@
+"""The store's errors: one small class per failure, its docstring the gist of the message."""
+
+from __future__ import annotations
+
+
+class NgramStoreError(Exception):
+    """An n-gram store could not be used."""
+
+
+class NotAStore(NgramStoreError):
+    """The file is not an n-gram store (corrupt, or some other file); it was left untouched."""
+
+
+class TokenizerMismatch(NgramStoreError):
+    """The store was built with another tokenizer; its token ids would mean something else."""
+
+
+class SchemaMismatch(NgramStoreError):
+    """The store was written by another version of ngram_db."""
+
+
+class OrdersMismatch(NgramStoreError):
+    """The store holds other n-gram orders than the ones asked for."""
+
+
+class BadOrders(NgramStoreError):
+    """The n-gram orders are not valid."""

@@ -1,0 +1,178 @@
+"""Indexing a tree into a store: list, read, tokenize and count in chunks, one transaction each.
+
+A chunk is committed as a whole, so a killed run leaves a consistent store; the next run skips
+the files whose content hash is already stored and completes the rest. While the main thread
+counts and writes one chunk, a worker thread reads and tokenizes the next (the Rust tokenizer
+releases the GIL and uses every core), so both cores stay busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ngram_db.files import (
+    DEFAULT_MAX_FILE_BYTES,
+    Candidate,
+    Skipped,
+    list_candidates,
+    read_text,
+)
+from ngram_db.store import FileTokens, NgramStore, content_hash
+
+CHUNK_BYTES = 1_000_000  # text per transaction: ~250k tokens, about a second of work
+
+
+@dataclass
+class IndexSummary:
+    """What one index_repo run did."""
+
+    root: str
+    files_seen: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0  # tokens of the files (re)indexed in this run
+    seconds: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def format(self) -> str:
+        """A few lines for a terminal."""
+        s = self.stats
+        rate = self.tokens / self.seconds if self.seconds else 0.0
+        skipped = ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) or "none"
+        per_token = f"{s['bytes_per_token']:.1f}" if s.get("bytes_per_token") else "-"
+        grams = ", ".join(f"{n}: {c:,}" for n, c in s.get("ngrams", {}).items())
+        return "\n".join(
+            [
+                f"indexed {self.root} into {s.get('path') or ':memory:'}",
+                f"  files: {self.indexed} indexed, {self.unchanged} unchanged, "
+                f"{self.removed} removed; skipped: {skipped}",
+                f"  tokens: {self.tokens:,} indexed now ({rate:,.0f}/s), "
+                f"{s.get('tokens', 0):,} in the store ({s.get('files', 0)} files)",
+                f"  distinct n-grams per order: {grams}",
+                f"  size on disk: {s.get('bytes', 0) / 1e6:.1f} MB ({per_token} bytes/token)",
+                f"  time: {self.seconds:.1f} s",
+            ]
+        )
+
+
+@dataclass
+class _Chunk:
+    """One chunk after reading and tokenizing."""
+
+    files: list[FileTokens]
+    present: list[str]  # paths read as text (indexed now or unchanged)
+    unchanged: int
+    skipped: list[str]  # reasons
+
+
+def _chunks(candidates: Sequence[Candidate], chunk_bytes: int) -> Iterator[list[Candidate]]:
+    """Split candidates into chunks of about chunk_bytes of file size."""
+    chunk: list[Candidate] = []
+    size = 0
+    for cand in candidates:
+        with contextlib.suppress(OSError):  # read_text reports it
+            size += os.lstat(cand.path).st_size
+        chunk.append(cand)
+        if size >= chunk_bytes:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _prepare(
+    store: NgramStore, chunk: list[Candidate], root: Path, known: dict[str, str], max_bytes: int
+) -> _Chunk:
+    """Read a chunk's files, keep the changed ones and tokenize them (runs in the worker)."""
+    todo: list[tuple[str, str, str]] = []
+    present: list[str] = []
+    skipped: list[str] = []
+    unchanged = 0
+    for cand in chunk:
+        try:
+            text = read_text(cand, root, max_bytes)
+        except Skipped as why:
+            skipped.append(str(why))
+            continue
+        present.append(cand.path)
+        sha = content_hash(text)
+        if known.get(cand.path) == sha:
+            unchanged += 1
+        else:
+            todo.append((cand.path, text, sha))
+    ids = store.tokenizer.encode_batch([text for _, text, _ in todo]) if todo else []
+    files = [FileTokens(p, sha, i) for (p, _, sha), i in zip(todo, ids, strict=True)]
+    return _Chunk(files, present, unchanged, skipped)
+
+
+def index_repo(
+    root: str | os.PathLike[str],
+    store: NgramStore,
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    skip_secrets: bool = True,
+    progress: bool | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> IndexSummary:
+    """Bring the store up to date with the files under root; returns what was done.
+
+    progress None shows a bar only when stderr is a terminal.
+    """
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    root_path = Path(root).expanduser().resolve()
+    summary = IndexSummary(root=str(root_path))
+    candidates, skipped = list_candidates(root_path, include, exclude, skip_secrets)
+    summary.skipped.update(skipped)
+    summary.files_seen = len(candidates) + sum(skipped.values())
+    prefix = os.path.join(root_path, "")
+    known = {p: h for p, h in store.file_hashes().items() if p.startswith(prefix)}
+    present: set[str] = set()
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = tqdm(total=len(candidates), unit="file", disable=not show, dynamic_ncols=True)
+    with bar, ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
+        chunks = _chunks(candidates, chunk_bytes)
+
+        def submit() -> Future[_Chunk] | None:
+            nxt = next(chunks, None)
+            return None if nxt is None else pool.submit(
+                _prepare, store, nxt, root_path, known, max_file_bytes
+            )
+
+        pending = submit()
+        while pending is not None:
+            chunk = pending.result()
+            pending = submit()  # read and tokenize the next chunk while this one is written
+            store.write(chunk.files)
+            summary.indexed += len(chunk.files)
+            summary.unchanged += chunk.unchanged
+            summary.tokens += sum(len(f.ids) for f in chunk.files)
+            for reason in chunk.skipped:
+                summary.skip(reason)
+            present.update(chunk.present)
+            bar.update(len(chunk.present) + len(chunk.skipped))
+            elapsed = time.perf_counter() - start
+            bar.set_postfix_str(f"{summary.tokens / max(elapsed, 1e-9):,.0f} tokens/s")
+    gone = sorted(set(known) - present)
+    if gone:
+        summary.removed = store.write([], removed=gone)
+    store.checkpoint()
+    summary.seconds = time.perf_counter() - start
+    summary.stats = store.stats()
+    return summary

@@ -1,0 +1,552 @@
+"""The SQLite n-gram store: schema, opening checks, exact per-file updates, the batched lookup.
+
+All SQL of the package lives in this module. Tables:
+
+- ``meta``: schema version, n-gram orders, tokenizer fingerprint.
+- ``grams``: one row per token tuple key (see ``keys``): ``g`` = count as an n-gram,
+  ``c`` = count as a context. WITHOUT ROWID, so a lookup is one B-tree descent.
+- ``files``: per file its path, content sha256, token count and its token ids
+  (zlib-compressed uint32). Removing or changing a file re-counts its stored ids and
+  subtracts them, so updates are exact without re-reading the old text.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction (it takes the write lock up front, so
+two processes wait on the busy timeout instead of failing), in WAL mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from lsp_server.engine.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
+from ngram_db import keys as K
+from ngram_db.errors import (
+    BadOrders,
+    NotAStore,
+    OrdersMismatch,
+    SchemaMismatch,
+    TokenizerMismatch,
+)
+from ngram_db.tokenizer import Tokenizer, as_tokenizer, clean_text
+
+SCHEMA_VERSION = 1
+DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
+BUSY_TIMEOUT_MS = 60_000
+CACHE_KIB = 64 * 1024
+MMAP_BYTES = 1 << 30
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_MAX_PARAMS = 30_000  # below SQLite's default limit of 32766 bound parameters
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE grams (
+    key INTEGER PRIMARY KEY,  -- packed token tuple, see ngram_db.keys
+    g INTEGER NOT NULL,       -- count as an n-gram
+    c INTEGER NOT NULL        -- count as a context (followed by a token)
+) WITHOUT ROWID;
+CREATE TABLE files (
+    path TEXT PRIMARY KEY,
+    sha256 TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    ids BLOB NOT NULL         -- zlib(uint32 little-endian token ids)
+);
+"""
+_UPSERT = (
+    "INSERT INTO grams (key, g, c) VALUES (?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET g = g + excluded.g, c = c + excluded.c"
+)
+_ROWS_PER_INSERT = 256
+_UPSERT_MANY = (
+    f"INSERT INTO grams (key, g, c) VALUES {','.join(['(?, ?, ?)'] * _ROWS_PER_INSERT)} "
+    "ON CONFLICT (key) DO UPDATE SET g = g + excluded.g, c = c + excluded.c"
+)
+
+
+@dataclass(frozen=True)
+class FileTokens:
+    """A file's new content, tokenized: what one row of ``files`` holds."""
+
+    path: str
+    sha256: str
+    ids: np.ndarray  # [L] token ids
+
+
+def parse_orders(orders: str | Iterable[int]) -> tuple[int, ...]:
+    """'2-6', '2,3,4' or an iterable of ints -> sorted unique orders, checked."""
+    if isinstance(orders, str):
+        values: list[int] = []
+        try:
+            for part in orders.split(","):
+                low, _, high = part.strip().partition("-")
+                values.extend(range(int(low), int(high or low) + 1))
+        except ValueError as err:
+            raise BadOrders(f"cannot read orders {orders!r}: use a range like 2-6") from err
+        orders = values
+    result = tuple(sorted(set(orders)))
+    if not result or result[0] < 2 or result[-1] > K.MAX_LEN:
+        raise BadOrders(f"orders must lie in 2..{K.MAX_LEN}, got {result}")
+    return result
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the text as UTF-8 (lone surrogates replaced)."""
+    return hashlib.sha256(clean_text(text).encode("utf-8")).hexdigest()
+
+
+def path_key(path: str | os.PathLike[str]) -> str:
+    """The text stored for a path: as given, with undecodable bytes escaped."""
+    text = os.fspath(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
+def _pack_ids(ids: np.ndarray) -> bytes:
+    return zlib.compress(ids.astype("<u4").tobytes(), 1)
+
+
+def _unpack_ids(blob: bytes) -> np.ndarray:
+    return np.frombuffer(zlib.decompress(blob), dtype="<u4").astype(np.int64)
+
+
+def _check_header(path: Path) -> None:
+    if path.is_dir():
+        raise NotAStore(f"{path} is a directory, not an n-gram store")
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+        if header != _SQLITE_HEADER:
+            raise NotAStore(
+                f"{path} is not an n-gram store (not an SQLite database); it was left "
+                "untouched: run index-repo with --rebuild to replace it, or use --db elsewhere"
+            )
+
+
+def delete_store_files(path: Path) -> None:
+    """Remove a store and its WAL side files (what --rebuild does)."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+class NgramStore:
+    """One n-gram store file (or an in-memory one): the engine's NgramSource over its counts."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path | None,
+        tokenizer: Tokenizer,
+        orders: tuple[int, ...],
+        lambdas: Mapping[int, float] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        self.path = path
+        self.tokenizer = tokenizer
+        self._orders = orders
+        self._lambdas = _lambda_array(orders, lambdas)
+        self._lock = threading.RLock()  # one sqlite3 connection, several threads
+
+    # ----- opening -----------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        tokenizer: Any,
+        orders: str | Iterable[int] | None = None,
+        *,
+        rebuild: bool = False,
+        lambdas: Mapping[int, float] | None = None,
+    ) -> NgramStore:
+        """Open (creating if absent) the store at ``path`` (``":memory:"`` for a throwaway one).
+
+        ``orders`` None means the stored orders (or 2..6 for a new store); other orders than
+        the stored ones raise OrdersMismatch. ``rebuild`` deletes the file first.
+        """
+        tok = as_tokenizer(tokenizer)
+        wanted = None if orders is None else parse_orders(orders)
+        memory = os.fspath(path) == ":memory:"
+        file = None if memory else Path(path).expanduser()
+        if file is not None:
+            if rebuild:
+                delete_store_files(file)
+            _check_header(file)
+            file.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            ":memory:" if file is None else str(file),
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,  # we issue BEGIN IMMEDIATE ourselves
+            check_same_thread=False,
+        )
+        try:
+            stored = _init_or_read_meta(conn, file, tok, wanted)
+            if file is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # lookups touch random pages: keep them in memory (mmap avoids a read() per page)
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            raise NotAStore(
+                f"{file} is not a usable n-gram store ({err}); it was left untouched: run "
+                "index-repo with --rebuild to replace it, or use --db elsewhere"
+            ) from err
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, file, tok, stored, lambdas)
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    def __enter__(self) -> NgramStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- the engine's NgramSource ------------------------------------------------------
+
+    @property
+    def orders(self) -> tuple[int, ...]:
+        return self._orders
+
+    def probabilities(
+        self, contexts: Sequence[Sequence[int]], candidates: np.ndarray
+    ) -> NgramResult:
+        """Interpolated probabilities of ``candidates[d, c]`` after ``contexts[d]``."""
+        next_counts, context_counts = self.counts(contexts, candidates)
+        return interpolate(next_counts, context_counts, self._lambdas)
+
+    def source(self, lambdas: Mapping[int, float]) -> StoreSource:
+        """This store's counts under other interpolation weights."""
+        return StoreSource(self, lambdas)
+
+    def counts(
+        self, contexts: Sequence[Sequence[int]], candidates: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """All counts for D drafts x O orders x C candidates in one SQL statement.
+
+        Returns next_counts [D, O, C] = count(ctx_n x) and context_counts [D, O] = count(ctx_n),
+        0 where a context is shorter than n - 1 tokens.
+        """
+        candidates = np.asarray(candidates)
+        d, c = candidates.shape
+        ctx_len = np.array(self._orders) - 1  # [O]
+        width = int(ctx_len.max())
+        window = np.zeros((d, width), dtype=np.uint64)  # right-aligned last tokens
+        have = np.zeros(d, dtype=np.int64)
+        for i, context in enumerate(contexts):
+            tail = np.asarray(context[-width:] if len(context) else [], dtype=np.int64)
+            window[i, width - len(tail) :] = tail
+            have[i] = len(tail)
+        states = K.seed_states((d, len(ctx_len)))  # [D, O]
+        for j in range(width):
+            # order n hashes the last n - 1 tokens: column j joins once j >= width - (n - 1)
+            active = (j >= width - ctx_len)[None, :]  # [1, O]
+            states = np.where(active, K.step(states, window[:, j : j + 1]), states)
+        ctx_keys = K.pack(states, ctx_len[None, :])  # [D, O]
+        next_states = K.step(states[:, :, None], candidates[:, None, :])  # [D, O, C]
+        next_keys = K.pack(next_states, (ctx_len + 1)[None, :, None])  # [D, O, C]
+        wanted = np.concatenate([ctx_keys.ravel(), next_keys.ravel()])
+        found_keys, found_g, found_c = self._fetch(wanted)
+        pos = np.minimum(np.searchsorted(found_keys, wanted), max(len(found_keys) - 1, 0))
+        hit = found_keys[pos] == wanted if len(found_keys) else np.zeros(len(wanted), bool)
+        n_ctx = ctx_keys.size
+        valid = have[:, None] >= ctx_len[None, :]  # [D, O]: context long enough
+        context_counts = np.where(hit[:n_ctx], found_c[pos[:n_ctx]], 0).reshape(d, -1)
+        context_counts = np.where(valid, context_counts, 0)
+        next_counts = np.where(hit[n_ctx:], found_g[pos[n_ctx:]], 0).reshape(d, -1, c)
+        next_counts = np.where(valid[:, :, None], next_counts, 0)
+        return next_counts, context_counts
+
+    def _fetch(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key, g, c) rows of the wanted keys, sorted by key."""
+        rows: list[tuple[int, int, int]] = []
+        keys = wanted.tolist()
+        with self._lock:
+            for start in range(0, len(keys), _MAX_PARAMS):
+                chunk = keys[start : start + _MAX_PARAMS]
+                sql = f"SELECT key, g, c FROM grams WHERE key IN ({','.join('?' * len(chunk))})"
+                rows.extend(self.conn.execute(sql, chunk))
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        found = np.array(rows, dtype=np.int64)
+        found = found[np.argsort(found[:, 0])]
+        return found[:, 0], found[:, 1], found[:, 2]
+
+    # ----- writes --------------------------------------------------------------------------
+
+    def update_file(self, path: str | os.PathLike[str], text: str) -> bool:
+        """Count ``text`` as the content of ``path``, replacing its old content exactly.
+
+        Returns False when the content is unchanged (nothing written).
+        """
+        return self.update_files([(path, text)]) > 0
+
+    def update_files(self, items: Sequence[tuple[str | os.PathLike[str], str]]) -> int:
+        """update_file for several files in one transaction; returns how many changed."""
+        known = self.file_hashes([path_key(p) for p, _ in items])
+        todo = [(path_key(p), t, content_hash(t)) for p, t in items]
+        todo = [(p, t, h) for p, t, h in todo if known.get(p) != h]
+        if not todo:
+            return 0
+        ids = self.tokenizer.encode_batch([t for _, t, _ in todo])
+        return self.write([FileTokens(p, h, i) for (p, _, h), i in zip(todo, ids, strict=True)])
+
+    def remove_file(self, path: str | os.PathLike[str]) -> bool:
+        """Subtract a file's counts and forget it; False if it was not in the store."""
+        return self.write([], removed=[path_key(path)]) > 0
+
+    def rename_file(self, old: str | os.PathLike[str], new: str | os.PathLike[str]) -> bool:
+        """Move a file's record to a new path (counts unchanged); False if ``old`` is unknown."""
+        old_key, new_key = path_key(old), path_key(new)
+        if old_key == new_key:
+            return self.file_hashes([old_key]) != {}
+        with self._transaction():
+            row = self.conn.execute(
+                "SELECT sha256, ids FROM files WHERE path = ?", [old_key]
+            ).fetchone()
+            if row is None:
+                return False
+            self._write_locked([FileTokens(new_key, row[0], _unpack_ids(row[1]))], [old_key])
+            return True
+
+    def write(self, files: Sequence[FileTokens], removed: Sequence[str] = ()) -> int:
+        """Apply new file contents and removals in one transaction; returns files changed."""
+        with self._transaction():
+            return self._write_locked(files, removed)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        with self._lock, self.conn:  # commits, or rolls back on an exception
+            self.conn.execute("BEGIN IMMEDIATE")
+            yield
+
+    def _write_locked(self, files: Sequence[FileTokens], removed: Sequence[str]) -> int:
+        files = list({f.path: f for f in files}.values())  # the last content of a path wins
+        paths = [f.path for f in files] + list(removed)
+        old = self._stored(paths)  # read inside the transaction: exact under concurrency
+        files = [f for f in files if old.get(f.path, ("",))[0] != f.sha256]
+        gone = [p for p in removed if p in old]
+        old_ids = [old[p][1] for p in [f.path for f in files] + gone if p in old]
+        new_counts = K.count_sequences([f.ids for f in files], self._orders)
+        if old_ids:
+            delta = K.difference(new_counts, K.count_sequences(old_ids, self._orders))
+        else:
+            delta = new_counts
+        self._apply(delta)
+        if gone:
+            self.conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in gone])
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO files (path, sha256, tokens, ids) VALUES (?, ?, ?, ?)",
+            [(f.path, f.sha256, len(f.ids), _pack_ids(f.ids)) for f in files],
+        )
+        return len(files) + len(gone)
+
+    def _apply(self, delta: K.Counts) -> None:
+        """Add a delta to ``grams``; drop rows whose counts reach zero."""
+        # Many rows per statement: the per-row cost of executemany dominates bulk indexing.
+        flat = np.column_stack([delta.keys, delta.g, delta.c]).ravel().tolist()
+        full = len(delta) - len(delta) % _ROWS_PER_INSERT
+        width = 3 * _ROWS_PER_INSERT
+        batches = (flat[i : i + width] for i in range(0, 3 * full, width))
+        self.conn.executemany(_UPSERT_MANY, batches)
+        self.conn.executemany(_UPSERT, (flat[i : i + 3] for i in range(3 * full, len(flat), 3)))
+        shrinking = delta.keys[(delta.g < 0) | (delta.c < 0)].tolist()
+        for start in range(0, len(shrinking), _MAX_PARAMS):
+            chunk = shrinking[start : start + _MAX_PARAMS]
+            self.conn.execute(
+                f"DELETE FROM grams WHERE key IN ({','.join('?' * len(chunk))}) "
+                "AND g <= 0 AND c <= 0",
+                chunk,
+            )
+
+    def _stored(self, paths: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
+        """path -> (sha256, token ids) of the given paths that are stored."""
+        out: dict[str, tuple[str, np.ndarray]] = {}
+        unique = list(dict.fromkeys(paths))
+        for start in range(0, len(unique), _MAX_PARAMS):
+            chunk = unique[start : start + _MAX_PARAMS]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT path, sha256, ids FROM files WHERE path IN ({marks})"
+            for path, sha, blob in self.conn.execute(sql, chunk):
+                out[path] = (sha, _unpack_ids(blob))
+        return out
+
+    # ----- reading bookkeeping -------------------------------------------------------------
+
+    def file_hashes(self, paths: Sequence[str] | None = None) -> dict[str, str]:
+        """path -> content sha256 of all stored files (or of the given paths)."""
+        with self._lock:
+            if paths is None:
+                return dict(self.conn.execute("SELECT path, sha256 FROM files"))
+            out: dict[str, str] = {}
+            for start in range(0, len(paths), _MAX_PARAMS):
+                chunk = list(paths[start : start + _MAX_PARAMS])
+                sql = f"SELECT path, sha256 FROM files WHERE path IN ({','.join('?' * len(chunk))})"
+                out.update(self.conn.execute(sql, chunk))
+            return out
+
+    def file_ids(self, path: str | os.PathLike[str]) -> np.ndarray | None:
+        """The stored token ids of a file, or None."""
+        with self._lock:
+            stored = self._stored([path_key(path)])
+        entry = stored.get(path_key(path))
+        return None if entry is None else entry[1]
+
+    def all_counts(self) -> K.Counts:
+        """Every (key, g, c) row, sorted by key: for tests and checks."""
+        with self._lock:
+            rows = self.conn.execute("SELECT key, g, c FROM grams ORDER BY key").fetchall()
+        if not rows:
+            return K.Counts.empty()
+        a = np.array(rows, dtype=np.int64)
+        return K.Counts(a[:, 0], a[:, 1], a[:, 2])
+
+    def stats(self) -> dict[str, Any]:
+        """Files, tokens, distinct n-grams and contexts per order, bytes on disk."""
+        with self._lock:
+            files, tokens = self.conn.execute(
+                "SELECT count(*), coalesce(sum(tokens), 0) FROM files"
+            ).fetchone()
+            ngrams: dict[int, int] = {}
+            contexts: dict[int, int] = {}
+            for n in self._orders:
+                low, high = K.key_range(n)
+                ngrams[n] = self.conn.execute(
+                    "SELECT count(*) FROM grams WHERE key >= ? AND key < ? AND g > 0", [low, high]
+                ).fetchone()[0]
+                low, high = K.key_range(n - 1)
+                contexts[n] = self.conn.execute(
+                    "SELECT count(*) FROM grams WHERE key >= ? AND key < ? AND c > 0", [low, high]
+                ).fetchone()[0]
+        size = self.size_bytes()
+        return {
+            "path": None if self.path is None else str(self.path),
+            "orders": list(self._orders),
+            "tokenizer": self.tokenizer.fingerprint,
+            "files": files,
+            "tokens": tokens,
+            "ngrams": ngrams,
+            "contexts": contexts,
+            "bytes": size,
+            "bytes_per_token": size / tokens if tokens else None,
+        }
+
+    def size_bytes(self) -> int:
+        """Bytes on disk (database plus its WAL), or the page total in memory."""
+        if self.path is None:
+            with self._lock:
+                pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
+                page = self.conn.execute("PRAGMA page_size").fetchone()[0]
+            return int(pages * page)
+        return sum(
+            Path(f"{self.path}{s}").stat().st_size
+            for s in ("", "-wal")
+            if Path(f"{self.path}{s}").exists()
+        )
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database file (after a bulk index)."""
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class StoreSource:
+    """A store's counts interpolated with given weights: an NgramSource."""
+
+    def __init__(self, store: NgramStore, lambdas: Mapping[int, float]) -> None:
+        self.store = store
+        self._lambdas = _lambda_array(store.orders, lambdas)
+
+    @property
+    def orders(self) -> tuple[int, ...]:
+        return self.store.orders
+
+    def probabilities(
+        self, contexts: Sequence[Sequence[int]], candidates: np.ndarray
+    ) -> NgramResult:
+        next_counts, context_counts = self.store.counts(contexts, candidates)
+        return interpolate(next_counts, context_counts, self._lambdas)
+
+
+def _lambda_array(orders: tuple[int, ...], lambdas: Mapping[int, float] | None) -> np.ndarray:
+    """Weights per order, in store order; orders without a weight get 0."""
+    weights = DEFAULT_LAMBDAS if lambdas is None else lambdas
+    return np.array([float(weights.get(n, 0.0)) for n in orders])
+
+
+def _init_or_read_meta(
+    conn: sqlite3.Connection, file: Path | None, tok: Tokenizer, wanted: tuple[int, ...] | None
+) -> tuple[int, ...]:
+    """Create the schema in an empty database, or check an existing one; returns the orders."""
+    name = ":memory:" if file is None else str(file)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            # another process may have created it while we waited for the lock
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if not tables:
+                orders = wanted or DEFAULT_ORDERS
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        ("schema_version", str(SCHEMA_VERSION)),
+                        ("orders", ",".join(map(str, orders))),
+                        ("tokenizer", tok.fingerprint),
+                    ],
+                )
+                return orders
+    if "meta" not in tables or "grams" not in tables:
+        raise NotAStore(
+            f"{name} is an SQLite database but not an n-gram store; it was left untouched: "
+            "run index-repo with --rebuild to replace it, or use --db elsewhere"
+        )
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        raise SchemaMismatch(
+            f"{name} has schema version {meta.get('schema_version')}, this ngram_db writes "
+            f"{SCHEMA_VERSION}: run index-repo with --rebuild"
+        )
+    if meta.get("tokenizer") != tok.fingerprint:
+        raise TokenizerMismatch(
+            f"{name} was built with tokenizer {meta.get('tokenizer')}, but the tokenizer in use "
+            f"is {tok.fingerprint}: run index-repo with --rebuild (and the same --model) to "
+            "rebuild it for this tokenizer"
+        )
+    stored = parse_orders(meta.get("orders", ""))
+    if wanted is not None and wanted != stored:
+        raise OrdersMismatch(
+            f"{name} holds orders {_fmt(stored)}, not {_fmt(wanted)}: omit --orders to use "
+            "the stored ones, or run index-repo with --rebuild"
+        )
+    return stored
+
+
+def _fmt(orders: tuple[int, ...]) -> str:
+    return ",".join(map(str, orders))
