@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"index-repo: error: {err}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(summary.__dict__, indent=2, default=str))
+        print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:
         print(summary.format())
     return 0

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from ngram_db.files import (
 )
 from ngram_db.store import FileTokens, NgramStore, content_hash
 
+Progress = Callable[[int, int, str], None]  # (files done, files total, message)
 CHUNK_BYTES = 1_000_000  # text per transaction: ~250k tokens, about a second of work
 
 
@@ -43,6 +44,10 @@ class IndexSummary:
     tokens: int = 0  # tokens of the files (re)indexed in this run
     seconds: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON-able data."""
+        return dict(self.__dict__)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -126,12 +131,13 @@ def index_repo(
     exclude: Sequence[str] = (),
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     skip_secrets: bool = True,
-    progress: bool | None = None,
+    progress: bool | Progress | None = None,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> IndexSummary:
     """Bring the store up to date with the files under root; returns what was done.
 
-    progress None shows a bar only when stderr is a terminal.
+    progress: None shows a bar only when stderr is a terminal; True/False force it on/off;
+    a callable is called as progress(files done, files total, message) after each chunk.
     """
     from tqdm import tqdm
 
@@ -144,7 +150,8 @@ def index_repo(
     prefix = os.path.join(root_path, "")
     known = {p: h for p, h in store.file_hashes().items() if p.startswith(prefix)}
     present: set[str] = set()
-    show = sys.stderr.isatty() if progress is None else progress
+    done = 0  # files read (the bar keeps no count when it is off)
+    show = sys.stderr.isatty() if progress is None else progress is True
     bar = tqdm(total=len(candidates), unit="file", disable=not show, dynamic_ncols=True)
     with bar, ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
         chunks = _chunks(candidates, chunk_bytes)
@@ -166,9 +173,13 @@ def index_repo(
             for reason in chunk.skipped:
                 summary.skip(reason)
             present.update(chunk.present)
+            done += len(chunk.present) + len(chunk.skipped)
             bar.update(len(chunk.present) + len(chunk.skipped))
             elapsed = time.perf_counter() - start
-            bar.set_postfix_str(f"{summary.tokens / max(elapsed, 1e-9):,.0f} tokens/s")
+            rate = f"{summary.tokens / max(elapsed, 1e-9):,.0f} tokens/s"
+            bar.set_postfix_str(rate)
+            if callable(progress):
+                progress(done, len(candidates), rate)
     gone = sorted(set(known) - present)
     if gone:
         summary.removed = store.write([], removed=gone)
