@@ -141,13 +141,13 @@ def load_model(
     source: str | Path = default_model_dir() if name in ("", DEFAULT_MODEL) else name
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
     except (OSError, ValueError) as err:
         raise ModelNotFound(
             f"cannot load model {name!r}: {err}. Use a local model directory, a hub id with "
             f"network access, or {DEFAULT_MODEL!r} for the embedded default"
         ) from err
-    model = model.to(device=torch_device).eval()
+    model = model.to(torch_device).eval()
     return LoadedModel(
         name=DEFAULT_MODEL if source != name else str(name),
         model=model,

@@ -14,7 +14,7 @@ from typing import Any
 
 from lsp_server.engine.vocab import Vocab
 
-MAX_HEAL_BYTES = 16  # heal at most this many characters back from the cursor
+MAX_HEAL_BYTES = 16  # heal at most this many bytes back from the cursor (whitespace: any run)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,8 @@ def build_prompt(
     healed = b""
     if heal and ids:
         last = vocab.token_bytes[ids[-1]]
-        if 0 < len(last) <= MAX_HEAL_BYTES and ids[-1] not in vocab.special_ids:
+        healable = len(last) <= MAX_HEAL_BYTES or last.isspace()  # deep indentation is one token
+        if last and healable and ids[-1] not in vocab.special_ids:
             healed = last
             ids = ids[:-1]
         # Never end the prompt inside a multi-byte character: heal the whole character.

@@ -1,0 +1,71 @@
+"""Shared fixtures: the default tokenizer, a tiny random Llama on it, and the real model.
+
+The tiny model (about 3M parameters, built in memory from a config) makes engine tests fast
+and deterministic; tests marked ``model`` load the real default model once per session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from lsp_server.engine.api import Engine
+from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
+from lsp_server.engine.vocab import Vocab
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(default_model_dir())
+
+
+@pytest.fixture(scope="session")
+def vocab(tokenizer: Any) -> Vocab:
+    return Vocab.from_tokenizer(tokenizer)
+
+
+def tiny_llama(vocab_size: int, seed: int = 0) -> Any:
+    """A randomly initialised 2-layer Llama: same code path as the real model, tiny weights."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def make_tiny_llama() -> Any:
+    """The tiny_llama factory, for tests that need a model of their own."""
+    return tiny_llama
+
+
+@pytest.fixture(scope="session")
+def tiny_loaded(tokenizer: Any, vocab: Vocab) -> LoadedModel:
+    torch.set_num_threads(1)
+    model = tiny_llama(len(tokenizer))
+    return LoadedModel("tiny-random", model, tokenizer, vocab, torch.device("cpu"), torch.float32)
+
+
+@pytest.fixture()
+def tiny_engine(tiny_loaded: LoadedModel) -> Engine:
+    """A fresh engine (and KV cache) on the shared tiny model."""
+    return Engine(tiny_loaded)
+
+
+@pytest.fixture(scope="session")
+def real_engine() -> Engine:
+    """The default model, loaded once per test session."""
+    return Engine(load_model())

@@ -1,0 +1,290 @@
+"""The decoding engine on a tiny random Llama: invariants of superposed decoding and baselines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lsp_server.engine.api import Engine
+from lsp_server.engine.hypotheses import Hypothesis
+from lsp_server.engine.ngram import InMemoryNgramSource
+from lsp_server.engine.prompt import Prompt
+from lsp_server.engine.runner import HFRunner
+from lsp_server.engine.superposed import (
+    rescore,
+    select,
+    superposed_decode,
+    superposed_input,
+    superposition_weights,
+)
+from lsp_server.engine.types import (
+    Cancelled,
+    DecodeConfig,
+    EngineError,
+    NonFiniteLogits,
+    StopCondition,
+)
+
+CODE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return"
+
+
+def test_runner_shapes(tiny_engine: Engine) -> None:
+    runner = tiny_engine.runner
+    ids = tiny_engine.tokenizer.encode(CODE)
+    logits = runner.prefill(ids)
+    assert logits.shape == (runner.vocab_size,)
+    assert runner.length == len(ids) and runner.cached_ids == ids
+    embeds = runner.embed(torch.tensor([[5], [6], [7]]))
+    assert embeds.shape == (3, 1, 64)
+    runner.expand(3)
+    assert runner.step(embeds).shape == (3, runner.vocab_size)
+    runner.rewind(len(ids))
+    assert runner.length == len(ids) and runner.cached_ids == ids
+
+
+def test_embedding_path_equals_token_path(tiny_engine: Engine, tiny_loaded) -> None:
+    """A superposition with one-hot weights is exactly the token's own embedding."""
+    ids = tiny_engine.tokenizer.encode(CODE)
+    by_ids = HFRunner(tiny_loaded.model).prefill(ids)
+    runner = tiny_engine.runner
+    runner.prefill(ids[:-1])
+    # Two drafts whose newest tokens coincide: their weights add up to one.
+    hyps = [Hypothesis([ids[-1]], -0.5), Hypothesis([ids[-1]], -1.5)]
+    by_embeds = runner.step(superposed_input(runner, hyps))[0]
+    torch.testing.assert_close(by_embeds, by_ids, rtol=0, atol=1e-5)
+
+
+def test_gamma_is_a_distribution() -> None:
+    gamma = superposition_weights(
+        [Hypothesis([1], -0.1), Hypothesis([2], -3.0), Hypothesis([3], -9.0)]
+    )
+    assert math.isclose(float(gamma.sum()), 1.0, abs_tol=1e-12)
+    assert gamma[0] > gamma[1] > gamma[2] > 0
+
+
+@pytest.mark.parametrize("heal", [False, True])
+def test_k1_without_ngrams_is_greedy(tiny_engine: Engine, heal: bool) -> None:
+    cfg = DecodeConfig(k=1, alpha=0.0, max_new_tokens=12)
+    superposed = tiny_engine.complete(CODE, "superposed", cfg, heal=heal).drafts
+    greedy = tiny_engine.complete(CODE, "greedy", cfg, heal=heal).drafts
+    assert len(superposed) == len(greedy) == 1
+    assert superposed[0].token_ids == greedy[0].token_ids
+    assert superposed[0].text == greedy[0].text
+
+
+def test_k_distinct_drafts_best_first(tiny_engine: Engine) -> None:
+    drafts = tiny_engine.complete(CODE, "superposed", DecodeConfig(k=4, max_new_tokens=8)).drafts
+    assert len(drafts) == 4
+    assert len({tuple(d.token_ids) for d in drafts}) == 4
+    scores = [d.score for d in drafts]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_deterministic_with_a_seed(tiny_loaded) -> None:
+    cfg = DecodeConfig(k=3, seed=7)
+    for method in ("superposed", "nucleus", "nucleus-sequential", "beam"):
+        first = Engine(tiny_loaded).complete(CODE, method, cfg).drafts
+        second = Engine(tiny_loaded).complete(CODE, method, cfg).drafts
+        assert [d.token_ids for d in first] == [d.token_ids for d in second], method
+
+
+def test_nucleus_seeds_differ(tiny_loaded) -> None:
+    runs = {
+        tuple(
+            tuple(d.token_ids)
+            for d in Engine(tiny_loaded)
+            .complete(
+                CODE, "nucleus", DecodeConfig(k=3, seed=seed, nucleus_temperature=1.5, top_p=1.0)
+            )
+            .drafts
+        )
+        for seed in range(4)
+    }
+    assert len(runs) > 1
+
+
+def test_every_method_returns_drafts_and_rewinds(tiny_engine: Engine) -> None:
+    prompt_len = tiny_engine.prompt(CODE, 10).ids
+    for method in (
+        "superposed",
+        "greedy",
+        "nucleus",
+        "nucleus-sequential",
+        "beam",
+        "nucleus-superposed",
+    ):
+        completion = tiny_engine.complete(CODE, method, DecodeConfig(k=3))
+        assert completion.drafts, method
+        assert all(d.token_ids for d in completion.drafts), method
+        # The cache holds exactly the prompt again: no draft tokens pollute it.
+        assert tiny_engine.runner.cached_ids == prompt_len, method
+        assert tiny_engine.runner.length == len(prompt_len), method
+
+
+def test_beam_width_one_is_greedy(tiny_engine: Engine) -> None:
+    cfg = DecodeConfig(k=1, max_new_tokens=10)
+    beam = tiny_engine.complete(CODE, "beam", cfg).drafts
+    greedy = tiny_engine.complete(CODE, "greedy", cfg).drafts
+    assert beam[0].token_ids == greedy[0].token_ids
+
+
+def test_prompt_cache_reuse_gives_the_same_drafts(tiny_loaded) -> None:
+    warm = Engine(tiny_loaded)
+    warm.complete(CODE, "superposed")
+    typed = CODE + " a * b"
+    reused = warm.complete(typed, "superposed")
+    fresh = Engine(tiny_loaded).complete(typed, "superposed")
+    assert reused.reused_tokens > 0 and fresh.reused_tokens == 0
+    assert [d.token_ids for d in reused.drafts] == [d.token_ids for d in fresh.drafts]
+    for a, b in zip(reused.drafts, fresh.drafts, strict=True):
+        assert math.isclose(a.score, b.score, rel_tol=1e-4, abs_tol=1e-4)
+
+
+def test_single_line_stop(tiny_engine: Engine) -> None:
+    cfg = DecodeConfig(k=3, max_new_tokens=20, temperature=1.0)
+    for method in ("superposed", "greedy", "beam", "nucleus"):
+        drafts = tiny_engine.complete(
+            CODE, method, cfg, stop=StopCondition(single_line=True)
+        ).drafts
+        assert all("\n" not in d.text for d in drafts), method
+
+
+def test_stop_condition_cut() -> None:
+    stop = StopCondition(single_line=True, stop_strings=("#",))
+    assert stop.cut("x = 1 # c\n") == "x = 1 "
+    assert stop.cut("x = 1\ny") == "x = 1"
+    assert stop.cut("x = 1") is None
+
+
+def test_cancel_between_steps(tiny_engine: Engine) -> None:
+    calls = []
+
+    def cancel() -> bool:
+        calls.append(1)
+        return len(calls) > 2
+
+    with pytest.raises(Cancelled):
+        tiny_engine.complete(CODE, "superposed", DecodeConfig(max_new_tokens=10), cancel=cancel)
+    assert tiny_engine.runner.cached_ids == tiny_engine.prompt(CODE, 10).ids
+
+
+def test_resets_keep_k_drafts(tiny_engine: Engine) -> None:
+    drafts = tiny_engine.complete(
+        CODE, "superposed", DecodeConfig(k=3, max_new_tokens=9, reset_every=3)
+    ).drafts
+    assert len(drafts) == 3
+    assert all(len(d.token_ids) == 9 for d in drafts if not d.finished)
+    # After a reset all drafts share the chosen prefix.
+    assert len({tuple(d.token_ids[:3]) for d in drafts}) == 1
+
+
+# --- bad input -------------------------------------------------------------------------
+
+
+def test_empty_prefix_gives_drafts(tiny_engine: Engine) -> None:
+    completion = tiny_engine.complete("", "superposed")
+    assert len(completion.drafts) == 3
+    assert completion.prompt_tokens == 1
+
+
+def test_prefix_longer_than_context_keeps_recent_tokens(tiny_engine: Engine) -> None:
+    text = "".join(f"value_{i} = compute({i})\n" for i in range(400)) + "result ="
+    completion = tiny_engine.complete(text, "superposed", DecodeConfig(max_new_tokens=5))
+    assert completion.prompt_tokens <= tiny_engine.max_context - 5
+    prompt = tiny_engine.prompt(text, 5)
+    tail = tiny_engine.vocab.decode(prompt.ids) + prompt.heal
+    assert text.encode().endswith(tail)
+    assert tail.startswith(b"value_") or tail.startswith(b"\n")  # starts at a line boundary
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("k", 0), ("max_new_tokens", 0), ("alpha", 1.5), ("temperature", 0.0), ("top_p", 0.0)],
+)
+def test_invalid_config_is_a_clear_error(tiny_engine: Engine, field: str, value: float) -> None:
+    with pytest.raises(EngineError, match=field.replace("temperature", "temperature")):
+        tiny_engine.complete(CODE, "superposed", DecodeConfig(**{field: value}))
+
+
+def test_unknown_method(tiny_engine: Engine) -> None:
+    with pytest.raises(EngineError, match="unknown method 'sampling'"):
+        tiny_engine.complete(CODE, "sampling")
+
+
+def test_non_finite_logits_are_a_clear_error(tokenizer, vocab, make_tiny_llama) -> None:
+    from lsp_server.engine.model import LoadedModel
+
+    model = make_tiny_llama(len(tokenizer), seed=1)
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] = float("nan")
+    engine = Engine(LoadedModel("nan", model, tokenizer, vocab, torch.device("cpu"), torch.float32))
+    with pytest.raises(NonFiniteLogits, match="float32"):
+        engine.complete(CODE, "superposed")
+
+
+# --- n-gram re-scoring ---------------------------------------------------------------
+
+
+def test_rescore_arithmetic_by_hand() -> None:
+    # Draft 0 has support: its context (7, 8) continued by 9 twice and by 4 once.
+    source = InMemoryNgramSource.from_sequences([[7, 8, 9], [7, 8, 9], [7, 8, 4]], {2: 0.4, 3: 0.6})
+    logp = torch.log(torch.tensor([[0.5, 0.3], [0.6, 0.2]], dtype=torch.float64))
+    candidates = torch.tensor([[9, 4], [1, 2]])
+    cfg = DecodeConfig(alpha=0.5, delta=200.0)
+    scores = rescore(logp, candidates, [[7, 8], [5, 6]], cfg, source)
+    # p_ngram(9 | 7 8) = 0.4 * 2/3 (order 2: ctx (8,) seen 3 times) + 0.6 * 2/3 = 2/3
+    # p_ngram(4 | 7 8) = 0.4 * 1/3 + 0.6 * 1/3 = 1/3
+    assert math.isclose(float(scores[0, 0]), 0.5 * math.log(0.5) + 0.5 * math.log(2 / 3))
+    assert math.isclose(float(scores[0, 1]), 0.5 * math.log(0.3) + 0.5 * math.log(1 / 3))
+    # Draft 1: context never seen, no support -> (1 - alpha) log p - delta.
+    assert math.isclose(float(scores[1, 0]), 0.5 * math.log(0.6) - 200.0)
+    assert math.isclose(float(scores[1, 1]), 0.5 * math.log(0.2) - 200.0)
+
+
+def test_unseen_order_contributes_nothing() -> None:
+    source = InMemoryNgramSource.from_sequences([[1, 2, 3]], {2: 0.25, 3: 0.75})
+    result = source.probabilities([[9, 2]], np.array([[3, 5]]))
+    # order 3 context (9, 2) is unseen: only order 2 (ctx (2,) -> 3 once of once) counts.
+    assert result.probs[0, 0] == pytest.approx(0.25)
+    assert result.probs[0, 1] == 0.0
+    assert result.supported.tolist() == [True]
+    # A context too short for any order has no support at all.
+    assert source.probabilities([[]], np.array([[3]])).supported.tolist() == [False]
+
+
+def test_candidate_without_ngram_support_loses_to_one_with() -> None:
+    source = InMemoryNgramSource.from_sequences([[1, 2, 3]], {2: 1.0})
+    logp = torch.log(torch.tensor([[0.9, 0.1]], dtype=torch.float64))
+    scores = rescore(logp, torch.tensor([[4, 3]]), [[1, 2]], DecodeConfig(alpha=0.5), source)
+    assert scores[0, 1] > scores[0, 0]  # the unsupported, more probable token is ruled out
+
+
+def test_select_merges_identical_sequences(vocab) -> None:
+    hyps = [Hypothesis([10], -1.0), Hypothesis([10], -2.0), Hypothesis([11], -3.0)]
+    candidates = torch.tensor([[20, 21], [20, 22], [20, 23]])
+    scores = torch.tensor([[-0.1, -0.5], [-0.1, -0.2], [-0.1, -0.3]], dtype=torch.float64)
+    chosen = select(hyps, candidates, scores, 3, vocab)
+    assert [h.tokens for h in chosen] == [[10, 20], [10, 21], [10, 22]]
+    assert chosen[0].score == pytest.approx(-1.1)
+
+
+def test_ngram_source_steers_superposed_drafts(tiny_engine: Engine) -> None:
+    """With alpha close to 1 the drafts follow the n-gram statistics of a 'codebase'."""
+    tok = tiny_engine.tokenizer
+    # The first token comes from the model alone; the codebase decides what follows it.
+    first = tiny_engine.complete(CODE, "greedy", DecodeConfig(k=1, max_new_tokens=1), heal=False)
+    continuation = first.drafts[0].token_ids + tok.encode(" Zebra_xyzzy(a)")
+    source = InMemoryNgramSource.from_sequences([tok.encode(CODE) + continuation], {2: 1.0})
+    every_token = len(tiny_engine.vocab)
+    cfg = DecodeConfig(k=2, alpha=0.99, max_new_tokens=4, n_candidates=every_token)
+    drafts = tiny_engine.complete(CODE, "superposed", cfg, ngram=source, heal=False).drafts
+    assert drafts[0].token_ids == continuation[:4]
+
+
+def test_superposed_decode_function_defaults(tiny_engine: Engine) -> None:
+    prompt = Prompt(tiny_engine.tokenizer.encode(CODE))
+    drafts = superposed_decode(tiny_engine.runner, tiny_engine.vocab, prompt, DecodeConfig(k=2))
+    assert len(drafts) == 2

@@ -1,0 +1,89 @@
+"""Token healing with the default tokenizer: prompts end where the cursor is."""
+
+from __future__ import annotations
+
+import pytest
+
+from lsp_server.engine.api import Engine
+from lsp_server.engine.prompt import build_prompt
+from lsp_server.engine.types import DecodeConfig
+from lsp_server.engine.vocab import advance
+
+CURSORS = {
+    "after indentation": "def f(x):\n    ",
+    "mid identifier": "import os\nos.pa",
+    "after operator": "total = price *",
+    "after dot": "import os\nos.",
+    "end of file": "x = 1\n",
+    "inside a string": 'print("hello wor',
+    "after non-ascii": "naïve = 'café",
+    "after an emoji": "mood = '🦙",
+}
+
+
+@pytest.mark.parametrize("text", CURSORS.values(), ids=CURSORS.keys())
+def test_prompt_plus_healed_bytes_is_the_text(tokenizer, vocab, text: str) -> None:
+    prompt = build_prompt(tokenizer, vocab, text, max_tokens=512)
+    assert vocab.decode(prompt.ids) + prompt.heal == text.encode()
+    assert prompt.heal, "the trailing token is healed"
+    vocab.decode(prompt.ids).decode("utf-8")  # never ends inside a multi-byte character
+
+
+def test_indentation_is_healed(tokenizer, vocab) -> None:
+    prompt = build_prompt(tokenizer, vocab, CURSORS["after indentation"], 512)
+    assert prompt.heal.endswith(b"    ")
+    assert not vocab.decode(prompt.ids).endswith(b" ")
+
+
+@pytest.mark.parametrize("text", CURSORS.values(), ids=CURSORS.keys())
+def test_first_step_admits_only_consistent_tokens(tokenizer, vocab, text: str) -> None:
+    heal = build_prompt(tokenizer, vocab, text, 512).heal
+    allowed = vocab.consistent_ids(heal)
+    assert allowed
+    for token in allowed:
+        piece = vocab.token_bytes[token]
+        assert piece.startswith(heal) or heal.startswith(piece), (heal, piece)
+    # ...and every consistent ordinary token is admitted.
+    expected = {
+        i
+        for i, piece in enumerate(vocab.token_bytes)
+        if piece
+        and i not in vocab.special_ids
+        and (piece.startswith(heal) or heal.startswith(piece))
+    }
+    assert set(allowed) == expected
+
+
+def test_mid_identifier_admits_completions(tokenizer, vocab) -> None:
+    heal = build_prompt(tokenizer, vocab, "os.pa", 512).heal
+    assert heal == b"pa"
+    pieces = {vocab.token_bytes[i] for i in vocab.consistent_ids(heal)}
+    assert {b"pa", b"p", b"path"} <= pieces
+
+
+def test_advance_through_the_healed_text() -> None:
+    assert advance(b"\n    ", b"\n") == b"    "
+    assert advance(b"\n    ", b"\n        ") == b""
+    assert advance(b"pa", b"path") == b""
+
+
+@pytest.mark.parametrize(
+    "method", ["superposed", "greedy", "nucleus", "beam", "nucleus-superposed"]
+)
+@pytest.mark.parametrize("text", CURSORS.values(), ids=CURSORS.keys())
+def test_drafts_start_right_at_the_cursor(tiny_engine: Engine, text: str, method: str) -> None:
+    """Each draft's tokens reproduce the healed text; its text is exactly what follows."""
+    prompt = tiny_engine.prompt(text, 6)
+    cfg = DecodeConfig(k=3, max_new_tokens=6, temperature=1.0)
+    for draft in tiny_engine.complete(text, method, cfg).drafts:
+        produced = tiny_engine.vocab.decode(draft.token_ids)
+        assert produced.startswith(prompt.heal) or prompt.heal.startswith(produced)
+        visible = produced[len(prompt.heal) :].decode("utf-8", errors="replace")
+        assert visible.startswith(draft.text)
+
+
+def test_deep_indentation_is_healed_whatever_its_length(tokenizer, vocab) -> None:
+    text = "class A:\n    def f(self):\n        for x in y:\n            if x:\n                "
+    prompt = build_prompt(tokenizer, vocab, text, 512)
+    assert prompt.heal.endswith(b" " * 16)
+    assert not vocab.decode(prompt.ids).endswith(b" ")
