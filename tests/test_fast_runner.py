@@ -1,0 +1,175 @@
+"""The fast runner against the reference transformers runner, on tiny random models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from lsp_server.engine.api import Engine
+from lsp_server.engine.fast_runner import FastRunner, UnsupportedModel, make_runner
+from lsp_server.engine.model import LoadedModel
+from lsp_server.engine.runner import HFRunner, ModelRunner, prefill_reusing_cache
+from lsp_server.engine.types import DecodeConfig, EngineError
+from lsp_server.engine.vocab import Vocab
+
+VOCAB = 512
+
+
+def tiny(kind: str = "llama", seed: int = 0, max_positions: int = 1024) -> Any:
+    """A 2-layer random model of the Llama family: llama, or qwen2 (q/k/v biases)."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    shape: dict[str, Any] = dict(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+    )
+    if kind == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**shape, tie_word_embeddings=False))
+        with torch.no_grad():  # random init leaves biases at zero: make them matter
+            for layer in model.model.layers:
+                layer.self_attn.q_proj.bias.normal_()
+                layer.self_attn.k_proj.bias.normal_()
+        return model.eval()
+    return LlamaForCausalLM(LlamaConfig(**shape, tie_word_embeddings=True)).eval()
+
+
+@pytest.fixture(scope="module")
+def llama() -> Any:
+    torch.set_num_threads(1)
+    return tiny()
+
+
+def ids(n: int, seed: int = 1) -> list[int]:
+    return torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def script(runner: ModelRunner) -> list[torch.Tensor]:
+    """Drive a runner through every call a decoder makes; return all the logits it gave."""
+    tokens = ids(60)
+    out = [runner.prefill(tokens[:30]), runner.prefill(tokens[30:40])]
+    runner.expand(3)
+    out.append(runner.step(runner.embed(torch.tensor([[1], [2], [3]]))))
+    runner.select(torch.tensor([2, 0]))
+    out.append(runner.step(runner.embed(torch.tensor([[4], [5]]))))
+    runner.expand(2)  # 2 rows -> 4
+    out.append(runner.step(runner.embed(torch.tensor([[6], [7], [8], [9]]))))
+    runner.rewind(40)
+    superposed = runner.embed(torch.tensor([[10, 11]])).mean(1, keepdim=True)  # [1, 1, H]
+    out.append(runner.step(superposed))
+    runner.rewind(35)  # back into the prompt, as when the user deleted text
+    out.append(runner.prefill(tokens[35:60]))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2"])
+def test_fp32_matches_the_reference_runner_call_for_call(kind: str) -> None:
+    model = tiny(kind)
+    reference, fast = HFRunner(model), FastRunner(model, "fp32")
+    for expected, got in zip(script(reference), script(fast), strict=True):
+        assert got.dtype == torch.float32 and got.shape == expected.shape
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert fast.cached_ids == reference.cached_ids == ids(60)
+    assert fast.length == reference.length == 60
+
+
+@pytest.mark.parametrize(("precision", "atol"), [("bf16", 0.05), ("int8", 0.05), ("int4", 0.3)])
+def test_lower_precisions_stay_close_to_the_reference(
+    llama: Any, precision: str, atol: float
+) -> None:
+    reference, fast = HFRunner(llama), FastRunner(llama, precision)
+    expected, got = script(reference), script(fast)
+    for e, g in zip(expected, got, strict=True):
+        assert g.dtype == torch.float32
+        assert (g - e).abs().max() < atol
+    same = [(e.argmax(-1) == g.argmax(-1)) for e, g in zip(expected, got, strict=True)]
+    agree, total = sum(int(s.sum()) for s in same), sum(s.numel() for s in same)
+    assert agree / total >= 0.8
+    assert fast.cached_ids == reference.cached_ids
+
+
+def test_long_prefill_in_chunks_and_cache_growth(llama: Any) -> None:
+    """700 tokens: two prefill chunks, and the KV tensors grow past several quanta."""
+    reference, fast = HFRunner(llama), FastRunner(llama, "fp32")
+    tokens = ids(700, seed=2)
+    torch.testing.assert_close(fast.prefill(tokens[:5]), reference.prefill(tokens[:5]))
+    torch.testing.assert_close(
+        fast.prefill(tokens[5:]), reference.prefill(tokens[5:]), atol=1e-4, rtol=1e-4
+    )
+    fast.expand(8)
+    reference.expand(8)
+    rows = torch.arange(8)[:, None]
+    torch.testing.assert_close(
+        fast.step(fast.embed(rows)), reference.step(reference.embed(rows)), atol=1e-4, rtol=1e-4
+    )
+
+
+def test_prompt_cache_reuse_gives_the_logits_of_a_fresh_prefill(llama: Any) -> None:
+    fast = FastRunner(llama, "fp32")
+    first, edited = ids(50), ids(50)[:42] + ids(6, seed=3)
+    prefill_reusing_cache(fast, first)
+    fast.expand(3)
+    fast.step(fast.embed(torch.tensor([[1], [2], [3]])))  # a decode, left in the cache ...
+    fast.rewind(len(first))  # ... and rewound, as the decoders do
+    reused = prefill_reusing_cache(fast, edited)
+    assert fast.cached_ids == edited and fast.length == len(edited)
+    fresh = FastRunner(llama, "fp32").prefill(edited)
+    torch.testing.assert_close(reused, fresh, atol=1e-5, rtol=1e-5)
+
+
+METHODS = ["greedy", "superposed", "beam", "nucleus", "nucleus-sequential"]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_engine_drafts_are_the_same_on_both_runners(
+    tiny_loaded: LoadedModel, vocab: Vocab, method: str
+) -> None:
+    """Whole decoders on the real tokenizer: fp32 fast drafts equal the reference drafts."""
+    reference = Engine(tiny_loaded)
+    fast = Engine(tiny_loaded, runner=FastRunner(tiny_loaded.model, "fp32"))
+    cfg = DecodeConfig(k=3, max_new_tokens=6, seed=7)
+    for text in ["def add(a, b):\n    return", "import os\nimport sy"]:
+        want = reference.complete(text, method=method, cfg=cfg).drafts
+        got = fast.complete(text, method=method, cfg=cfg).drafts
+        assert [d.token_ids for d in got] == [d.token_ids for d in want]
+        assert [d.text for d in got] == [d.text for d in want]
+    assert fast.runner.cached_ids == reference.runner.cached_ids
+
+
+def test_make_runner_picks_fast_for_llama_and_falls_back_for_others(llama: Any) -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2)).eval()
+    assert isinstance(make_runner(llama), FastRunner)
+    assert isinstance(make_runner(llama, "hf"), HFRunner)
+    assert isinstance(make_runner(gpt2), HFRunner)
+    runner = make_runner(llama, "fast", "int8")
+    assert isinstance(runner, FastRunner) and runner.precision == "int8"
+    with pytest.raises(UnsupportedModel, match="gpt2"):
+        make_runner(gpt2, "fast")
+    with pytest.raises(EngineError, match="precision"):
+        FastRunner(llama, "int2")
+    with pytest.raises(EngineError, match="runner"):
+        make_runner(llama, "onnx")
+
+
+def test_misuse_raises_clear_errors() -> None:
+    fast = FastRunner(tiny(max_positions=64), "fp32")
+    with pytest.raises(ValueError, match="at least one"):
+        fast.prefill([])
+    fast.prefill(ids(10))
+    fast.expand(2)
+    with pytest.raises(ValueError, match="rows"):
+        fast.step(fast.embed(torch.tensor([[1]])))
+    with pytest.raises(ValueError, match="rewind"):
+        fast.prefill([1])
+    fast.rewind(10)
+    with pytest.raises(EngineError, match="context"):
+        fast.prefill(ids(60))

@@ -1,0 +1,84 @@
+"""The quantized linear layers, and the private aten kernels they rely on (pinned torch)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lsp_server.engine.quant import (
+    INT4_GROUP,
+    DenseLinear,
+    Int4Linear,
+    Int8Linear,
+    int4_fits,
+    quantize,
+)
+
+
+def _weight(n: int = 64, k: int = 96, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, k, generator=torch.Generator().manual_seed(seed))
+
+
+def _as_matrix(layer: Int8Linear | Int4Linear, k: int) -> torch.Tensor:
+    """The [N, K] matrix the layer multiplies by, read off by feeding it the identity."""
+    return layer(torch.eye(k)).float().T
+
+
+def _bf16_ulp(x: torch.Tensor) -> torch.Tensor:
+    """One unit in the last place of bf16 at |x| (8 bits of mantissa)."""
+    return x.abs().clamp(min=1e-30) * 2.0**-7
+
+
+def test_int8_weights_within_half_a_step_of_the_original() -> None:
+    w = _weight()
+    layer = Int8Linear(w, None)
+    step = w.abs().amax(dim=1, keepdim=True) / 127  # one quantization step per output row
+    error = (_as_matrix(layer, w.shape[1]) - w).abs()
+    assert (error <= step / 2 + _bf16_ulp(w) + step * 2.0**-7).all()
+    assert layer.qweight.dtype == torch.int8
+
+
+def test_int4_weights_within_half_a_step_of_their_group() -> None:
+    w = _weight()
+    layer = Int4Linear(w, None)
+    groups = w.reshape(w.shape[0], -1, INT4_GROUP)
+    step = (groups.amax(-1, keepdim=True) - groups.amin(-1, keepdim=True)) / 15
+    bound = (step / 2 + step * 2.0**-6).expand_as(groups).reshape_as(w) + 2 * _bf16_ulp(w)
+    error = (_as_matrix(layer, w.shape[1]) - w).abs()
+    assert (error <= bound).all()
+    # Coarser than int8: the bound above is not trivially loose.
+    assert error.max() > (w.abs().amax() / 127)
+
+
+@pytest.mark.parametrize("cls", [Int8Linear, Int4Linear])
+def test_quantized_matmul_is_the_linear_map_of_its_matrix(cls: type) -> None:
+    """The kernel computes x @ W^T (plus bias) for the one matrix W it holds, for any batch."""
+    w, bias = _weight(), torch.randn(64)
+    layer = cls(w, bias)
+    matrix = _as_matrix(cls(w, None), w.shape[1])
+    x = torch.randn(2, 5, w.shape[1])
+    expected = x.bfloat16().float() @ matrix.T + bias.bfloat16().float()
+    out = layer(x)
+    assert out.shape == (2, 5, 64) and out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.float(), expected, atol=0.05, rtol=0.02)
+
+
+def test_int4_needs_groups_and_16_outputs_else_int8() -> None:
+    assert int4_fits(_weight(64, 96))
+    assert not int4_fits(_weight(64, 40))  # K not a multiple of the group
+    assert not int4_fits(_weight(8, 64))  # N not a multiple of 16
+    with pytest.raises(ValueError):
+        Int4Linear(_weight(8, 64), None)
+    assert isinstance(quantize(_weight(8, 64), None, "int4"), Int8Linear)
+    assert isinstance(quantize(_weight(), None, "int4"), Int4Linear)
+
+
+def test_dense_precisions_and_unknown() -> None:
+    w = _weight()
+    x = torch.randn(3, 96)
+    fp32 = quantize(w, None, "fp32")
+    assert isinstance(fp32, DenseLinear)
+    torch.testing.assert_close(fp32(x), x @ w.T)
+    assert quantize(w, None, "bf16")(x).dtype == torch.bfloat16
+    with pytest.raises(ValueError):
+        quantize(w, None, "int3")
