@@ -266,8 +266,10 @@ class NgramStore:
         next_keys = K.pack(next_states, (ctx_len + 1)[None, :, None])  # [D, O, C]
         wanted = np.concatenate([ctx_keys.ravel(), next_keys.ravel()])
         found_keys, found_g, found_c = self._fetch(wanted)
-        pos = np.minimum(np.searchsorted(found_keys, wanted), max(len(found_keys) - 1, 0))
-        hit = found_keys[pos] == wanted if len(found_keys) else np.zeros(len(wanted), bool)
+        if len(found_keys) == 0:
+            return np.zeros((d, len(ctx_len), c), np.int64), np.zeros((d, len(ctx_len)), np.int64)
+        pos = np.minimum(np.searchsorted(found_keys, wanted), len(found_keys) - 1)
+        hit = found_keys[pos] == wanted
         n_ctx = ctx_keys.size
         valid = have[:, None] >= ctx_len[None, :]  # [D, O]: context long enough
         context_counts = np.where(hit[:n_ctx], found_c[pos[:n_ctx]], 0).reshape(d, -1)
@@ -420,6 +422,21 @@ class NgramStore:
             return K.Counts.empty()
         a = np.array(rows, dtype=np.int64)
         return K.Counts(a[:, 0], a[:, 1], a[:, 2])
+
+    def is_consistent(self) -> bool:
+        """Whether the counts equal a recount of the stored files' token ids (a full check)."""
+        with self._lock:
+            ids = [_unpack_ids(blob) for (blob,) in self.conn.execute("SELECT ids FROM files")]
+        expected = K.count_sequences(ids, self._orders)
+        actual = self.all_counts()
+        return all(
+            np.array_equal(a, b)
+            for a, b in [
+                (expected.keys, actual.keys),
+                (expected.g, actual.g),
+                (expected.c, actual.c),
+            ]
+        )
 
     def stats(self) -> dict[str, Any]:
         """Files, tokens, distinct n-grams and contexts per order, bytes on disk."""
