@@ -25,7 +25,7 @@ from ngram_db.files import (
     list_candidates,
     read_text,
 )
-from ngram_db.store import FileTokens, NgramStore, content_hash
+from ngram_db.store import FileTokens, NgramStore, content_hash, path_key
 
 Progress = Callable[[int, int, str], None]  # (files done, files total, message)
 CHUNK_BYTES = 1_000_000  # text per transaction: ~250k tokens, about a second of work
@@ -112,12 +112,13 @@ def _prepare(
         except Skipped as why:
             skipped.append(str(why))
             continue
-        present.append(cand.path)
+        key = path_key(cand.path)
+        present.append(key)
         sha = content_hash(text)
-        if known.get(cand.path) == sha:
+        if known.get(key) == sha:
             unchanged += 1
         else:
-            todo.append((cand.path, text, sha))
+            todo.append((key, text, sha))
     ids = store.tokenizer.encode_batch([text for _, text, _ in todo]) if todo else []
     files = [FileTokens(p, sha, i) for (p, _, sha), i in zip(todo, ids, strict=True)]
     return _Chunk(files, present, unchanged, skipped)
@@ -147,7 +148,7 @@ def index_repo(
     candidates, skipped = list_candidates(root_path, include, exclude, skip_secrets)
     summary.skipped.update(skipped)
     summary.files_seen = len(candidates) + sum(skipped.values())
-    prefix = os.path.join(root_path, "")
+    prefix = path_key(os.path.join(root_path, ""))
     known = {p: h for p, h in store.file_hashes().items() if p.startswith(prefix)}
     present: set[str] = set()
     done = 0  # files read (the bar keeps no count when it is off)
