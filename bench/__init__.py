@@ -1,0 +1,1 @@
+"""Benchmarks: latency, n-gram store, quality (next line, HumanEval infilling, coherence)."""

@@ -1,0 +1,188 @@
+"""Protocol 3: the paper's coherence protocol on code.
+
+15-token prefixes drawn from the held-out standard-library packages, 10-token drafts (no
+stop at the end of a line, no healing: the prefix ends on a token boundary). Per draft:
+its perplexity under the model itself (one forward of prefix + draft, no cache), and the
+share of unique 1/2/3-grams of its tokens (1 = no repetition); per prompt: the best draft's
+perplexity and Self-BLEU across the k drafts (high = the drafts are alike).
+
+    python -m bench.coherence --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from bench.common import (
+    RESULTS,
+    Stamp,
+    bootstrap_ci,
+    build_store,
+    distinct_ratio,
+    library_files,
+    main_specs,
+    paired_diff_ci,
+    progress,
+    read_text,
+    run_spec,
+    self_bleu,
+    stdlib_root,
+    warm_cache,
+    write_json,
+)
+from bench.humaneval import tuned
+
+SIZES = {"quick": 12, "medium": 80, "full": 500}
+PREFIX_TOKENS = 15
+DRAFT_TOKENS = 10
+
+
+def sample_prefixes(token_files: Sequence[Sequence[int]], n: int, seed: int = 0) -> list[list[int]]:
+    """n prefixes of PREFIX_TOKENS tokens, each followed by at least DRAFT_TOKENS more tokens;
+    files drawn in proportion to their length, fixed seed."""
+    rng = random.Random(seed)
+    usable = [f for f in token_files if len(f) >= PREFIX_TOKENS + DRAFT_TOKENS]
+    weights = [len(f) for f in usable]
+    out = []
+    for f in rng.choices(usable, weights=weights, k=n):
+        start = rng.randrange(0, len(f) - PREFIX_TOKENS - DRAFT_TOKENS + 1)
+        out.append(list(f[start : start + PREFIX_TOKENS]))
+    return out
+
+
+@torch.inference_mode()
+def perplexity(model: Any, prefix: Sequence[int], draft: Sequence[int]) -> float:
+    """exp(mean negative log-likelihood of the draft's tokens after the prefix); nan if empty."""
+    if not draft:
+        return float("nan")
+    ids = torch.tensor([list(prefix) + list(draft)])  # [1, P + D]
+    logits = model(input_ids=ids).logits[0, :-1].float()  # [P + D - 1, V]
+    logp = torch.log_softmax(logits, dim=-1)
+    targets = ids[0, 1:]  # [P + D - 1]
+    nll = -logp.gather(1, targets[:, None])[:, 0][len(prefix) - 1 :]  # [D]
+    return math.exp(float(nll.mean()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
+    parser.add_argument("--size", choices=list(SIZES), default="full")
+    parser.add_argument("--n", type=int)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    size = "quick" if args.quick else args.size
+    started = time.perf_counter()
+
+    from lsp_server.engine.api import Engine
+
+    engine = Engine.load(threads=args.threads)
+    stamp = Stamp(model=engine.name)
+    model, tok = engine.loaded.model, engine.tokenizer
+    root = stdlib_root()
+    parts = library_files(root)
+    train = [(str(f), read_text(root / f)) for f in parts["train"]]
+    store, store_stats = build_store("stdlib-train", tok, train)
+    sources = {"codebase": store}
+    test_ids = [tok.encode(read_text(root / f), add_special_tokens=False) for f in parts["test"]]
+    prefixes = sample_prefixes(test_ids, args.n or SIZES[size], args.seed)
+
+    alpha, tau, tuning_from = tuned(args.quick)
+    specs = main_specs(3, alpha, tau)
+    specs = [replace(s, heal=False) for s in specs]
+    rows: dict[str, list[dict[str, float]]] = {s.name: [] for s in specs}
+    with progress("coherence", len(prefixes) * len(specs)) as bar:
+        for prefix in prefixes:
+            text = tok.decode(prefix)
+            warm_cache(engine, text, DRAFT_TOKENS, None)
+            prompt_ids = engine.prompt(text, DRAFT_TOKENS, heal=False).ids
+            for spec in specs:
+                run = run_spec(
+                    engine,
+                    spec,
+                    text,
+                    sources,
+                    DRAFT_TOKENS,
+                    single_line=False,
+                    max_prompt_tokens=None,
+                )
+                ppl = [perplexity(model, prompt_ids, t) for t in run.token_ids]
+                finite = [p for p in ppl if not math.isnan(p)]
+                rows[spec.name].append(
+                    {
+                        "ppl_mean": float(np.mean(finite)) if finite else float("nan"),
+                        "ppl_best": min(finite) if finite else float("nan"),
+                        "log_ppl_mean": float(np.mean(np.log(finite))) if finite else float("nan"),
+                        "self_bleu": self_bleu(run.drafts) if len(run.drafts) > 1 else float("nan"),
+                        **{
+                            f"distinct{n}": float(
+                                np.nanmean(
+                                    [distinct_ratio(t, n) for t in run.token_ids] or [np.nan]
+                                )
+                            )
+                            for n in (1, 2, 3)
+                        },
+                        "ms": run.total_ms,
+                    }
+                )
+                bar.update(1)
+
+    metrics = (
+        "ppl_mean",
+        "ppl_best",
+        "log_ppl_mean",
+        "self_bleu",
+        "distinct1",
+        "distinct2",
+        "distinct3",
+    )
+    names = list(rows)
+    results: dict[str, Any] = {
+        "protocol": "coherence: 15-token prefixes from held-out stdlib packages, 10-token drafts",
+        "size": size,
+        "n": len(prefixes),
+        "alpha": alpha,
+        "tau": tau,
+        "tuning_from": tuning_from,
+        "store": store_stats,
+        "specs": [asdict(s) for s in specs],
+        "methods": {
+            name: {
+                **{m: bootstrap_ci([r[m] for r in r_]) for m in metrics},
+                "ppl_best_median": float(np.nanmedian([r["ppl_best"] for r in r_])),
+            }
+            for name, r_ in rows.items()
+        },
+        "comparisons": [
+            {
+                "a": names[0],
+                "b": b,
+                "metric": "ppl_best",
+                **paired_diff_ci(
+                    [r["ppl_best"] for r in rows[names[0]]], [r["ppl_best"] for r in rows[b]]
+                ),
+            }
+            for b in names[1:]
+        ],
+        "items": {"prefixes": prefixes, "rows": rows},
+    }
+    results["stamp"] = stamp.finish(started)
+    write_json(RESULTS / ("coherence-quick.json" if args.quick else "coherence.json"), results)
+    for name, s in results["methods"].items():
+        print(
+            f"{name:32s} best-of-k ppl {s['ppl_best']['mean']:.2f} "
+            f"mean ppl {s['ppl_mean']['mean']:.2f} self-BLEU {s['self_bleu']['mean']:.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""Protocol 2: HumanEval single-line infilling, left to right, checked by execution.
+
+The prompt is the code before the removed line and the line's indentation (the engine sees
+no code after the cursor). A draft passes when ``prompt + line + suffix + test +
+check(entry_point)`` exits 0 in a fresh interpreter within the time limit. The n-gram store
+holds the standard library's training split plus the MBPP reference solutions.
+
+    python -m bench.humaneval --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    DATA,
+    RESULTS,
+    LineTask,
+    Stamp,
+    bootstrap_ci,
+    build_store,
+    library_files,
+    line_metrics,
+    main_specs,
+    paired_diff_ci,
+    progress,
+    read_text,
+    run_spec,
+    stdlib_root,
+    store_dir,
+    warm_cache,
+    write_json,
+)
+
+SIZES = {"quick": 12, "medium": 80, "full": 1033}
+TIMEOUT_S = 10.0
+
+
+def load_items(path: Path = DATA / "HumanEval-SingleLineInfilling.jsonl.gz") -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def task_of(item: dict[str, Any]) -> LineTask:
+    """The cursor after the removed line's indentation."""
+    line = item["canonical_solution"].rstrip("\n")
+    target = line.strip()
+    indent = line[: len(line) - len(line.lstrip())]
+    return LineTask(item["task_id"], 0, item["prompt"] + indent, target)
+
+
+def program(item: dict[str, Any], task: LineTask, draft: str) -> str:
+    """The whole test program with ``draft`` as the missing line."""
+    return (
+        f"{task.prompt}{draft.rstrip()}\n{item['suffix']}\n{item['test']}\n"
+        f"check({item['entry_point']})\n"
+    )
+
+
+def passes(source: str, timeout: float = TIMEOUT_S) -> bool:
+    """Does the program exit 0 in a fresh, isolated interpreter within ``timeout`` seconds?"""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "candidate.py"
+        path.write_text(source, encoding="utf-8")
+        try:
+            done = subprocess.run(
+                [sys.executable, "-I", str(path)], cwd=tmp, capture_output=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0
+
+
+def run_all(sources: Sequence[str], workers: int = 2) -> dict[str, bool]:
+    """Execute each distinct program once."""
+    unique = list(dict.fromkeys(sources))
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(zip(unique, pool.map(passes, unique), strict=True))
+
+
+def tuned(quick: bool) -> tuple[float, float, str]:
+    """alpha and tau as tuned on the validation split by bench.quality (else the paper's)."""
+    path = RESULTS / ("quality-tuning-quick.json" if quick else "quality-tuning.json")
+    if path.exists():
+        t = json.loads(path.read_text())
+        return float(t["alpha"]), float(t["tau"]), f"{path.name} (validation split, n={t['n']})"
+    return 0.54, 0.06, "paper defaults (no tuning file found)"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
+    parser.add_argument("--size", choices=list(SIZES), default="full")
+    parser.add_argument("--n", type=int)
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    size = "quick" if args.quick else args.size
+    started = time.perf_counter()
+
+    from lsp_server.engine.api import Engine
+
+    engine = Engine.load(threads=args.threads)
+    stamp = Stamp(model=engine.name)
+    root = stdlib_root()
+    train = [(str(f), read_text(root / f)) for f in library_files(root)["train"]]
+    build_store("stdlib-train", engine.tokenizer, train)[0].close()
+    with open(DATA / "mbpp.jsonl", encoding="utf-8") as f:
+        mbpp = [json.loads(line) for line in f if line.strip()]
+    extra = [(f"mbpp/{m['task_id']}.py", m["code"]) for m in mbpp]
+    store, store_stats = build_store(
+        "stdlib-train-mbpp", engine.tokenizer, train + extra, base=store_dir() / "stdlib-train.db"
+    )
+    sources = {"codebase": store}
+
+    items = load_items()
+    random.Random(args.seed).shuffle(items)
+    items = items[: args.n or SIZES[size]]
+    tasks = [task_of(i) for i in items]
+    alpha, tau, tuning_from = tuned(args.quick)
+    specs = main_specs(3, alpha, tau)
+
+    drafts: dict[str, list[list[str]]] = {s.name: [] for s in specs}
+    times: dict[str, list[float]] = {s.name: [] for s in specs}
+    with progress("humaneval", len(tasks) * len(specs)) as bar:
+        for task in tasks:
+            warm_cache(engine, task.prompt, 10, args.prompt_tokens)
+            for spec in specs:
+                run = run_spec(
+                    engine, spec, task.prompt, sources, max_prompt_tokens=args.prompt_tokens
+                )
+                drafts[spec.name].append(run.drafts)
+                times[spec.name].append(run.total_ms)
+                bar.update(1)
+
+    canonical = [program(i, t, t.target) for i, t in zip(items, tasks, strict=True)]
+    candidates = [
+        program(i, t, d)
+        for name in drafts
+        for i, t, ds in zip(items, tasks, drafts[name], strict=True)
+        for d in ds
+    ]
+    verdict = run_all(canonical + candidates)
+
+    rows: dict[str, list[dict[str, float]]] = {}
+    for name, per_item in drafts.items():
+        rows[name] = []
+        for i, t, ds in zip(items, tasks, per_item, strict=True):
+            ok = [verdict[program(i, t, d)] for d in ds]
+            row = line_metrics(ds, t.target)
+            row.update(pass1=float(bool(ok[:1] and ok[0])), passk=float(any(ok)))
+            rows[name].append(row)
+
+    names = list(rows)
+    summary = {
+        name: {
+            m: bootstrap_ci([r[m] for r in r_])
+            for m in ("em1", "emk", "pass1", "passk", "esk", "empty")
+        }
+        for name, r_ in rows.items()
+    }
+    results = {
+        "protocol": "HumanEval single-line infilling (left to right), pass by execution",
+        "size": size,
+        "n": len(tasks),
+        "alpha": alpha,
+        "tau": tau,
+        "tuning_from": tuning_from,
+        "store": store_stats,
+        "prompt_tokens": args.prompt_tokens,
+        "timeout_s": TIMEOUT_S,
+        "canonical_pass": sum(verdict[c] for c in canonical) / len(canonical),
+        "specs": [asdict(s) for s in specs],
+        "methods": summary,
+        "comparisons": [
+            {
+                "a": names[0],
+                "b": b,
+                "metric": m,
+                **paired_diff_ci([r[m] for r in rows[names[0]]], [r[m2] for r in rows[b]]),
+            }
+            for b in names[1:]
+            for m, m2 in (("passk", "pass1" if b == "greedy" else "passk"),)
+        ],
+        "items": {"task_ids": [t.source for t in tasks], "drafts": drafts, "ms": times},
+    }
+    results["stamp"] = stamp.finish(started)
+    write_json(RESULTS / ("humaneval-quick.json" if args.quick else "humaneval.json"), results)
+    for name, s in summary.items():
+        print(
+            f"{name:32s} EM@k {s['emk']['mean']:.3f} pass@1 {s['pass1']['mean']:.3f} "
+            f"pass@k {s['passk']['mean']:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Protocol 1: next-line completion on held-out standard-library packages.
+
+The cursor sits after the indentation of a line of a held-out file; every method gets the
+same prompt (the last ``--prompt-tokens`` tokens before the cursor) and returns single-line
+drafts of at most 10 tokens. alpha and tau are tuned on the validation packages (never on
+test), then the methods, the healing ablation and the k / orders ablations run on test.
+
+    python -m bench.quality --quick     # fixed small subsets, minutes
+    python -m bench.quality             # full sizes (>= 1,000 positions), hours on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+from typing import Any
+
+import numpy as np
+
+from bench.common import (
+    RESULTS,
+    LineTask,
+    Spec,
+    Stamp,
+    bootstrap_ci,
+    build_store,
+    library_files,
+    line_metrics,
+    main_specs,
+    paired_diff_ci,
+    progress,
+    read_text,
+    run_spec,
+    sample_tasks,
+    stdlib_root,
+    warm_cache,
+    write_json,
+)
+from lsp_server.engine.ngram import DEFAULT_LAMBDAS
+
+METRICS = ("em1", "emk", "es1", "esk", "cs1", "csk", "empty", "empty_any")
+SIZES = {
+    # test positions, validation positions, ablation positions, alpha grid, tau grid
+    "quick": (24, 8, 8, (0.3, 0.54, 0.8), (0.06,)),
+    "medium": (150, 30, 40, (0.2, 0.54, 0.8), (0.06, 0.3)),
+    "full": (1000, 200, 300, (0.0, 0.2, 0.4, 0.54, 0.7, 0.85), (0.03, 0.06, 0.2, 0.5)),
+}
+K_SWEEP = (1, 2, 3, 5, 8)
+
+
+def orders_2to4() -> dict[int, float]:
+    """Orders 2..4 with the paper's weights, rescaled to the same total weight as 2..6."""
+    low = {n: w for n, w in DEFAULT_LAMBDAS.items() if n <= 4}
+    scale = sum(DEFAULT_LAMBDAS.values()) / sum(low.values())
+    return {n: w * scale for n, w in low.items()}
+
+
+def evaluate(
+    engine: Any,
+    specs: Sequence[Spec],
+    tasks: Sequence[LineTask],
+    sources: dict[str, Any],
+    label: str,
+    prompt_tokens: int,
+    keep_drafts: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
+    """Per spec, per task: the metrics of its drafts (and the drafts if asked)."""
+    rows: dict[str, list[dict[str, Any]]] = {s.name: [] for s in specs}
+    with progress(label, len(tasks) * len(specs)) as bar:
+        for task in tasks:
+            warm_cache(engine, task.prompt, 10, prompt_tokens)
+            for spec in specs:
+                run = run_spec(engine, spec, task.prompt, sources, max_prompt_tokens=prompt_tokens)
+                row: dict[str, Any] = line_metrics(run.drafts, task.target)
+                row.update(ms=run.total_ms, lookup_ms=run.lookup_ms)
+                if keep_drafts:
+                    row["drafts"] = run.drafts
+                rows[spec.name].append(row)
+                bar.update(1)
+    return rows
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Bootstrap CIs of every metric, and timing medians."""
+    out: dict[str, Any] = {m: bootstrap_ci([r[m] for r in rows]) for m in METRICS}
+    ms = np.array([r["ms"] for r in rows])
+    lookup = np.array([r["lookup_ms"] for r in rows])
+    out["ms_median"] = float(np.median(ms)) if len(ms) else float("nan")
+    out["ms_p90"] = float(np.percentile(ms, 90)) if len(ms) else float("nan")
+    out["lookup_share"] = float(lookup.sum() / ms.sum()) if ms.sum() > 0 else 0.0
+    return out
+
+
+def tune(
+    engine: Any,
+    tasks: Sequence[LineTask],
+    sources: dict[str, Any],
+    alphas: Sequence[float],
+    taus: Sequence[float],
+    prompt_tokens: int,
+) -> dict[str, Any]:
+    """Grid over alpha x tau on validation tasks; the best by mean edit similarity@3."""
+    specs = [
+        Spec(f"alpha={a} tau={t}", "superposed", 3, a, t, "codebase" if a > 0 else None)
+        for a in alphas
+        for t in taus
+    ]
+    rows = evaluate(engine, specs, tasks, sources, "tune (validation)", prompt_tokens)
+    grid = []
+    for spec in specs:
+        s = summarize(rows[spec.name])
+        grid.append({"alpha": spec.alpha, "tau": spec.temperature, **s})
+    best = max(grid, key=lambda g: (g["esk"]["mean"], g["emk"]["mean"]))
+    return {"grid": grid, "alpha": best["alpha"], "tau": best["tau"], "n": len(tasks)}
+
+
+def comparisons(rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Paired bootstrap intervals of the differences the hypotheses are about."""
+    names = list(rows)
+    main, no_ngram, greedy = names[0], names[1], names[2]
+    pairs = [
+        (main, "emk", greedy, "em1"),
+        (main, "emk", no_ngram, "emk"),
+        (main, "esk", greedy, "es1"),
+        (main, "esk", no_ngram, "esk"),
+    ]
+    pairs += [(main, "emk", other, "emk") for other in names[3:5]]
+    out = []
+    for a, ma, b, mb in pairs:
+        diff = paired_diff_ci([r[ma] for r in rows[a]], [r[mb] for r in rows[b]])
+        out.append({"a": a, "metric_a": ma, "b": b, "metric_b": mb, **diff})
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
+    parser.add_argument("--size", choices=list(SIZES), default="full")
+    parser.add_argument("--n", type=int, help="test positions (overrides the size preset)")
+    parser.add_argument("--val", type=int, help="validation positions for tuning")
+    parser.add_argument("--ablate", type=int, help="test positions of the ablations")
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    size = "quick" if args.quick else args.size
+    n_test, n_val, n_ablate, alphas, taus = SIZES[size]
+    n_test, n_val = args.n or n_test, args.val or n_val
+    n_ablate = args.ablate or n_ablate
+    n_ablate = min(n_ablate, n_test)
+    started = time.perf_counter()
+
+    from lsp_server.engine.api import Engine
+
+    engine = Engine.load(threads=args.threads)
+    stamp = Stamp(model=engine.name)
+    root = stdlib_root()
+    parts = library_files(root)
+    texts = {p: {str(f): read_text(root / f) for f in files} for p, files in parts.items()}
+    store, store_stats = build_store("stdlib-train", engine.tokenizer, list(texts["train"].items()))
+    sources: dict[str, Any] = {"codebase": store, "codebase-2to4": store.source(orders_2to4())}
+    print(f"store: {store_stats['files']} files, {store_stats['tokens']} tokens")
+
+    val_tasks = sample_tasks(texts["validation"], n_val, args.seed)
+    tuning = tune(engine, val_tasks, sources, alphas, taus, args.prompt_tokens)
+    alpha, tau = tuning["alpha"], tuning["tau"]
+    print(f"tuned on {len(val_tasks)} validation positions: alpha={alpha} tau={tau}")
+    suffix = "-quick" if args.quick else ""
+    write_json(RESULTS / f"quality-tuning{suffix}.json", {**tuning, "size": size})
+
+    tasks = sample_tasks(texts["test"], n_test, args.seed)
+    specs = main_specs(3, alpha, tau)
+    rows = evaluate(engine, specs, tasks, sources, "methods", args.prompt_tokens, True)
+    best = specs[0]
+
+    heal_specs = [replace(s, name=f"{s.name}, no healing", heal=False) for s in specs[:3:2]]
+    heal_rows = evaluate(engine, heal_specs, tasks, sources, "no healing", args.prompt_tokens)
+
+    sub = tasks[:n_ablate]
+    k_specs = [replace(best, name=f"superposed k={k} + store", k=k) for k in K_SWEEP if k != 3]
+    k_specs += [
+        replace(best, name=f"superposed k={k}, alpha=0", k=k, alpha=0.0, store=None)
+        for k in K_SWEEP
+        if k != 3
+    ]
+    k_specs.append(replace(best, name="superposed k=3 + store, orders 2..4", store="codebase-2to4"))
+    ablation_rows = evaluate(engine, k_specs, sub, sources, "ablations", args.prompt_tokens)
+    for spec in specs[:2]:  # the k=3 rows of the sweep: the main runs on the same positions
+        ablation_rows[spec.name] = rows[spec.name][:n_ablate]
+
+    results = {
+        "protocol": "next-line completion, CPython stdlib held-out packages",
+        "size": size,
+        "stdlib": str(root),
+        "split": {p: len(f) for p, f in parts.items()},
+        "test_units": sorted({f.parts[0] for f in parts["test"]}),
+        "validation_units": sorted({f.parts[0] for f in parts["validation"]}),
+        "store": store_stats,
+        "prompt_tokens": args.prompt_tokens,
+        "max_new_tokens": 10,
+        "tuning": tuning,
+        "specs": [asdict(s) for s in specs + heal_specs + k_specs],
+        "n_test": len(tasks),
+        "n_ablation": len(sub),
+        "target_tokens": [
+            len(engine.tokenizer.encode(t.target, add_special_tokens=False)) for t in tasks
+        ],
+        "methods": {name: summarize(r) for name, r in rows.items()},
+        "healing": {name: summarize(r) for name, r in heal_rows.items()},
+        "ablations": {name: summarize(r) for name, r in ablation_rows.items()},
+        "comparisons": comparisons(rows),
+        "healing_comparisons": [
+            {
+                "a": s.name,
+                "b": h.name,
+                "metric": m,
+                **paired_diff_ci([r[m] for r in rows[s.name]], [r[m] for r in heal_rows[h.name]]),
+            }
+            for s, h in zip(specs[:3:2], heal_specs, strict=True)
+            for m in ("emk", "empty")
+        ],
+        "items": {
+            "tasks": [{"source": t.source, "line": t.line, "target": t.target} for t in tasks],
+            "rows": rows,
+        },
+    }
+    results["stamp"] = stamp.finish(started)
+    write_json(RESULTS / f"quality{suffix}.json", results)
+    for spec_name, s in results["methods"].items():
+        print(
+            f"{spec_name:32s} EM@1 {s['em1']['mean']:.3f} EM@k {s['emk']['mean']:.3f} "
+            f"ES@k {s['esk']['mean']:.3f} median {s['ms_median']:.0f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
