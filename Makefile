@@ -29,5 +29,22 @@ lint: setup
 test: setup lint
 	$(BIN)/pytest -q -rs
 
+# Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
+bench-quick: setup
+	$(BIN)/python -m bench.quality --quick
+	$(BIN)/python -m bench.humaneval --quick
+	$(BIN)/python -m bench.coherence --quick
+	$(BIN)/python -m bench.report --quick
+	@echo "report: docs/benchmarks.md"
+
+bench: setup
+	if [ -f bench/latency.py ]; then $(BIN)/python -m bench.latency; fi
+	if [ -f bench/ngram.py ]; then $(BIN)/python -m bench.ngram; fi
+	$(BIN)/python -m bench.quality
+	$(BIN)/python -m bench.humaneval
+	$(BIN)/python -m bench.coherence
+	$(BIN)/python -m bench.report
+	@echo "report: docs/benchmarks.md"
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
