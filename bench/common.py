@@ -394,6 +394,15 @@ def git_commit() -> str:
         return "unknown"
 
 
+def command_line() -> str:
+    """How this script was run, as ``python -m bench.x ...``."""
+    script = Path(sys.argv[0])
+    if script.suffix == ".py" and script.resolve().is_relative_to(ROOT):
+        module = ".".join(script.resolve().relative_to(ROOT).with_suffix("").parts)
+        return " ".join(["python -m", module, *sys.argv[1:]])
+    return " ".join(["python", *sys.argv])
+
+
 @dataclass
 class Stamp:
     """Where and when numbers were measured."""
@@ -409,7 +418,7 @@ class Stamp:
     load_start: list[float] = field(default_factory=lambda: [round(x, 2) for x in os.getloadavg()])
     load_end: list[float] = field(default_factory=list)
     seconds: float = 0.0
-    command: str = field(default_factory=lambda: " ".join(["python", *sys.argv]))
+    command: str = field(default_factory=lambda: command_line())
 
     def finish(self, started: float) -> dict[str, Any]:
         import torch
