@@ -79,8 +79,11 @@ def constrain(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def best_drafts(drafts: list[Draft], k: int) -> list[Draft]:
-    """The k best drafts by score, best first."""
-    return sorted(drafts, key=lambda d: d.score, reverse=True)[:k]
+    """The k best distinct drafts by score, best first (identical token sequences merged)."""
+    unique: dict[tuple[int, ...], Draft] = {}
+    for draft in sorted(drafts, key=lambda d: d.score, reverse=True):
+        unique.setdefault(tuple(draft.token_ids), draft)
+    return list(unique.values())[:k]
 
 
 def settled(finished: list[Draft], alive: list[Hypothesis], k: int) -> bool:
