@@ -1,0 +1,214 @@
+"""The benchmarks' metrics, splits, sampling, execution check and report helpers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from bench import coherence, humaneval, report
+from bench import common as C
+
+# ----- metrics --------------------------------------------------------------------------------
+
+
+def test_exact_match_normalises_whitespace_only() -> None:
+    assert C.exact_match(["x  =  f( a )"], "x = f( a )")
+    assert C.exact_match(["nope", "return x\t"], "return x")
+    assert not C.exact_match(["x = f(a)"], "x = f( a )")
+    assert not C.exact_match([], "x")
+
+
+def test_edit_similarity_is_one_minus_levenshtein_over_max_length() -> None:
+    assert C.edit_similarity("kitten", "sitting") == pytest.approx(1 - 3 / 7)
+    assert C.edit_similarity("", "") == 1.0
+    assert C.edit_similarity("abc", "") == 0.0
+
+
+def test_chars_saved_is_the_common_prefix_share() -> None:
+    assert C.chars_saved("return x + 1", "return y") == pytest.approx(7 / 8)
+    assert C.chars_saved("", "abc") == 0.0
+    assert C.chars_saved("abcdef", "abc") == 1.0
+
+
+def test_line_metrics_separate_first_draft_from_best_of_k() -> None:
+    m = C.line_metrics(["x = 2", "x = 1   "], "x = 1")
+    assert m["em1"] == 0.0 and m["emk"] == 1.0
+    assert m["esk"] == 1.0 and m["es1"] == pytest.approx(0.8)
+    assert m["empty"] == 0.0 and m["empty_any"] == 0.0
+    empty = C.line_metrics(["", "x"], "x")
+    assert empty["empty"] == 1.0 and empty["emk"] == 1.0
+
+
+def test_distinct_ratio_counts_repeated_ngrams() -> None:
+    assert C.distinct_ratio([1, 1, 1], 1) == pytest.approx(1 / 3)
+    assert C.distinct_ratio([1, 2, 1, 2], 2) == pytest.approx(2 / 3)
+    assert math.isnan(C.distinct_ratio([1], 2))
+
+
+def test_self_bleu_is_high_for_identical_and_low_for_disjoint_drafts() -> None:
+    assert C.self_bleu(["return a + b", "return a + b"]) == pytest.approx(100.0)
+    assert C.self_bleu(["for x in y", "import os, sys"]) < 10.0
+    assert math.isnan(C.self_bleu(["only one"]))
+
+
+# ----- bootstrap ------------------------------------------------------------------------------
+
+
+def test_bootstrap_interval_contains_the_mean_and_narrows_with_more_items() -> None:
+    rng = np.random.default_rng(1)
+    small = C.bootstrap_ci(list(rng.random(20)))
+    large = C.bootstrap_ci(list(rng.random(2000)))
+    for ci in (small, large):
+        assert ci["lo"] <= ci["mean"] <= ci["hi"]
+    assert large["hi"] - large["lo"] < small["hi"] - small["lo"]
+    const = C.bootstrap_ci([0.5] * 10)
+    assert const["lo"] == const["hi"] == 0.5
+
+
+def test_bootstrap_drops_nan_and_pairs_differences() -> None:
+    assert C.bootstrap_ci([1.0, float("nan"), 3.0])["n"] == 2
+    assert C.bootstrap_ci([])["n"] == 0
+    diff = C.paired_diff_ci([1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0])
+    assert diff["mean"] == pytest.approx(0.75) and diff["lo"] > 0
+
+
+# ----- the split and the tasks ----------------------------------------------------------------
+
+
+def test_bucket_is_stable_and_in_range() -> None:
+    assert C.bucket("asyncio") == C.bucket("asyncio")
+    values = {C.bucket(f"unit{i}") for i in range(300)}
+    assert values <= set(range(100)) and len(values) > 50
+
+
+def test_split_keeps_whole_packages_together_and_skips_tests(tmp_path: Path) -> None:
+    for rel in [
+        "pkg/__init__.py",
+        "pkg/sub/deep.py",
+        "pkg/tests/test_x.py",
+        "test/test_os.py",
+        "encodings/cp1252.py",
+        "mod.py",
+        "test_top.py",
+        "data.txt",
+    ] + [f"m{i}.py" for i in range(60)]:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+    parts = C.library_files(tmp_path)
+    every = [f for files in parts.values() for f in files]
+    names = {str(f) for f in every}
+    assert "pkg/tests/test_x.py" not in names and "test/test_os.py" not in names
+    assert "encodings/cp1252.py" not in names and "test_top.py" not in names
+    assert "data.txt" not in names and "pkg/sub/deep.py" in names
+    part = {str(f): p for p, files in parts.items() for f in files}
+    assert part["pkg/__init__.py"] == part["pkg/sub/deep.py"] == C.part_of(Path("pkg/x.py"))
+    assert len(every) == 63
+    assert parts["test"] and parts["train"]  # 63 units: both sides are non-empty
+
+
+def test_line_tasks_put_the_cursor_after_the_indentation() -> None:
+    text = "def f(x):\n\n    return x + 1  \n"
+    tasks = C.line_tasks("f.py", text)
+    assert len(tasks) == 1  # the first line has no prompt; blank lines are no task
+    (t,) = tasks
+    assert t.prompt == "def f(x):\n\n    " and t.target == "return x + 1" and t.line == 2
+    assert text.startswith(t.prompt + t.target)
+
+
+def test_sample_tasks_is_deterministic_and_smaller_samples_are_prefixes() -> None:
+    files = {f"f{i}.py": "".join(f"x{j} = {j}\n" for j in range(30)) for i in range(5)}
+    big = C.sample_tasks(files, 40, seed=3)
+    assert big == C.sample_tasks(files, 40, seed=3)
+    assert C.sample_tasks(files, 10, seed=3) == big[:10]
+    assert C.sample_tasks(files, 10, seed=4) != big[:10]
+    assert len({(t.source, t.line) for t in big}) == 40
+
+
+# ----- running a spec -------------------------------------------------------------------------
+
+
+def test_run_spec_times_the_ngram_lookups(tiny_engine: Any, tokenizer: Any) -> None:
+    from lsp_server.engine.ngram import InMemoryNgramSource
+
+    ids = tokenizer.encode("def add(a, b):\n    return a + b\n" * 3, add_special_tokens=False)
+    sources = {"codebase": InMemoryNgramSource.from_sequences([ids])}
+    text = "def add(a, b):\n    "
+    C.warm_cache(tiny_engine, text, 4, 64)
+    with_store = C.run_spec(
+        tiny_engine, C.Spec("s", "superposed", 2, 0.5, 0.1, "codebase"), text, sources, 4
+    )
+    plain = C.run_spec(tiny_engine, C.Spec("g", "greedy", 1), text, sources, 4)
+    assert len(with_store.drafts) == 2 and len(plain.drafts) == 1
+    assert with_store.lookup_ms > 0 and plain.lookup_ms == 0
+    assert with_store.lookup_ms <= with_store.total_ms
+
+
+# ----- HumanEval ------------------------------------------------------------------------------
+
+
+def test_humaneval_canonical_line_passes_and_a_wrong_line_fails() -> None:
+    items = humaneval.load_items()
+    assert len(items) == 1033
+    item = items[0]
+    task = humaneval.task_of(item)
+    assert item["canonical_solution"].strip() == task.target
+    assert task.prompt.endswith(item["canonical_solution"][: -len(task.target) - 1])
+    ok = humaneval.program(item, task, task.target)
+    bad = humaneval.program(item, task, "return None")
+    verdict = humaneval.run_all([ok, bad, ok])
+    assert verdict == {ok: True, bad: False}
+
+
+def test_humaneval_time_limit_fails_a_hanging_program() -> None:
+    assert not humaneval.passes("while True:\n    pass\n", timeout=1.0)
+    assert humaneval.passes("assert 1 + 1 == 2\n")
+
+
+# ----- coherence ------------------------------------------------------------------------------
+
+
+def test_sample_prefixes_have_room_for_the_draft() -> None:
+    files = [list(range(30)), list(range(100, 110)), list(range(200, 260))]
+    prefixes = coherence.sample_prefixes(files, 50, seed=0)
+    assert prefixes == coherence.sample_prefixes(files, 50, seed=0)
+    assert all(len(p) == coherence.PREFIX_TOKENS for p in prefixes)
+    assert all(p[0] < 100 or p[0] >= 200 for p in prefixes)  # the 10-token file is too short
+    assert all(p[-1] + coherence.DRAFT_TOKENS <= 29 or p[0] >= 200 for p in prefixes)
+
+
+def test_perplexity_matches_the_models_own_loss(tiny_loaded: Any) -> None:
+    model = tiny_loaded.model
+    prefix, draft = [5, 17, 99, 4], [8, 8, 301]
+    ids = torch.tensor([prefix + draft])
+    labels = ids.clone()
+    labels[0, : len(prefix)] = -100  # score only the draft's tokens
+    with torch.no_grad():
+        loss = model(input_ids=ids, labels=labels).loss
+    assert coherence.perplexity(model, prefix, draft) == pytest.approx(
+        math.exp(float(loss)), rel=1e-4
+    )
+    assert math.isnan(coherence.perplexity(model, prefix, []))
+
+
+# ----- the report -----------------------------------------------------------------------------
+
+
+def test_verdict_reads_the_interval() -> None:
+    assert "supported" in report.verdict({"mean": 0.1, "lo": 0.02, "hi": 0.2})
+    assert "not shown" in report.verdict({"mean": 0.1, "lo": -0.02, "hi": 0.2})
+    assert "contradicted" in report.verdict({"mean": -0.1, "lo": -0.2, "hi": -0.01})
+    assert "supported" in report.verdict({"mean": -1.0, "lo": -2.0, "hi": -0.5}, "lower")
+
+
+def test_generic_renders_lists_of_rows_as_tables() -> None:
+    text = report.generic({"machine": "x", "rows": [{"k": 1, "ms": 12.5}, {"k": 3, "ms": 30.0}]})
+    assert "| machine | x |" in text
+    assert "| k | ms |" in text and "| 3 | 30 |" in text
+    assert report.pct({"mean": 0.5, "lo": 0.25, "hi": 0.75, "n": 4}) == "50.0 [25.0, 75.0]"
+    assert report.pct({"mean": float("nan"), "lo": 0, "hi": 0, "n": 0}) == "n/a"
