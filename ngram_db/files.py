@@ -1,10 +1,11 @@
 """Which files of a tree to index, and reading them as text.
 
 In a git work tree the candidates are what git tracks or would track
-(``git ls-files -co --exclude-standard``: .gitignore respected); elsewhere a walk that never
-descends symlinked folders. Either way the same default ignores apply: vendored and
-environment folders, build outputs, files that commonly hold secrets, binary formats,
-lockfiles and minified or generated files. Symbolic links are never followed.
+(``git ls-files -co --exclude-standard``: .gitignore respected); elsewhere, and in a folder
+that the repository around it ignores, a walk that never descends symlinked folders. Either
+way the same default ignores apply: vendored and environment folders, build outputs, files
+that commonly hold secrets, binary formats, lockfiles and minified or generated files.
+Symbolic links are never followed.
 """
 
 from __future__ import annotations
@@ -78,7 +79,17 @@ def git_files(root: Path) -> list[str] | None:
         return None
     if result.returncode != 0:
         return None
-    return [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
+    files = [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
+    if not files and _ignored_by_git(root):
+        return None  # a folder the repository around it ignores: treat it as a plain tree
+    return files
+
+
+def _ignored_by_git(root: Path) -> bool:
+    ignored = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", "-q", "."], capture_output=True, check=False
+    )
+    return ignored.returncode == 0
 
 
 def walk_files(root: Path, ignored_dirs: pathspec.PathSpec) -> list[str]:

@@ -79,6 +79,17 @@ def test_git_repositories_use_git_and_gitignore(tree: Path) -> None:
     assert summary.skipped["ignored folder"] >= 3  # node_modules, .venv, build, vendor
 
 
+def test_a_folder_its_repository_ignores_is_walked(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    write(tmp_path, ".gitignore", "data/\n")
+    write(tmp_path, "data/x.py", "x = 1\n")
+    store = NgramStore.open(":memory:", BYTES)
+    index_repo(tmp_path / "data", store)
+    assert indexed(store, tmp_path / "data") == {"x.py"}
+
+
 def test_include_and_exclude(tree: Path) -> None:
     store = NgramStore.open(":memory:", BYTES)
     index_repo(tree, store, include=["*.py"], exclude=["pkg/"])

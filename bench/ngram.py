@@ -1,0 +1,249 @@
+"""Speed and size of the n-gram store: index throughput, update_file, the per-step lookup.
+
+    python -m bench.ngram [--repeats 3] [--full]
+
+Default tokenizer, orders 2..6, on one CPython standard library (3.11 only: versions share
+most lines). The ~1M-token corpus is the library's top-level modules (``/*.py``); ``--full``
+also indexes the whole library once (the large real tree). Prints medians and writes
+bench/results/ngram.json and bench/results/ngram.md, with os.getloadavg() before and after:
+the machine is shared, so absolute times move with its load.
+
+Targets (issue 3): 1M tokens indexed from scratch in <= 15 s; update_file of a 1,000-line
+file in <= 100 ms; lookup of 8 drafts x 5 orders x 8 candidates in <= 1 ms median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ngram_db import NgramStore, index_repo
+from ngram_db import keys as K
+from ngram_db.cli import load_tokenizer
+from ngram_db.files import list_candidates, read_text
+
+STDLIB = Path(os.environ.get("BENCH_STDLIB", "/root/.pyenv/versions/3.11.7/lib/python3.11"))
+RESULTS = Path(__file__).resolve().parent / "results"
+TOP_LEVEL = ["/*.py"]  # gitwildmatch: the library's top-level modules only
+DRAFTS, CANDIDATES = 8, 8
+TARGETS = {"index_1m_tokens_s": 15.0, "update_1000_lines_ms": 100.0, "lookup_8x5x8_ms": 1.0}
+
+
+def fresh_db(folder: Path, name: str) -> Path:
+    path = folder / name
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return path
+
+
+def bench_index(tokenizer: Any, folder: Path, repeats: int) -> dict[str, Any]:
+    """Index the top-level modules from scratch, ``repeats`` times; phases measured apart."""
+    runs = []
+    for i in range(repeats):
+        with NgramStore.open(fresh_db(folder, f"index{i}.sqlite"), tokenizer) as store:
+            summary = index_repo(STDLIB, store, include=TOP_LEVEL, progress=False)
+        runs.append(summary)
+    seconds = [r.seconds for r in runs]
+    tokens = runs[0].tokens
+    # the phases alone, single-threaded in this process: where the time goes
+    candidates, _ = list_candidates(STDLIB, include=TOP_LEVEL)
+    texts = [read_text(c, STDLIB.resolve(), 1_000_000) for c in candidates]
+    with NgramStore.open(":memory:", tokenizer) as scratch:
+        t = time.perf_counter()
+        ids = scratch.tokenizer.encode_batch(texts)
+        tokenize_s = time.perf_counter() - t
+        t = time.perf_counter()
+        counts = K.count_sequences(ids, scratch.orders)
+        count_s = time.perf_counter() - t
+    median = statistics.median(seconds)
+    return {
+        "corpus": f"{STDLIB}/*.py (top-level modules)",
+        "files": runs[0].indexed,
+        "tokens": tokens,
+        "seconds": seconds,
+        "median_s": median,
+        "tokens_per_s": tokens / median,
+        "seconds_per_1m_tokens": median / tokens * 1e6,
+        "phase_tokenize_s": tokenize_s,
+        "phase_count_s": count_s,
+        "rows": len(counts),
+        "rows_per_token": len(counts) / tokens,
+        "stats": runs[-1].stats,
+        "bytes_per_token": runs[-1].stats["bytes_per_token"],
+        "db": str(folder / f"index{repeats - 1}.sqlite"),
+    }
+
+
+def bench_update(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
+    """update_file of a 1,000-line file in the ~1M-token store: alternate two real edits."""
+    source = next(
+        p for p in sorted(STDLIB.glob("*.py")) if p.read_text(errors="replace").count("\n") > 1500
+    )
+    lines = source.read_text(errors="replace").splitlines(keepends=True)[:1000]
+    text = "".join(lines)
+    key = str(source.resolve())  # the path index_repo stored: an update of a known file
+    times, noop = [], []
+    with NgramStore.open(db, tokenizer) as store:
+        for i in range(repeats):
+            edited = text + f"# edit {i}\n"  # a changed line: a real update each time
+            t = time.perf_counter()
+            store.update_file(key, edited)
+            times.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            store.update_file(key, edited)  # unchanged: hashed, nothing written
+            noop.append(time.perf_counter() - t)
+        consistent_sample = store.file_ids(key) is not None
+    return {
+        "file": f"{source.name}, first 1000 lines ({len(text)} chars)",
+        "ms": [x * 1e3 for x in times],
+        "median_ms": statistics.median(times) * 1e3,
+        "unchanged_median_ms": statistics.median(noop) * 1e3,
+        "stored": consistent_sample,
+    }
+
+
+def bench_lookup(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
+    """Per-step batched lookup, 8 drafts x 5 orders x 8 candidates, seen and unseen contexts."""
+    rng = np.random.default_rng(0)
+    with NgramStore.open(db, tokenizer) as store:
+        paths = sorted(store.file_hashes())
+        streams = [store.file_ids(p) for p in paths]
+        corpus = np.concatenate([s for s in streams if s is not None])
+        vocab = int(corpus.max()) + 1
+
+        def step_inputs(seen: bool) -> tuple[list[list[int]], np.ndarray]:
+            if seen:  # contexts from the indexed code: the true next token plus 7 others
+                pos = rng.integers(32, len(corpus), DRAFTS)
+                contexts = [corpus[p - 32 : p].tolist() for p in pos]
+                first = corpus[pos][:, None]
+            else:
+                contexts = rng.integers(0, vocab, (DRAFTS, 32)).tolist()
+                first = rng.integers(0, vocab, (DRAFTS, 1))
+            others = rng.integers(0, vocab, (DRAFTS, CANDIDATES - 1))
+            return contexts, np.concatenate([first, others], axis=1)
+
+        out: dict[str, Any] = {"shape": f"{DRAFTS}x{len(store.orders)}x{CANDIDATES}"}
+        for label, seen in (("seen", True), ("unseen", False)):
+            inputs = [step_inputs(seen) for _ in range(repeats)]
+            for contexts, candidates in inputs[:20]:  # warm the page cache
+                store.probabilities(contexts, candidates)
+            times = []
+            supported = 0
+            for contexts, candidates in inputs:
+                t = time.perf_counter()
+                result = store.probabilities(contexts, candidates)
+                times.append(time.perf_counter() - t)
+                supported += int(result.supported.sum())
+            out[f"{label}_median_ms"] = statistics.median(times) * 1e3
+            out[f"{label}_p90_ms"] = float(np.percentile(times, 90)) * 1e3
+            out[f"{label}_supported_fraction"] = supported / (repeats * DRAFTS)
+    return out
+
+
+def bench_full(tokenizer: Any, folder: Path) -> dict[str, Any]:
+    """The whole library once (the large real tree): default ignores and size limit."""
+    with NgramStore.open(fresh_db(folder, "full.sqlite"), tokenizer) as store:
+        summary = index_repo(STDLIB, store, progress=False)
+    return {
+        "corpus": str(STDLIB),
+        "files": summary.indexed,
+        "skipped": summary.skipped,
+        "tokens": summary.tokens,
+        "seconds": summary.seconds,
+        "tokens_per_s": summary.tokens / summary.seconds,
+        "bytes": summary.stats["bytes"],
+        "bytes_per_token": summary.stats["bytes_per_token"],
+    }
+
+
+def verdicts(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    measured = {
+        "index_1m_tokens_s": results["index"]["seconds_per_1m_tokens"],
+        "update_1000_lines_ms": results["update"]["median_ms"],
+        "lookup_8x5x8_ms": results["lookup"]["seen_median_ms"],
+    }
+    return {
+        name: {"target": TARGETS[name], "measured": value, "met": value <= TARGETS[name]}
+        for name, value in measured.items()
+    }
+
+
+def write_markdown(results: dict[str, Any], path: Path) -> None:
+    idx, upd, look = results["index"], results["update"], results["lookup"]
+    rows = [
+        "# n-gram store benchmark (bench/ngram.py)",
+        "",
+        f"{results['date']}, {results['cpus']} CPUs, load average before "
+        f"{results['loadavg_before']}, after {results['loadavg_after']}; SQLite "
+        f"{results['sqlite']}; tokenizer {results['tokenizer']}; orders 2..6.",
+        "",
+        "| measure | target | median | met |",
+        "|---|---|---|---|",
+    ]
+    for name, v in results["verdicts"].items():
+        rows.append(f"| {name} | {v['target']:g} | {v['measured']:.3g} | {v['met']} |")
+    rows += [
+        "",
+        f"- Index: {idx['tokens']:,} tokens in {idx['files']} files ({idx['corpus']}), "
+        f"{idx['median_s']:.1f} s median of {len(idx['seconds'])} "
+        f"({idx['tokens_per_s']:,.0f} tokens/s); alone, tokenizing took "
+        f"{idx['phase_tokenize_s']:.1f} s and counting {idx['phase_count_s']:.1f} s, the rest is "
+        f"SQLite writing {idx['rows']:,} rows ({idx['rows_per_token']:.2f} per token).",
+        f"- Size: {idx['bytes_per_token']:.1f} bytes on disk per indexed token.",
+        f"- update_file: {upd['file']}: {upd['median_ms']:.1f} ms median; unchanged content "
+        f"{upd['unchanged_median_ms']:.1f} ms.",
+        f"- Lookup {look['shape']}: seen contexts {look['seen_median_ms']:.3f} ms median "
+        f"(p90 {look['seen_p90_ms']:.3f}), unseen {look['unseen_median_ms']:.3f} ms.",
+    ]
+    if "full" in results:
+        full = results["full"]
+        rows.append(
+            f"- Whole library: {full['tokens']:,} tokens in {full['files']} files, "
+            f"{full['seconds']:.0f} s ({full['tokens_per_s']:,.0f} tokens/s), "
+            f"{full['bytes'] / 1e6:.0f} MB ({full['bytes_per_token']:.1f} bytes/token)."
+        )
+    path.write_text("\n".join(rows) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="from-scratch index runs")
+    parser.add_argument("--full", action="store_true", help="also index the whole library")
+    args = parser.parse_args()
+    tokenizer = load_tokenizer("smollm2-135m")
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "sqlite": sqlite3.sqlite_version,
+        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-ngram-") as tmp:
+        folder = Path(tmp)
+        results["index"] = index = bench_index(tokenizer, folder, args.repeats)
+        db = Path(index.pop("db"))
+        results["update"] = bench_update(tokenizer, db, repeats=20)
+        results["lookup"] = bench_lookup(tokenizer, db, repeats=1000)
+        if args.full:
+            results["full"] = bench_full(tokenizer, folder)
+        results["tokenizer"] = index["stats"]["tokenizer"]
+    results["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    results["verdicts"] = verdicts(results)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ngram.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_markdown(results, RESULTS / "ngram.md")
+    print((RESULTS / "ngram.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
