@@ -9,7 +9,6 @@ import {
   type ServerOptions,
   State,
   type StaticFeature,
-  TransportKind,
   WorkDoneProgress,
   WorkDoneProgressCancelNotification,
   WorkDoneProgressCreateRequest,
@@ -75,7 +74,7 @@ class ProgressFeature implements StaticFeature {
     let lastPercent = 0;
     const subscription = this.client.onProgress(WorkDoneProgress.type, token, (value) => {
       if (value.kind === 'begin') {
-        kind = progressKind(value.title);
+        kind = progressKind(value.title, value.message);
         const location =
           kind === 'indexing' ? vscode.ProgressLocation.Notification : vscode.ProgressLocation.Window;
         void vscode.window.withProgress(
@@ -98,14 +97,15 @@ class ProgressFeature implements StaticFeature {
       } else {
         finish?.();
         subscription.dispose();
-        if (kind !== 'other') {
+        if (value.message?.startsWith('failed')) {
+          this.onState({ kind: 'error', message: value.message });
+        } else if (kind !== 'other') {
           this.onState(this.ready());
         }
         return;
       }
       if (kind !== 'other') {
-        const percent = value.kind === 'report' ? value.percentage : value.percentage;
-        this.onState({ kind, percent });
+        this.onState({ kind, percent: value.percentage });
       }
     });
   }
@@ -122,6 +122,7 @@ export class Server {
   ) {}
 
   async start(): Promise<void> {
+    this.stats = undefined;
     const config = vscode.workspace.getConfiguration(SECTION);
     const folder = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
     const python = resolvePython(
@@ -131,10 +132,10 @@ export class Server {
     );
     const { command, args } = serverCommand(python);
     this.output.info(`starting: ${command} ${args.join(' ')}`);
+    // No `transport`: stdio pipes, without the `--stdio` argument languageclient would add.
     const serverOptions: ServerOptions = {
       command,
       args,
-      transport: TransportKind.stdio,
       options: folder === undefined ? {} : { cwd: folder },
     };
     const languages = config.get<string[]>('languages', ['python']);
@@ -143,6 +144,20 @@ export class Server {
       outputChannel: this.output,
       initializationOptions: currentSettings(),
       middleware: {
+        // VS Code shows the drafts as ghost text. A completion request per keystroke as well would
+        // decode twice, and the newer request for the document cancels the older on the server.
+        provideCompletionItem: () => undefined,
+        // The log shows what the server suggested (Superposed: Show Log).
+        provideInlineCompletionItems: async (document, position, context, token, next) => {
+          const result = await next(document, position, context, token);
+          const items = Array.isArray(result) ? result : (result?.items ?? []);
+          const drafts = items.map((item) =>
+            typeof item.insertText === 'string' ? item.insertText : item.insertText.value,
+          );
+          const where = `${vscode.workspace.asRelativePath(document.uri)}:${position.line + 1}:${position.character + 1}`;
+          this.output.info(`drafts at ${where}: ${JSON.stringify(drafts)}`);
+          return result;
+        },
         workspace: {
           // Servers that pull settings get the same object as the push: the server's keys only.
           configuration: (params, token, next) => {
@@ -213,12 +228,14 @@ export class Server {
     return this.stats;
   }
 
+  /** Ready, with the model and k the server reports (the settings until it has). */
   readyState(): ServerState {
     const config = vscode.workspace.getConfiguration(SECTION);
+    const stats = this.stats as { model?: unknown; settings?: { k?: unknown } } | undefined;
     return {
       kind: 'ready',
-      model: config.get<string>('model', 'smollm2-135m'),
-      k: config.get<number>('k', 3),
+      model: typeof stats?.model === 'string' ? stats.model : config.get<string>('model', ''),
+      k: typeof stats?.settings?.k === 'number' ? stats.settings.k : config.get<number>('k', 3),
       stats: this.stats,
     };
   }

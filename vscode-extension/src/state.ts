@@ -13,16 +13,20 @@ export interface StatusView {
   tooltip: string;
 }
 
-/** Which state a work-done progress stands for, from its title (the server's wording). */
-export function progressKind(title: string): 'loading' | 'indexing' | 'other' {
-  if (/index/i.test(title)) {
+/** Which state a work-done progress stands for, from its title and first message. */
+export function progressKind(title: string, message = ''): 'loading' | 'indexing' | 'other' {
+  const words = `${title} ${message}`;
+  if (/index/i.test(words)) {
     return 'indexing';
   }
-  if (/model|load/i.test(title)) {
+  if (/model|load/i.test(words)) {
     return 'loading';
   }
   return 'other';
 }
+
+/** The stats entries worth a tooltip line (the settings echo is left out). */
+const TOOLTIP_KEYS = ['model', 'ready', 'error', 'stores', 'counters'];
 
 function percent(value: number | undefined): string {
   return value === undefined ? '' : ` ${Math.round(value)}%`;
@@ -57,7 +61,10 @@ export function statusView(state: ServerState): StatusView {
         tooltip: 'Indexing the workspace into the codebase n-gram store',
       };
     case 'ready': {
-      const stats = state.stats === undefined ? [] : formatStats(state.stats);
+      const shown = Object.fromEntries(
+        Object.entries(state.stats ?? {}).filter(([key]) => TOOLTIP_KEYS.includes(key)),
+      );
+      const stats = formatStats(shown);
       return {
         text: `$(check) Superposed: ready (${state.model}, k=${state.k})`,
         tooltip: ['Superposed: ready. Click for the log.', ...stats].join('\n'),

