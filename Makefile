@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench bench-quick clean
+.PHONY: setup demo test lint unit bench bench-quick clean editors
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -26,7 +26,11 @@ lint: setup
 	$(BIN)/ruff check lsp_server ngram_db tests bench
 	$(BIN)/mypy
 
-test: setup lint
+# Chromium, code-server (cached in ~/.cache/superposed-lsp/editors) and the built .vsix.
+editors: setup
+	bash scripts/setup-editors.sh
+
+test: setup lint editors
 	$(BIN)/pytest -q -rs
 
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
