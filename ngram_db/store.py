@@ -152,13 +152,17 @@ class NgramStore:
         orders: tuple[int, ...],
         lambdas: Mapping[int, float] | None = None,
     ) -> None:
-        self.conn = conn
+        self._lock = threading.RLock()  # a connection is used by one thread at a time
+        self.conn = conn  # writes, and reads that must see this connection's transaction
         self.db = sqlite_utils.Database(conn)
+        # Lookups and stats read through their own connection: in WAL mode they then never
+        # wait for a write in progress (a long index_repo chunk, another process's save).
+        self._reader = conn if path is None else _connect(str(path), query_only=True)
+        self._read_lock = self._lock if path is None else threading.Lock()
         self.path = path
         self.tokenizer = tokenizer
         self._orders = orders
         self._lambdas = _lambda_array(orders, lambdas)
-        self._lock = threading.RLock()  # one sqlite3 connection, several threads
 
     # ----- opening -----------------------------------------------------------------------
 
@@ -186,33 +190,31 @@ class NgramStore:
                 delete_store_files(file)
             _check_header(file)
             file.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(
-            ":memory:" if file is None else str(file),
-            timeout=BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,  # we issue BEGIN IMMEDIATE ourselves
-            check_same_thread=False,
-        )
+        conn: sqlite3.Connection | None = None
         try:
+            conn = _connect(":memory:" if file is None else str(file))
             stored = _init_or_read_meta(conn, file, tok, wanted)
             if file is not None:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            # lookups touch random pages: keep them in memory (mmap avoids a read() per page)
-            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+            store = cls(conn, file, tok, stored, lambdas)
         except sqlite3.DatabaseError as err:
-            conn.close()
+            if conn is not None:
+                conn.close()
             raise NotAStore(
                 f"{file} is not a usable n-gram store ({err}); it was left untouched: run "
                 "index-repo with --rebuild to replace it, or use --db elsewhere"
             ) from err
         except BaseException:
-            conn.close()
+            if conn is not None:
+                conn.close()
             raise
-        return cls(conn, file, tok, stored, lambdas)
+        return store
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
+            if self._reader is not self.conn:
+                self._reader.close()
             self.conn.close()
 
     def __enter__(self) -> NgramStore:
@@ -282,11 +284,11 @@ class NgramStore:
         """(key, g, c) rows of the wanted keys, sorted by key."""
         rows: list[tuple[int, int, int]] = []
         keys = wanted.tolist()
-        with self._lock:
+        with self._read_lock:
             for start in range(0, len(keys), _MAX_PARAMS):
                 chunk = keys[start : start + _MAX_PARAMS]
                 sql = f"SELECT key, g, c FROM grams WHERE key IN ({','.join('?' * len(chunk))})"
-                rows.extend(self.conn.execute(sql, chunk))
+                rows.extend(self._reader.execute(sql, chunk))
         if not rows:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
@@ -440,19 +442,19 @@ class NgramStore:
 
     def stats(self) -> dict[str, Any]:
         """Files, tokens, distinct n-grams and contexts per order, bytes on disk."""
-        with self._lock:
-            files, tokens = self.conn.execute(
+        with self._read_lock:
+            files, tokens = self._reader.execute(
                 "SELECT count(*), coalesce(sum(tokens), 0) FROM files"
             ).fetchone()
             ngrams: dict[int, int] = {}
             contexts: dict[int, int] = {}
             for n in self._orders:
                 low, high = K.key_range(n)
-                ngrams[n] = self.conn.execute(
+                ngrams[n] = self._reader.execute(
                     "SELECT count(*) FROM grams WHERE key >= ? AND key < ? AND g > 0", [low, high]
                 ).fetchone()[0]
                 low, high = K.key_range(n - 1)
-                contexts[n] = self.conn.execute(
+                contexts[n] = self._reader.execute(
                     "SELECT count(*) FROM grams WHERE key >= ? AND key < ? AND c > 0", [low, high]
                 ).fetchone()[0]
         size = self.size_bytes()
@@ -505,6 +507,23 @@ class StoreSource:
         return interpolate(next_counts, context_counts, self._lambdas)
 
 
+def _connect(target: str, query_only: bool = False) -> sqlite3.Connection:
+    """A connection with the busy timeout and a page cache sized for random lookups."""
+    conn = sqlite3.connect(
+        target,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,  # autocommit; writes issue BEGIN IMMEDIATE themselves
+        check_same_thread=False,  # guarded by the store's locks
+    )
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # lookups touch random pages: keep them in memory (mmap avoids a read() per page)
+    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+    if query_only:
+        conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
 def _lambda_array(orders: tuple[int, ...], lambdas: Mapping[int, float] | None) -> np.ndarray:
     """Weights per order, in store order; orders without a weight get 0."""
     weights = DEFAULT_LAMBDAS if lambdas is None else lambdas
@@ -516,7 +535,6 @@ def _init_or_read_meta(
 ) -> tuple[int, ...]:
     """Create the schema in an empty database, or check an existing one; returns the orders."""
     name = ":memory:" if file is None else str(file)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if not tables:
         with conn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -300,3 +301,19 @@ def test_store_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert codebase_db_path(tmp_path / "other" / "proj") != a  # same name, other root
     assert codebase_db_path(tmp_path / "proj" / ".." / "proj") == a
     assert user_db_path() == tmp_path / "data" / "ngrams" / "user.sqlite"
+
+
+def test_lookups_do_not_wait_for_a_write_in_progress(tmp_path: Path) -> None:
+    store = NgramStore.open(tmp_path / "store.sqlite", BYTES)
+    store.update_file("a", "abc")
+    results = []
+    with store._transaction():  # what index_repo holds while it writes a chunk
+        store._write_locked([], ["a"])  # uncommitted: the lookup must not see it
+        reader = threading.Thread(
+            target=lambda: results.append(store.probabilities([ids("ab")], np.array([[99]])))
+        )
+        reader.start()
+        reader.join(timeout=30)
+        assert results, "the lookup waited for the write"
+    assert results[0].probs[0, 0] > 0  # the committed state
+    assert store.probabilities([ids("ab")], np.array([[99]])).probs[0, 0] == 0  # after commit
