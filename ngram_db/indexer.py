@@ -159,9 +159,9 @@ def index_repo(
 
         def submit() -> Future[_Chunk] | None:
             nxt = next(chunks, None)
-            return None if nxt is None else pool.submit(
-                _prepare, store, nxt, root_path, known, max_file_bytes
-            )
+            if nxt is None:
+                return None
+            return pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes)
 
         pending = submit()
         while pending is not None:
