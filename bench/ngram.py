@@ -71,6 +71,7 @@ def bench_index(tokenizer: Any, folder: Path, repeats: int) -> dict[str, Any]:
         count_s = time.perf_counter() - t
     median = statistics.median(seconds)
     return {
+        "collisions": collisions(ids, scratch.orders),
         "corpus": f"{STDLIB}/*.py (top-level modules)",
         "files": runs[0].indexed,
         "tokens": tokens,
@@ -86,6 +87,18 @@ def bench_index(tokenizer: Any, folder: Path, repeats: int) -> dict[str, Any]:
         "bytes_per_token": runs[-1].stats["bytes_per_token"],
         "db": str(folder / f"index{repeats - 1}.sqlite"),
     }
+
+
+def collisions(ids: list[np.ndarray], orders: tuple[int, ...]) -> dict[int, int]:
+    """Per tuple length: distinct token tuples minus distinct keys (0: no hash collision)."""
+    out = {}
+    for k in sorted(set(orders) | {n - 1 for n in orders}):
+        view = np.lib.stride_tricks.sliding_window_view
+        windows = np.concatenate([view(s.astype(np.int32), k) for s in ids if len(s) >= k])
+        as_bytes = np.ascontiguousarray(windows).view(np.dtype((np.void, 4 * k))).ravel()
+        keys = np.concatenate([K.window_keys(s, k) for s in ids if len(s) >= k])
+        out[k] = len(np.unique(as_bytes)) - len(np.unique(keys))
+    return out
 
 
 def bench_update(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:

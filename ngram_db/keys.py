@@ -69,6 +69,17 @@ def tuple_key(tokens: Sequence[int]) -> int:
     return int(pack(state, len(tokens))[0])
 
 
+def window_keys(tokens: np.ndarray, k: int) -> np.ndarray:
+    """Keys of every k-token window of one sequence: [L - k + 1] int64."""
+    n = len(tokens) - k + 1
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    states = seed_states((n,))
+    for j in range(k):
+        states = step(states, tokens[j : j + n])
+    return pack(states, k)
+
+
 @dataclass(frozen=True)
 class Counts:
     """Counts per key: sorted unique ``keys``, n-gram counts ``g``, context counts ``c``."""

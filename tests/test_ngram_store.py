@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -130,6 +132,18 @@ def test_keys_carry_the_tuple_length() -> None:
         low, high = K.key_range(n)
         assert low <= K.tuple_key(list(range(n))) < high
     assert K.tuple_key([1, 2]) != K.tuple_key([2, 1])
+    seq = np.array([5, 1, 49151, 7, 0])
+    assert K.window_keys(seq, 3).tolist() == [K.tuple_key(seq[i : i + 3]) for i in range(3)]
+    assert len(K.window_keys(seq, 6)) == 0
+
+
+def test_importing_ngram_db_loads_neither_torch_nor_transformers() -> None:
+    code = (
+        "import sys, ngram_db, ngram_db.cli; "
+        "print(sorted({'torch', 'transformers', 'pygls'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 # ----- exact updates ---------------------------------------------------------------------
