@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -203,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         "tuning": tuning,
         "specs": [asdict(s) for s in specs + heal_specs + k_specs],
         "n_test": len(tasks),
+        "positions_per_unit": dict(Counter(Path(t.source).parts[0] for t in tasks).most_common()),
         "n_ablation": len(sub),
         "target_tokens": [
             len(engine.tokenizer.encode(t.target, add_special_tokens=False)) for t in tasks

@@ -172,7 +172,8 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
         "",
         f"The n-gram store indexes the training part only: {st['files']} files, "
         f"{st['tokens']:,} tokens, orders {st['orders']}, {st['bytes'] / 2**20:.0f} MiB. "
-        f"{q['n_test']} positions (the cursor after the indentation of a non-blank line of a "
+        f"{q['n_test']} positions (per package: {q.get('positions_per_unit', 'n/a')}; the "
+        "cursor after the indentation of a non-blank line of a "
         f"test file; fixed seed), prompt = the last {q['prompt_tokens']} tokens, drafts of at "
         f"most {q['max_new_tokens']} tokens stopped at the end of the line. "
         f"Only {100 * fits:.0f}% of the target lines fit in {q['max_new_tokens']} tokens, which "
@@ -276,6 +277,10 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
             ],
         ),
         "",
+        "### Examples: the first positions of the sample, every method's drafts",
+        "",
+        examples(q),
+        "",
         f"### Ablations: k, n-gram orders, store vs none (first {q['n_ablation']} test positions)",
         "",
         table(
@@ -301,6 +306,23 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def examples(q: dict[str, Any], n: int = 4) -> str:
+    """The target and every method's drafts at the first n positions."""
+    out = []
+    tasks = q["items"]["tasks"][:n]
+    for i, t in enumerate(tasks):
+        out.append(f"- `{t['source']}` line {t['line'] + 1}, target: {code(t['target'])}")
+        for name, rows in q["items"]["rows"].items():
+            drafts = " · ".join(code(d) if d.strip() else "(empty)" for d in rows[i]["drafts"])
+            out.append(f"  - {name}: {drafts}")
+    return "\n".join(out)
+
+
+def code(text: str) -> str:
+    """Inline code that survives backticks inside the text."""
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
 def humaneval_section(h: dict[str, Any]) -> str:
