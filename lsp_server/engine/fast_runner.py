@@ -114,8 +114,11 @@ def build_weights(model: Any, precision: str) -> Weights:
                 down=_linear([mlp.down_proj], precision),
             )
         )
-    head = model.get_output_embeddings()
-    return Weights(blocks, model.model.norm.weight.detach().float(), _linear([head], precision))
+    # The output head stays int8 under int4: it picks the token, and on the default model int4
+    # changed its weights by 9% (norm) against 0.25% for the layers (already 4-bit in the GGUF).
+    head_precision = "int8" if precision == "int4" else precision
+    head = _linear([model.get_output_embeddings()], head_precision)
+    return Weights(blocks, model.model.norm.weight.detach().float(), head)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
