@@ -19,6 +19,16 @@ DOC = ROOT / "docs" / "benchmarks.md"
 IMAGES = ROOT / "docs" / "images"
 
 
+LABEL = {
+    "em1": "EM@1",
+    "emk": "EM@k",
+    "es1": "ES@1",
+    "esk": "ES@k",
+    "empty": "empty first draft",
+    "pass1": "pass@1",
+    "passk": "pass@k",
+}
+
 # ----- formatting -----------------------------------------------------------------------------
 
 
@@ -237,7 +247,7 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
             ["claim", "difference (points)", "verdict"],
             [
                 [
-                    f"{c['a']} {c['metric_a'].upper()} > {c['b']} {c['metric_b'].upper()}",
+                    f"{c['a']} {LABEL[c['metric_a']]} > {c['b']} {LABEL[c['metric_b']]}",
                     f"{100 * c['mean']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}]",
                     verdict(c),
                 ]
@@ -270,7 +280,7 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
             [
                 [
                     f"{c['a']} vs no healing",
-                    c["metric"],
+                    LABEL[c["metric"]],
                     f"{100 * c['mean']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}]",
                 ]
                 for c in q["healing_comparisons"]
@@ -359,7 +369,7 @@ def humaneval_section(h: dict[str, Any]) -> str:
             [
                 [
                     f"{c['a']} vs {c['b']}",
-                    c["metric"],
+                    LABEL[c["metric"]],
                     f"{100 * c['mean']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}]",
                     verdict(c),
                 ]
@@ -411,7 +421,7 @@ def coherence_section(c: dict[str, Any], image: str) -> str:
         ),
         "",
         table(
-            ["comparison", "best-of-k ppl difference", "lower is better"],
+            ["comparison", "best-of-k ppl difference", "superposed lower?"],
             [
                 [
                     f"{x['a']} - {x['b']}",
