@@ -15,6 +15,7 @@ export const SERVER_KEYS = [
   'k',
   'method',
   'maxNewTokens',
+  'maxPromptTokens',
   'alpha',
   'temperature',
   'lambdas',

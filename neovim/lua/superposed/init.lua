@@ -58,10 +58,21 @@ local function map(bufnr, lhs, rhs, desc)
   end
 end
 
+--- The popup entry of a draft. Neovim 0.11 inserts a plain-text item only up to its first
+--- space ("2 * side" would insert "2"); a draft is inserted whole (its first line: the popup
+--- cannot insert line breaks).
+function M.complete_item(item)
+  local text = (item.textEdit and item.textEdit.newText) or item.insertText or item.label
+  return { word = vim.split(text, '\n', { plain = true })[1] }
+end
+
 --- Keymaps for the popup (0.11): the drafts are completion items.
 local function attach_completion(client, bufnr)
   local keys = M.options.keys
-  vim.lsp.completion.enable(true, client.id, bufnr, { autotrigger = M.options.autotrigger })
+  vim.lsp.completion.enable(true, client.id, bufnr, {
+    autotrigger = M.options.autotrigger,
+    convert = M.complete_item,
+  })
   map(bufnr, keys.trigger, function()
     vim.lsp.completion.get()
   end, 'superposed: drafts')
@@ -115,12 +126,14 @@ function M.execute(command, on_result, bufnr)
   client:request('workspace/executeCommand', { command = command, arguments = {} }, on_result)
 end
 
---- One line for a statusline: "superposed: loading model 40%", "superposed: ready (k=3)".
+--- One line for a statusline: "superposed: loading smollm2-135m 40%", "superposed: ready (smollm2-135m, k=3)".
 function M.status()
   local s = M.state
   if s.kind == 'ready' then
-    local settings = M.options.settings
-    return ('superposed: ready (%s, k=%d)'):format(settings.model or 'default model', settings.k or 3)
+    local stats, settings = s.stats or {}, M.options.settings
+    local model = stats.model or settings.model or 'default model'
+    local k = (stats.settings and stats.settings.k) or settings.k or 3
+    return ('superposed: ready (%s, k=%d)'):format(model, k)
   end
   local percent = s.percent and (' %d%%'):format(s.percent) or ''
   return ('superposed: %s%s'):format(s.title or s.kind, percent)
@@ -147,7 +160,11 @@ function M.show_status()
       lines[#lines + 1] = 'stats failed: ' .. tostring(err.message or err)
     elseif type(result) == 'table' then
       M.state.stats = result
-      vim.list_extend(lines, flatten(result, nil, {}))
+      for _, key in ipairs({ 'model', 'ready', 'error', 'counters', 'stores' }) do
+        if result[key] ~= nil then
+          vim.list_extend(lines, flatten({ [key] = result[key] }, nil, {}))
+        end
+      end
     end
     vim.notify(table.concat(lines, '\n'))
   end)
@@ -185,11 +202,20 @@ local function on_progress(args)
     return
   end
   if value.kind == 'begin' then
-    M.state = { kind = 'busy', title = value.title, percent = value.percentage }
+    -- The server's title is its name; the message says what it does ("loading smollm2-135m").
+    M.state = { kind = 'busy', title = value.message or value.title, percent = value.percentage }
   elseif value.kind == 'report' then
     M.state.percent = value.percentage or M.state.percent
+  elseif value.kind == 'end' and (value.message or ''):find('^failed') then
+    M.state = { kind = 'error', title = value.message }
   elseif value.kind == 'end' then
-    M.state = { kind = 'ready' }
+    M.state = { kind = 'ready', stats = M.state.stats }
+    client:request('workspace/executeCommand', { command = 'superposed.stats', arguments = {} },
+      function(err, result)
+        if not err and type(result) == 'table' then
+          M.state.stats = result
+        end
+      end)
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'SuperposedStatus', modeline = false })
 end

