@@ -1,0 +1,243 @@
+"""Latency: wall time per request of superposed decoding against the baselines, per runner.
+
+For each runner (the reference transformers runner, and the fast runner at each precision)
+and thread count, two settings: a 15-token prefix with 10 new tokens (the paper's), and a
+1,500-token code context. Methods: superposed k in {1,2,3,4,8}, greedy, sequential nucleus
+(k runs), batched nucleus (one batch of k rows) and beam (width k), k=3 for the baselines.
+
+Requests run through ``Engine.complete``, as the server runs them. The prompt is cached after
+the first request (prompt cache reuse), so these times are decode times; "greedy, cold" clears
+the cache first and adds the prefill. Every repetition runs every method once, interleaved,
+so the ratios compare times taken side by side under the same machine load. Then decode
+steps and prefills are timed alone (``steps``). Medians; the load average is recorded.
+
+    python -m bench.latency                      # everything (about 30 min on a loaded 2-core box)
+    python -m bench.latency --runs 3 --threads 1 --runners hf fast-int4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.common import RESULTS, ROOT, Stamp, write_json
+from lsp_server.engine.api import Engine
+from lsp_server.engine.fast_runner import PRECISIONS, FastRunner
+from lsp_server.engine.model import LoadedModel, load_model
+from lsp_server.engine.runner import HFRunner, ModelRunner
+from lsp_server.engine.types import DecodeConfig
+
+RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS)]
+SUPERPOSED_K = (1, 2, 3, 4, 8)
+BASELINE_K = 3
+NEW_TOKENS = 10
+SHORT_TOKENS = 15
+LONG_TOKENS = 1500
+STEPS = 8  # decode steps per timing of a step alone
+# (label, method, k); "greedy, cold" also prefills the whole prompt.
+METHODS: list[tuple[str, str, int]] = [
+    ("greedy", "greedy", 1),
+    *((f"superposed k={k}", "superposed", k) for k in SUPERPOSED_K),
+    ("nucleus-sequential k=3", "nucleus-sequential", BASELINE_K),
+    ("nucleus k=3", "nucleus", BASELINE_K),
+    ("beam k=3", "beam", BASELINE_K),
+    ("greedy, cold", "greedy", 1),
+]
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def make(loaded: LoadedModel, name: str) -> ModelRunner:
+    if name == "hf":
+        return HFRunner(loaded.model)
+    return FastRunner(loaded.model, name.removeprefix("fast-"))
+
+
+def code_context(tokenizer: Any, tokens: int) -> str:
+    """About ``tokens`` tokens of this repository's engine code, ending mid-line."""
+    files = sorted((ROOT / "lsp_server" / "engine").glob("*.py"))
+    text = "\n\n".join(path.read_text() for path in files)
+    ids = tokenizer.encode(text, add_special_tokens=False)[:tokens]
+    return str(tokenizer.decode(ids))
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return round(statistics.median(times), 2)
+
+
+def time_requests(engine: Engine, text: str, runs: int) -> dict[str, Any]:
+    """Median ms per request of every method, interleaved run by run."""
+    times: dict[str, list[float]] = {label: [] for label, _, _ in METHODS}
+    engine.complete(text, method="greedy", cfg=DecodeConfig(k=1, max_new_tokens=1))  # cache it
+    for _ in range(runs):
+        for label, method, k in METHODS:
+            if label.endswith("cold"):
+                engine.runner.rewind(0)
+            cfg = DecodeConfig(k=k, max_new_tokens=NEW_TOKENS, seed=0)
+            start = time.perf_counter()
+            engine.complete(text, method=method, cfg=cfg)
+            times[label].append((time.perf_counter() - start) * 1e3)
+    medians = {label: round(statistics.median(t), 1) for label, t in times.items()}
+    greedy, k3 = medians["greedy"], medians["superposed k=3"]
+    return {
+        "median_ms": medians,
+        "runs_ms": {label: [round(t, 1) for t in ts] for label, ts in times.items()},
+        "ratios": {
+            "superposed k=3 / greedy": round(k3 / greedy, 3),
+            "nucleus-sequential k=3 / superposed k=3": round(
+                medians["nucleus-sequential k=3"] / k3, 3
+            ),
+            "nucleus k=3 / superposed k=3": round(medians["nucleus k=3"] / k3, 3),
+            "beam k=3 / superposed k=3": round(medians["beam k=3"] / k3, 3),
+        },
+        "load": load(),
+    }
+
+
+@torch.inference_mode()
+def time_steps(runner: ModelRunner, ids: list[int], runs: int) -> dict[str, float]:
+    """Median ms of one decode step (batch 1 and 3, 512+ positions) and of prefills."""
+    out: dict[str, float] = {}
+    for n in (15, 512, 1500):
+
+        def prefill(n: int = n) -> None:
+            runner.rewind(0)
+            runner.prefill(ids[:n])
+
+        out[f"prefill {n}"] = median_ms(prefill, 3)
+    runner.rewind(0)
+    runner.prefill(ids[:512])
+    for batch in (1, 3):
+        embeds = runner.embed(torch.tensor(ids[:batch])[:, None])  # [B, 1, H]
+
+        times: list[float] = []
+
+        def steps(batch: int = batch, embeds: torch.Tensor = embeds, times: list = times) -> None:
+            runner.expand(batch)
+            start = time.perf_counter()
+            for _ in range(STEPS):
+                runner.step(embeds)
+            times.append((time.perf_counter() - start) * 1e3 / STEPS)
+            runner.rewind(512)
+
+        for _ in range(runs + 1):
+            steps()
+        out[f"step batch {batch}, 512 positions"] = round(statistics.median(times[1:]), 2)
+    runner.rewind(0)
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The tables of latency.md."""
+    lines = [
+        "# Latency (bench/latency.py)",
+        "",
+        "**Measured under load**, on a 2-core machine shared with other jobs: compare the ratios,",
+        "taken side by side in one run (methods interleaved run by run), more than absolute times.",
+        f"Milliseconds per request ({NEW_TOKENS} new tokens; the prompt is cached except in",
+        '"greedy, cold"); medians. Load average (1/5/15 min) recorded at start and end.',
+    ]
+    for threads, part in results["threads"].items():
+        stamp, per_runner = part["stamp"], part["runners"]
+        runners = list(per_runner)
+        lines += [
+            "",
+            f"## {threads} thread(s): `{stamp['command']}`",
+            "",
+            f"{stamp['date']}, commit {stamp['commit']}, {stamp['machine']}, medians of "
+            f"{part['runs']} runs, load {stamp['load_start']} at start, "
+            f"{stamp['load_end']} at end.",
+        ]
+        for setting in ("short", "long"):
+            tokens = results["prompt_tokens"][setting]
+            lines += [
+                "",
+                f"### {setting}: {tokens}-token prompt, {threads} thread(s)",
+                "",
+                "| method | " + " | ".join(runners) + " |",
+                "|---" * (len(runners) + 1) + "|",
+            ]
+            for label, _, _ in METHODS:
+                cells = [per_runner[r][setting]["median_ms"][label] for r in runners]
+                lines.append(f"| {label} | " + " | ".join(f"{c:.0f}" for c in cells) + " |")
+            for name in per_runner[runners[0]][setting]["ratios"]:
+                cells = [per_runner[r][setting]["ratios"][name] for r in runners]
+                lines.append(f"| *{name}* | " + " | ".join(f"{c:.2f}x" for c in cells) + " |")
+            loads = [per_runner[r][setting]["load"][0] for r in runners]
+            lines.append("| *load after* | " + " | ".join(str(x) for x in loads) + " |")
+        lines += [
+            "",
+            f"### decode steps and prefills alone, {threads} thread(s) (ms)",
+            "",
+            "| | " + " | ".join(runners) + " |",
+            "|---" * (len(runners) + 1) + "|",
+        ]
+        for name in per_runner[runners[0]]["steps"]:
+            cells = [per_runner[r]["steps"][name] for r in runners]
+            lines.append(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="repetitions (medians)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--runners", nargs="+", default=RUNNERS, choices=RUNNERS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "latency")
+    parser.add_argument(
+        "--merge", action="store_true", help="add these thread counts to the existing results"
+    )
+    args = parser.parse_args(argv)
+    json_path = args.out.with_suffix(".json")
+    results: dict[str, Any] = {"prompt_tokens": {}, "threads": {}}
+    if args.merge and json_path.is_file():
+        results = json.loads(json_path.read_text())
+    loaded = load_model()
+    short = code_context(loaded.tokenizer, SHORT_TOKENS)
+    long = code_context(loaded.tokenizer, LONG_TOKENS)
+    texts = {"short": short, "long": long}
+    long_ids = loaded.tokenizer.encode(long, add_special_tokens=False)
+    for threads in args.threads:
+        started = time.perf_counter()
+        stamp = Stamp(model="SmolLM2-135M-Instruct")
+        torch.set_num_threads(threads)
+        per_runner: dict[str, Any] = {}
+        for name in args.runners:
+            engine = Engine(loaded, runner=make(loaded, name))
+            per_runner[name] = {}
+            for setting, text in texts.items():
+                results["prompt_tokens"][setting] = len(engine.prompt(text, NEW_TOKENS).ids)
+                per_runner[name][setting] = time_requests(engine, text, args.runs)
+                print(threads, name, setting, per_runner[name][setting]["median_ms"], flush=True)
+            per_runner[name]["steps"] = time_steps(engine.runner, long_ids, args.runs)
+            print(threads, name, per_runner[name]["steps"], load(), flush=True)
+            del engine
+        results["threads"][str(threads)] = {
+            "runs": args.runs,
+            "runners": per_runner,
+            "stamp": stamp.finish(started),
+        }
+        results["threads"][str(threads)]["stamp"]["torch_threads"] = threads
+        torch.set_num_threads(1)
+        write_json(json_path, results)  # after each thread count: a partial run still counts
+        args.out.with_suffix(".md").write_text(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
