@@ -18,7 +18,8 @@ const step = (name) => {
   console.error(`driver: ${name}`);
 };
 
-const GHOST = '.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text-decoration-preview';
+const GHOST =
+  '.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text-decoration-preview';
 
 /** The ghost text on screen: the inline part and any lines below it, as plain text. */
 async function ghostText(page) {
@@ -27,7 +28,10 @@ async function ghostText(page) {
     const lines = [...document.querySelectorAll('.monaco-editor .ghost-text')].map(
       (el) => el.textContent ?? '',
     );
-    return [parts.join(''), ...lines].join('\n').replace(/\u00a0/g, ' ').replace(/\n+$/, '');
+    return [parts.join(''), ...lines]
+      .join('\n')
+      .replace(/\u00a0/g, ' ')
+      .replace(/\n+$/, '');
   }, GHOST);
 }
 
@@ -59,7 +63,10 @@ async function runCommand(page, title) {
   const input = page.locator('.quick-input-widget input');
   await input.waitFor({ state: 'visible', timeout });
   await input.fill(`>${title}`);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout });
+  await page
+    .locator('.quick-input-list .monaco-list-row', { hasText: title })
+    .first()
+    .waitFor({ timeout });
   await page.keyboard.press('Enter');
 }
 
@@ -93,7 +100,10 @@ try {
   const quickOpen = page.locator('.quick-input-widget input');
   await quickOpen.waitFor({ state: 'visible' });
   await quickOpen.fill(config.file);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: config.file }).first().waitFor();
+  await page
+    .locator('.quick-input-list .monaco-list-row', { hasText: config.file })
+    .first()
+    .waitFor();
   await page.keyboard.press('Enter');
   await page.locator(`.tab.active`, { hasText: config.file }).waitFor();
   const editor = page.locator('.editor-instance .monaco-editor .view-lines').first();
@@ -147,7 +157,9 @@ try {
   result.error = String(err && err.stack ? err.stack : err);
   if (page && config.outputDir) {
     fs.mkdirSync(config.outputDir, { recursive: true });
-    await page.screenshot({ path: path.join(config.outputDir, 'vscode-failure.png') }).catch(() => {});
+    await page
+      .screenshot({ path: path.join(config.outputDir, 'vscode-failure.png') })
+      .catch(() => {});
   }
 } finally {
   fs.writeFileSync(config.result, JSON.stringify(result, null, 2));

@@ -1,9 +1,10 @@
 /** Superposed Completions: starts superposed-lsp and wires its commands and status bar. */
 import * as vscode from 'vscode';
 
+import { indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
 import { needsRestart, SECTION } from './config';
-import { pythonExtensionInterpreter, Server } from './server';
-import { formatStats, type ServerState, statusView } from './state';
+import { Server } from './server';
+import { type ServerState, statusView } from './state';
 
 let server: Server | undefined;
 
@@ -69,53 +70,4 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
 export async function deactivate(): Promise<void> {
   await server?.stop();
-}
-
-async function indexWorkspace(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
-  try {
-    const result = await srv.execute('superposed.indexWorkspace');
-    const lines = result !== null && typeof result === 'object' ? formatStats(result as Record<string, unknown>) : [];
-    void vscode.window.showInformationMessage(`Superposed: workspace indexed. ${lines.join(', ')}`);
-  } catch (err) {
-    void showError(`Superposed: indexing failed (${String(err)}).`, output);
-  }
-}
-
-async function showStats(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
-  const stats = await srv.refreshStats();
-  if (stats === undefined) {
-    void showError('Superposed: no stats (is the server running?).', output);
-    return;
-  }
-  const lines = formatStats(stats);
-  output.info(`stats:\n  ${lines.join('\n  ')}`);
-  void vscode.window.showInformationMessage('Superposed stats', { modal: true, detail: lines.join('\n') });
-}
-
-async function showError(message: string, output: vscode.LogOutputChannel): Promise<void> {
-  const choice = await vscode.window.showErrorMessage(message, 'Show Log');
-  if (choice === 'Show Log') {
-    output.show(true);
-  }
-}
-
-/** Restarts the server when the Python extension's interpreter changes and pythonPath is unset. */
-async function watchPythonInterpreter(
-  context: vscode.ExtensionContext,
-  restart: () => Promise<void>,
-): Promise<void> {
-  const extension = vscode.extensions.getExtension('ms-python.python');
-  if (extension === undefined || (await pythonExtensionInterpreter()) === undefined) {
-    return;
-  }
-  const event = extension.exports?.environments?.onDidChangeActiveEnvironmentPath;
-  if (typeof event === 'function') {
-    context.subscriptions.push(
-      event(() => {
-        if (!vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')) {
-          void restart();
-        }
-      }),
-    );
-  }
 }

@@ -76,9 +76,15 @@ class ProgressFeature implements StaticFeature {
       if (value.kind === 'begin') {
         kind = progressKind(value.title, value.message);
         const location =
-          kind === 'indexing' ? vscode.ProgressLocation.Notification : vscode.ProgressLocation.Window;
+          kind === 'indexing'
+            ? vscode.ProgressLocation.Notification
+            : vscode.ProgressLocation.Window;
         void vscode.window.withProgress(
-          { location, title: `Superposed: ${value.title}`, cancellable: value.cancellable === true },
+          {
+            location,
+            title: `Superposed: ${value.title}`,
+            cancellable: value.cancellable === true,
+          },
           (progress, cancel) => {
             cancel.onCancellationRequested(() => {
               void this.client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
@@ -154,7 +160,8 @@ export class Server {
           const drafts = items.map((item) =>
             typeof item.insertText === 'string' ? item.insertText : item.insertText.value,
           );
-          const where = `${vscode.workspace.asRelativePath(document.uri)}:${position.line + 1}:${position.character + 1}`;
+          const file = vscode.workspace.asRelativePath(document.uri);
+          const where = `${file}:${position.line + 1}:${position.character + 1}`;
           this.output.info(`drafts at ${where}: ${JSON.stringify(drafts)}`);
           return result;
         },

@@ -38,14 +38,17 @@ test('serverSettings keeps falsy values the user set', () => {
     alpha: { workspaceValue: 0 },
     codebaseDb: { globalValue: '' },
   };
-  assert.deepEqual(serverSettings((key) => levels[key]), {
-    indexOnSave: false,
-    alpha: 0,
-    codebaseDb: '',
-  });
+  assert.deepEqual(
+    serverSettings((key) => levels[key]),
+    {
+      indexOnSave: false,
+      alpha: 0,
+      codebaseDb: '',
+    },
+  );
 });
 
-test('every server setting is declared in package.json with a type, default and description', () => {
+test('every server setting is in package.json with a type, default and description', () => {
   for (const key of SERVER_KEYS) {
     const property = properties[`superposed.${key}`] as Record<string, unknown> | undefined;
     assert.ok(property, `superposed.${key} is missing from package.json`);
@@ -65,7 +68,10 @@ test('a change of interpreter or model restarts the server; a change of k does n
 });
 
 test('the interpreter: the setting, else the Python extension, else python3', () => {
-  assert.equal(resolvePython('/opt/venv/bin/python', '/usr/bin/python3.12', undefined), '/opt/venv/bin/python');
+  assert.equal(
+    resolvePython('/opt/venv/bin/python', '/usr/bin/python3.12', undefined),
+    '/opt/venv/bin/python',
+  );
   assert.equal(resolvePython('  ', '/usr/bin/python3.12', undefined), '/usr/bin/python3.12');
   assert.equal(resolvePython(undefined, undefined, undefined, 'linux'), 'python3');
   assert.equal(resolvePython('', undefined, undefined, 'win32'), 'python');
@@ -76,7 +82,10 @@ test('pythonPath expands ~ and ${workspaceFolder}', () => {
     resolvePython('${workspaceFolder}/.venv/bin/python', undefined, '/src/proj'),
     '/src/proj/.venv/bin/python',
   );
-  assert.equal(expandPath('~/venv/bin/python', undefined), path.join(os.homedir(), 'venv/bin/python'));
+  assert.equal(
+    expandPath('~/venv/bin/python', undefined),
+    path.join(os.homedir(), 'venv/bin/python'),
+  );
   assert.equal(expandPath('/a/~b', undefined), '/a/~b');
 });
 
