@@ -1,0 +1,174 @@
+"""Document + cursor -> prompt -> drafts -> suggestions the editor can show.
+
+Protocol-free: the server turns ``Suggestion`` objects into LSP items. The steps:
+
+1. ``CursorContext.at``: split the document at the cursor (text before it is the prompt,
+   the rest of the line is what a draft must not merely repeat);
+2. ``TypingCache.along``: if the user typed characters that continue drafts just shown,
+   answer from those drafts without calling the model;
+3. ``decode``: ``Engine.complete`` with the settings' method and n-gram source;
+4. ``postprocess``: single-line cut, drop empty and whitespace-only drafts, merge
+   duplicates, drop drafts that only repeat the text after the cursor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lsp_server.engine.api import Completion, Engine
+from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
+from lsp_server.settings import DecodingSettings
+
+# Characters of text before the cursor handed to the tokenizer, per token of context: the
+# engine keeps the most recent tokens that fit, so this only bounds the tokenizer's work on
+# huge files (a token of code is 3-4 characters on average, rarely more than 16).
+CHARS_PER_CONTEXT_TOKEN = 8
+
+
+@dataclass(frozen=True)
+class CursorContext:
+    """The document split at the cursor."""
+
+    before: str  # all text before the cursor (the prompt comes from its end)
+    after: str  # the rest of the cursor's line
+
+    @classmethod
+    def at(cls, text: str, offset: int) -> CursorContext:
+        end = text.find("\n", offset)
+        return cls(before=text[:offset], after=text[offset : len(text) if end < 0 else end])
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One draft as shown to the user: the text to insert at the cursor, and its score."""
+
+    text: str
+    score: float
+
+
+@dataclass
+class Answer:
+    """Suggestions for one request, and where they came from."""
+
+    suggestions: list[Suggestion]
+    timing_ms: dict[str, float] = field(default_factory=dict)
+    from_cache: bool = False
+
+
+def clean_text(text: str) -> str:
+    """Text the tokenizer accepts: lone surrogates (from undecodable files) become U+FFFD."""
+    return text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+
+
+def first_line(text: str) -> str:
+    """The draft up to the end of its first line with content (leading newlines are kept)."""
+    pos = 0
+    while True:
+        end = text.find("\n", pos)
+        if end < 0:
+            return text
+        if text[pos:end].strip():
+            return text[:end]
+        pos = end + 1
+
+
+def postprocess(completion: Completion, after: str, line_mode: str = "single") -> list[Suggestion]:
+    """Drafts in the engine's order -> distinct, non-empty suggestions."""
+    out: list[Suggestion] = []
+    seen: set[str] = set()
+    rest = after.strip()
+    for draft in completion.drafts:
+        text = first_line(draft.text) if line_mode == "single" else draft.text
+        text = text.rstrip()
+        core = text.strip()
+        if not core or text in seen:
+            continue
+        if rest and rest.startswith(core):
+            continue  # it would only type again what already follows the cursor
+        seen.add(text)
+        out.append(Suggestion(text, draft.score))
+    return out
+
+
+def decode_config(settings: DecodingSettings) -> DecodeConfig:
+    return DecodeConfig(
+        k=settings.k,
+        max_new_tokens=settings.max_new_tokens,
+        alpha=settings.alpha,
+        temperature=settings.temperature,
+        lambdas=dict(settings.lambdas),
+    )
+
+
+def prompt_text(engine: Engine, before: str) -> str:
+    """The end of the text before the cursor, bounded for the tokenizer, starting at a line."""
+    budget = engine.max_context * CHARS_PER_CONTEXT_TOKEN
+    if len(before) <= budget:
+        return clean_text(before)
+    start = len(before) - budget
+    newline = before.find("\n", start)
+    if 0 <= newline < len(before) - budget // 2:
+        start = newline + 1
+    return clean_text(before[start:])
+
+
+def decode(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    ngram: NgramSource | None = None,
+    cancel: CancelCheck | None = None,
+    max_prompt_tokens: int | None = None,
+) -> Answer:
+    """One model call: the drafts for the cursor, post-processed."""
+    completion = engine.complete(
+        prompt_text(engine, context.before),
+        method=settings.method,
+        cfg=decode_config(settings),
+        ngram=ngram,
+        # Single-line mode cuts in postprocess: the engine's single_line stop would end a
+        # draft at a leading newline, and the drafts after "def f():" start with one.
+        stop=StopCondition(),
+        cancel=cancel,
+        max_prompt_tokens=max_prompt_tokens,
+    )
+    return Answer(postprocess(completion, context.after, settings.line_mode), completion.timing_ms)
+
+
+@dataclass
+class _Shown:
+    before: str
+    suggestions: list[Suggestion]
+
+
+class TypingCache:
+    """The last suggestions per document, to answer while the user types along a draft."""
+
+    def __init__(self) -> None:
+        self._shown: dict[str, _Shown] = {}
+
+    def remember(self, uri: str, before: str, suggestions: list[Suggestion]) -> None:
+        if suggestions:
+            self._shown[uri] = _Shown(before, suggestions)
+        else:
+            self._shown.pop(uri, None)
+
+    def forget(self, uri: str) -> None:
+        self._shown.pop(uri, None)
+
+    def along(self, uri: str, context: CursorContext) -> list[Suggestion] | None:
+        """What is left of the shown drafts after the characters typed since; None: no match."""
+        shown = self._shown.get(uri)
+        if shown is None or not context.before.startswith(shown.before):
+            return None
+        typed = context.before[len(shown.before) :]
+        rest = [
+            Suggestion(s.text[len(typed) :], s.score)
+            for s in shown.suggestions
+            if s.text.startswith(typed) and s.text[len(typed) :].strip()
+        ]
+        if not rest:
+            return None
+        self._shown[uri] = _Shown(context.before, rest)
+        return rest

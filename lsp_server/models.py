@@ -1,0 +1,63 @@
+"""Building the server's Engine: the configured model, or a tiny random one for fast tests.
+
+The model name ``tiny-random`` (or the environment variable ``SUPERPOSED_TEST_TINY_MODEL=1``,
+which overrides any configured model) gives a 2-layer Llama with random weights and the
+default model's real tokenizer: its drafts are meaningless text, but every code path of the
+server (prompting, healing, decoding, n-gram re-scoring, cancellation) runs for real in a
+fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from lsp_server.engine.api import Engine
+from lsp_server.engine.model import LoadedModel, default_model_dir, resolve_device
+from lsp_server.engine.vocab import Vocab
+
+TINY_MODEL = "tiny-random"
+TINY_ENV = "SUPERPOSED_TEST_TINY_MODEL"
+
+
+def tiny_requested(model: str) -> bool:
+    return model == TINY_MODEL or os.environ.get(TINY_ENV) == "1"
+
+
+@torch.no_grad()
+def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
+    """A random 2-layer Llama over the default tokenizer (deterministic for a seed)."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    torch_device = resolve_device(device)
+    model = LlamaForCausalLM(config).to(torch_device).eval()
+    loaded = LoadedModel(
+        name=TINY_MODEL,
+        model=model,
+        tokenizer=tokenizer,
+        vocab=Vocab.from_tokenizer(tokenizer),
+        device=torch_device,
+        dtype=torch.float32,
+    )
+    return Engine(loaded)
+
+
+def load_engine(model: str, device: str = "auto", dtype: str = "auto") -> Engine:
+    """The engine for a model name (see the module docstring for ``tiny-random``)."""
+    if tiny_requested(model):
+        return tiny_engine("cpu" if device == "auto" else device)
+    return Engine.load(model, device, dtype)

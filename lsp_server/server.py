@@ -1,0 +1,448 @@
+"""The language server: thin pygls handlers over completion.py, the engine and the stores.
+
+State-changing handlers run on the event loop and do no blocking work. Model calls run on
+one worker thread (the engine holds one KV cache and is not thread-safe), in request order;
+store writes run on another. A newer request for the same document, ``$/cancelRequest`` or
+``didClose`` sets the older request's cancel event; the engine checks it between decoding
+steps, and an answer whose event is set is replaced by an empty one, so a stale answer is
+never sent after a newer one.
+
+Test hooks (environment variables, read once at start): ``SUPERPOSED_TEST_TINY_MODEL=1``
+(see models.py), ``SUPERPOSED_TEST_LOAD_DELAY_S`` (wait before loading the model, to test
+requests that come before it is ready) and ``SUPERPOSED_TEST_STEP_DELAY_S`` (sleep at every
+cancellation check, so that cancellation tests do not depend on the machine's speed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from lsp_server.completion import (
+    Answer,
+    CursorContext,
+    Suggestion,
+    TypingCache,
+    clean_text,
+    decode,
+)
+from lsp_server.engine.api import Engine
+from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.types import Cancelled, EngineError
+from lsp_server.models import load_engine
+from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
+from lsp_server.stores import Stores
+from ngram_db.errors import NgramStoreError
+
+log = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+CMD_INDEX = "superposed.indexWorkspace"
+CMD_STATS = "superposed.stats"
+CMD_ACCEPT = "superposed.accept"
+LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
+
+
+def _env_seconds(name: str) -> float:
+    try:
+        return max(0.0, float(os.environ.get(name, "0") or 0))
+    except ValueError:
+        return 0.0
+
+
+class SuperposedServer(LanguageServer):
+    """Serves k drafts per request from one engine; learns saved and accepted text."""
+
+    def __init__(self) -> None:
+        super().__init__("superposed-lsp", VERSION)
+        self.settings = Settings()
+        self.engine: Engine | None = None
+        self.engine_error: str | None = None
+        self.stores: Stores | None = None
+        self.cache = TypingCache()
+        self.counters: Counter[str] = Counter()
+        self.init_options: Any = None
+        self._reported: set[str] = set()  # store errors already shown
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._inflight: dict[str, threading.Event] = {}
+        # One thread for the engine (loads and decodes, in order), one for store writes.
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+        self._load_delay = _env_seconds("SUPERPOSED_TEST_LOAD_DELAY_S")
+        self._step_delay = _env_seconds("SUPERPOSED_TEST_STEP_DELAY_S")
+
+    # -- settings and model -------------------------------------------------------------
+
+    def apply_options(self, options: Any) -> None:
+        """Parse settings; report invalid values; reload what changed."""
+        settings, errors = parse_settings(options)
+        for error in errors:
+            log.warning(error)
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=error)
+            )
+        old, self.settings = self.settings, settings
+        if self.engine is not None and settings.model != old.model:
+            self.start_loading()
+        if self.stores is not None and settings.stores != old.stores:
+            self.stores.configure(settings.stores)
+
+    def start_loading(self) -> None:
+        """Load the model (and open the stores) on the engine thread, reporting progress."""
+        token = f"superposed-load-{uuid.uuid4()}"
+        progress = self._progress_supported()
+        if progress:
+            self.work_done_progress.create(token)
+        loop = asyncio.get_running_loop()
+        model = self.settings.model
+
+        def report(kind: str, message: str) -> None:
+            if progress:
+                loop.call_soon_threadsafe(self._progress, token, kind, message)
+
+        def load() -> None:
+            report("begin", f"loading {model.model}")
+            if self._load_delay:
+                time.sleep(self._load_delay)
+            try:
+                engine = load_engine(model.model, model.device, model.dtype)
+            except EngineError as err:  # a problem the user must fix: say what to do
+                self.engine_error = str(err)
+                loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
+                report("end", f"failed: {err}")
+                return
+            if self.stores is None:
+                self.stores = Stores(engine.tokenizer, self.settings.stores)
+            self.engine, self.engine_error = engine, None
+            log.info("model %s ready (context %d)", engine.name, engine.max_context)
+            report("end", f"ready: {engine.name}")
+
+        self.engine = None
+        self._decoder.submit(load).add_done_callback(_log_failure)
+
+    def _progress_supported(self) -> bool:
+        window = self.client_capabilities.window
+        return bool(window and window.work_done_progress)
+
+    def _progress(self, token: str, kind: str, message: str, percentage: int | None = None) -> None:
+        value: Any
+        if kind == "begin":
+            value = types.WorkDoneProgressBegin(title="superposed", message=message)
+        elif kind == "report":
+            value = types.WorkDoneProgressReport(message=message, percentage=percentage)
+        else:
+            value = types.WorkDoneProgressEnd(message=message)
+        getattr(self.work_done_progress, kind)(token, value)
+
+    def _show_error(self, message: str) -> None:
+        self.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Error, message=message)
+        )
+
+    # -- completion ---------------------------------------------------------------------
+
+    async def suggest(self, uri: str, position: types.Position) -> tuple[str, list[Suggestion]]:
+        """The cursor line's text before the cursor, and the suggestions at the cursor.
+
+        Empty when the document is not open or the model is not ready.
+        """
+        self.counters["requests"] += 1
+        document = self.workspace.text_documents.get(uri)
+        if document is None:
+            return "", []  # unknown or closed document: nothing to complete
+        context = CursorContext.at(document.source, document.offset_at_position(position))
+        line = context.before[context.before.rfind("\n") + 1 :]
+        return line, await self._suggest(uri, context)
+
+    async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
+        self._cancel(uri)  # this request supersedes older ones for the document
+        along = self.cache.along(uri, context)
+        if along is not None:
+            self.counters["typed_along"] += 1
+            return along
+        if self.engine is None:
+            self.counters["not_ready"] += 1
+            return []
+        cancel = threading.Event()
+        self._inflight[uri] = cancel
+        settings = self.settings
+        ngram = self._ngram_source(uri, settings)
+        loop = asyncio.get_running_loop()
+        try:
+            answer = await loop.run_in_executor(
+                self._decoder, self._decode, context, settings, ngram, cancel
+            )
+        except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
+            cancel.set()
+            raise
+        finally:
+            if self._inflight.get(uri) is cancel:
+                del self._inflight[uri]
+        if answer is None or cancel.is_set():
+            return []  # superseded: a newer request answers instead
+        self.cache.remember(uri, context.before, answer.suggestions)
+        return answer.suggestions
+
+    def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
+        """The stores' n-gram source for a document; None (and one message) if unusable."""
+        if self.stores is None:
+            return None
+        try:
+            return self.stores.source_for(_path_of(uri), self._roots(), settings.decoding.lambdas)
+        except NgramStoreError as err:  # the user must fix it: say so once, serve without
+            if str(err) not in self._reported:
+                self._reported.add(str(err))
+                self._show_error(f"superposed: n-gram store unusable: {err}")
+            return None
+
+    def _decode(
+        self, context: CursorContext, settings: Settings, ngram: Any, cancel: threading.Event
+    ) -> Answer | None:
+        """On the engine thread: one model call, or None if cancelled."""
+        engine = self.engine
+        if cancel.is_set() or engine is None:
+            self.counters["cancelled"] += 1
+            return None
+        self.counters["model_calls"] += 1
+        try:
+            return decode(
+                engine,
+                context,
+                settings.decoding,
+                ngram,
+                cancel=self._cancel_check(cancel),
+                max_prompt_tokens=settings.decoding.max_prompt_tokens or None,
+            )
+        except Cancelled:
+            self.counters["cancelled"] += 1
+            return None
+        except EngineError as err:  # e.g. a method the model cannot run: say so, answer nothing
+            if self.loop is not None:
+                self.loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
+            return None
+
+    def _cancel_check(self, event: threading.Event) -> Callable[[], bool]:
+        if not self._step_delay:
+            return event.is_set
+        delay = self._step_delay
+
+        def check() -> bool:
+            time.sleep(delay)
+            return event.is_set()
+
+        return check
+
+    def _cancel(self, uri: str) -> None:
+        previous = self._inflight.pop(uri, None)
+        if previous is not None:
+            previous.set()
+            self.counters["superseded"] += 1
+
+    def _roots(self) -> list[Path]:
+        roots = [Path(to_fs_path(f.uri) or "") for f in self.workspace.folders.values()]
+        if not roots and self.workspace.root_path:
+            roots.append(Path(self.workspace.root_path))
+        return roots
+
+    # -- stores ---------------------------------------------------------------------------
+
+    async def learn_file(self, uri: str) -> None:
+        """didSave: count the saved document's text into its stores, off the event loop."""
+        document = self.workspace.text_documents.get(uri)
+        path = _path_of(uri)
+        if document is None or path is None or self.stores is None:
+            return
+        if not self.settings.stores.index_on_save:
+            return
+        text, roots, stores = clean_text(document.source), self._roots(), self.stores
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._writer, stores.update_file, path, text, roots)
+        self.counters["saves_indexed"] += 1
+
+    async def accept(self, args: list[Any]) -> dict[str, Any]:
+        """superposed.accept: add the accepted draft (with the line before it) to the user store."""
+        item = args[0] if args and isinstance(args[0], dict) else {}
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip() or self.stores is None:
+            return {"learned": False}
+        learned = clean_text(str(item.get("context", "")) + text)
+        loop = asyncio.get_running_loop()
+        ok = await loop.run_in_executor(self._writer, self.stores.learn_text, learned)
+        self.counters["accepted"] += 1
+        return {"learned": bool(ok)}
+
+    async def index_workspace(self) -> dict[str, Any]:
+        """superposed.indexWorkspace: index every folder, reporting $/progress."""
+        stores = self.stores
+        if stores is None:
+            return {"indexed": [], "error": self.engine_error or "the model is still loading"}
+        token = f"superposed-index-{uuid.uuid4()}"
+        progress = self._progress_supported()
+        if progress:
+            await self.work_done_progress.create_async(token)
+            self._progress(token, "begin", "indexing the workspace")
+        loop = asyncio.get_running_loop()
+
+        def report(done: int, total: int, path: str) -> None:
+            if progress:
+                pct = int(100 * done / total) if total else 100
+                msg = f"{done}/{total} {path}"
+                loop.call_soon_threadsafe(self._progress, token, "report", msg, pct)
+
+        results = []
+        for root in self._roots():
+            summary = await loop.run_in_executor(self._writer, stores.index_root, root, report)
+            results.append({"root": str(root), **summary})
+        if progress:
+            self._progress(token, "end", f"indexed {len(results)} folder(s)")
+        return {"indexed": results}
+
+    def stats(self) -> dict[str, Any]:
+        engine = self.engine
+        return {
+            "ready": engine is not None,
+            "model": engine.name if engine else self.settings.model.model,
+            "error": self.engine_error,
+            "settings": to_dict(self.settings),
+            "counters": dict(self.counters),
+            "stores": self.stores.stats(self._roots()) if self.stores else None,
+        }
+
+
+def _path_of(uri: str) -> Path | None:
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    return Path(path) if path else None
+
+
+def _log_failure(future: Any) -> None:
+    if (err := future.exception()) is not None:
+        log.error("background task failed", exc_info=err)
+
+
+SERVER = SuperposedServer()
+
+
+# -- lifecycle and settings ---------------------------------------------------------------
+
+
+@SERVER.feature(types.INITIALIZE)
+def initialize(ls: SuperposedServer, params: types.InitializeParams) -> None:
+    ls.init_options = params.initialization_options
+
+
+@SERVER.feature(types.INITIALIZED)
+async def initialized(ls: SuperposedServer, params: types.InitializedParams) -> None:
+    ls.loop = asyncio.get_running_loop()
+    ls.apply_options(ls.init_options)
+    ls.start_loading()
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(
+    ls: SuperposedServer, params: types.DidChangeConfigurationParams
+) -> None:
+    options = params.settings
+    if not isinstance(options, dict) or SECTION not in options:
+        workspace = ls.client_capabilities.workspace
+        if not (workspace and workspace.configuration):
+            return
+        pulled = await ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+        )
+        options = pulled[0] if pulled else None
+    ls.apply_options(options)
+
+
+# -- documents ------------------------------------------------------------------------------
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_DID_SAVE)
+async def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams) -> None:
+    await ls.learn_file(params.text_document.uri)
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls._cancel(params.text_document.uri)
+    ls.cache.forget(params.text_document.uri)
+
+
+# -- completion -----------------------------------------------------------------------------
+
+
+def _accept_command(uri: str, line: str, text: str) -> types.Command:
+    """Runs when the user accepts a draft: the user store learns it (after its line's start)."""
+    argument = {"uri": uri, "context": line, "text": text}
+    return types.Command(title="accept", command=CMD_ACCEPT, arguments=[argument])
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def inline_completion(
+    ls: SuperposedServer, params: types.InlineCompletionParams
+) -> types.InlineCompletionList:
+    uri, pos = params.text_document.uri, params.position
+    line, suggestions = await ls.suggest(uri, pos)
+    here = types.Range(start=pos, end=pos)
+    return types.InlineCompletionList(
+        items=[
+            types.InlineCompletionItem(
+                insert_text=s.text, range=here, command=_accept_command(uri, line, s.text)
+            )
+            for s in suggestions
+        ]
+    )
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+async def completion(ls: SuperposedServer, params: types.CompletionParams) -> types.CompletionList:
+    uri, pos = params.text_document.uri, params.position
+    line, suggestions = await ls.suggest(uri, pos)
+    here = types.Range(start=pos, end=pos)
+    items = []
+    for i, s in enumerate(suggestions):
+        label = s.text.strip().replace("\n", "⏎ ")
+        items.append(
+            types.CompletionItem(
+                label=label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
+                kind=types.CompletionItemKind.Text,
+                detail=f"superposed draft {i + 1} (score {s.score:.2f})",
+                sort_text=f"{i:04d}",
+                filter_text=s.text,
+                text_edit=types.TextEdit(range=here, new_text=s.text),
+                insert_text_format=types.InsertTextFormat.PlainText,
+                command=_accept_command(uri, line, s.text),
+            )
+        )
+    # Incomplete: the client asks again as the user types, and typed-along drafts answer.
+    return types.CompletionList(is_incomplete=True, items=items)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+@SERVER.command(CMD_INDEX)
+async def index_workspace(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
+    return await ls.index_workspace()
+
+
+@SERVER.command(CMD_STATS)
+def stats(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
+    return ls.stats()
+
+
+@SERVER.command(CMD_ACCEPT)
+async def accept(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
+    return await ls.accept(list(args))

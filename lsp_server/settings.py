@@ -1,0 +1,231 @@
+"""Typed server settings with defaults, parsed from the client's ``superposed`` section.
+
+Clients send one flat camelCase object (the same names in VS Code's ``superposed.*``
+settings, Neovim's ``settings`` table and ``initializationOptions``):
+
+    {"model": "smollm2-135m", "k": 3, "method": "superposed", "lineMode": "single", ...}
+
+Parsing never fails: each invalid value is reported (the message names the key, the value
+and what is allowed) and that one setting keeps its default, so the server keeps serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsp_server.engine.ngram import DEFAULT_LAMBDAS
+
+SECTION = "superposed"
+METHODS = ("superposed", "greedy", "nucleus", "nucleus-sequential", "beam", "nucleus-superposed")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+LINE_MODES = ("single", "multi")
+
+
+@dataclass
+class ModelSettings:
+    """Which language model runs, and where."""
+
+    model: str = "smollm2-135m"  # the embedded default, a local directory, or "tiny-random"
+    device: str = "auto"  # auto | cpu | cuda | mps
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+
+
+@dataclass
+class DecodingSettings:
+    """How the k drafts are decoded."""
+
+    k: int = 3  # drafts per request
+    method: str = "superposed"  # one of METHODS
+    max_new_tokens: int = 10  # tokens per draft
+    alpha: float = 0.54  # weight of the n-gram probability in the re-score
+    temperature: float = 0.06  # superposed decoding's tau
+    lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
+    line_mode: str = "single"  # single: each draft ends at the end of its first line
+    # Prompt tokens at most (the most recent ones); 0: all the model's context. A long prompt
+    # costs its prefill once per file region (the KV cache is reused while typing).
+    max_prompt_tokens: int = 2048
+
+
+@dataclass
+class StoreSettings:
+    """The codebase and user n-gram stores."""
+
+    orders: tuple[int, ...] = tuple(sorted(DEFAULT_LAMBDAS))
+    codebase_db: str | None = None  # None: the default path under the cache directory
+    user_db: str | None = None  # None: the default path under the user data directory
+    user_store: bool = True  # learn what the user saves and accepts across codebases
+    user_weight: float = 0.3  # weight of the user store against the codebase store
+    index_on_save: bool = True
+
+
+@dataclass
+class Settings:
+    model: ModelSettings = field(default_factory=ModelSettings)
+    decoding: DecodingSettings = field(default_factory=DecodingSettings)
+    stores: StoreSettings = field(default_factory=StoreSettings)
+
+
+class InvalidSetting(ValueError):
+    """A setting's value is not allowed; the message says which and what is."""
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in options:
+            raise InvalidSetting(f"use one of {', '.join(options)}")
+        return str(value)
+
+    return parse
+
+
+def _int(low: int, high: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidSetting(f"use a whole number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _float(low: float, high: float, open_low: bool = False) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidSetting("use a number")
+        ok = (low < value if open_low else low <= value) and value <= high
+        if not ok:
+            raise InvalidSetting(f"use a number in {'(' if open_low else '['}{low}, {high}]")
+        return float(value)
+
+    return parse
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSetting("use true or false")
+    return value
+
+
+def _optional_path(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidSetting("use a file path or null")
+    return value
+
+
+def _model_name(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidSetting("use a model name or a local model directory")
+    return value.strip()
+
+
+def _orders(value: Any) -> tuple[int, ...]:
+    if (
+        not isinstance(value, list | tuple)
+        or not value
+        or not all(isinstance(n, int) and not isinstance(n, bool) and 2 <= n <= 8 for n in value)
+    ):
+        raise InvalidSetting("use a non-empty list of n-gram orders from 2 to 8, e.g. [2, 3, 4]")
+    return tuple(sorted(set(value)))
+
+
+def _lambdas(value: Any) -> dict[int, float]:
+    """An object {"2": 0.01, ...} keyed by order."""
+    if not isinstance(value, Mapping) or not value:
+        raise InvalidSetting('use an object of weights keyed by order, e.g. {"2": 0.1, "3": 0.3}')
+    out: dict[int, float] = {}
+    for key, weight in value.items():
+        try:
+            order = int(key)
+        except (TypeError, ValueError) as err:
+            raise InvalidSetting(f"order {key!r} is not a whole number") from err
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            raise InvalidSetting(f"weight of order {order} must be a number >= 0")
+        out[order] = float(weight)
+    return out
+
+
+def _prompt_tokens(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or value >= 16):
+        raise InvalidSetting("use 0 (all the model's context) or a whole number >= 16")
+    return value
+
+
+# camelCase key -> (group, field, parser)
+_FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
+    "model": ("model", "model", _model_name),
+    "device": ("model", "device", _choice(DEVICES)),
+    "dtype": ("model", "dtype", _choice(DTYPES)),
+    "k": ("decoding", "k", _int(1, 16)),
+    "method": ("decoding", "method", _choice(METHODS)),
+    "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),
+    "alpha": ("decoding", "alpha", _float(0.0, 1.0)),
+    "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
+    "lambdas": ("decoding", "lambdas", _lambdas),
+    "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
+    "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
+    "orders": ("stores", "orders", _orders),
+    "codebaseDb": ("stores", "codebase_db", _optional_path),
+    "userDb": ("stores", "user_db", _optional_path),
+    "userStore": ("stores", "user_store", _bool),
+    "userWeight": ("stores", "user_weight", _float(0.0, 1.0)),
+    "indexOnSave": ("stores", "index_on_save", _bool),
+}
+KEYS = tuple(_FIELDS)
+
+
+def section_of(options: Any) -> Mapping[str, Any]:
+    """The ``superposed`` object from initializationOptions or didChangeConfiguration settings.
+
+    Accepts ``{"superposed": {...}}`` and the bare ``{...}``; anything else is empty.
+    """
+    if not isinstance(options, Mapping):
+        return {}
+    inner = options.get(SECTION)
+    if isinstance(inner, Mapping):
+        return inner
+    return options
+
+
+def parse_settings(options: Any) -> tuple[Settings, list[str]]:
+    """Settings from the client's options, and one message per invalid or unknown value."""
+    settings = Settings()
+    errors: list[str] = []
+    for key, value in section_of(options).items():
+        if key not in _FIELDS:
+            errors.append(f"unknown setting {SECTION}.{key} (known: {', '.join(KEYS)})")
+            continue
+        if value is None and key not in ("codebaseDb", "userDb"):
+            continue  # null means "the default"
+        group, name, parse = _FIELDS[key]
+        try:
+            setattr(getattr(settings, group), name, parse(value))
+        except InvalidSetting as err:
+            errors.append(f"invalid {SECTION}.{key} = {value!r}: {err}; using the default")
+    # Cross-field check: lambdas for orders the store does not count are meaningless.
+    missing = set(settings.decoding.lambdas) - set(settings.stores.orders)
+    if missing:
+        errors.append(
+            f"invalid {SECTION}.lambdas: orders {sorted(missing)} are not in "
+            f"{SECTION}.orders {list(settings.stores.orders)}; using weights for those orders only"
+        )
+        settings.decoding.lambdas = {
+            n: w for n, w in settings.decoding.lambdas.items() if n in settings.stores.orders
+        } or {n: DEFAULT_LAMBDAS.get(n, 0.1) for n in settings.stores.orders}
+    return settings, errors
+
+
+def to_dict(settings: Settings) -> dict[str, Any]:
+    """The settings as the flat camelCase object clients send (for stats and logs)."""
+    out: dict[str, Any] = {}
+    for key, (group, name, _) in _FIELDS.items():
+        value = getattr(getattr(settings, group), name)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, dict):
+            value = {str(n): w for n, w in value.items()}
+        out[key] = value
+    return out

@@ -1,0 +1,387 @@
+"""End-to-end: the server over a real stdio connection, driven by pytest-lsp's client.
+
+The server runs the tiny random model (``SUPERPOSED_TEST_TINY_MODEL=1``): its drafts are
+meaningless text, but every path (prompt, healing, decoding, n-gram re-scoring, stores,
+cancellation) runs for real. Stores live under the test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from lsp_server.engine.model import cache_dir
+
+K = 3
+INITIALIZED: dict[int, types.InitializeResult] = {}  # id(client) -> the server's answer
+SAMPLE = '''import os
+
+
+def read_config(path):
+    """Read the configuration file."""
+    with open(path) as handle:
+        return handle.read()
+
+
+def main():
+    config = read_config(os.environ["CONFIG"])
+    print(config)
+'''
+
+
+def capabilities() -> types.ClientCapabilities:
+    """Neovim 0.11's capabilities plus inline completion (pytest-lsp's snapshot lacks it)."""
+    caps = client_capabilities("neovim@v0.11.0")
+    assert caps.text_document is not None
+    caps.text_document.inline_completion = types.InlineCompletionClientCapabilities()
+    return caps
+
+
+def server_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """Stores under ``tmp`` (never the user's), the converted model shared through a link."""
+    cache = tmp / "cache"
+    models = cache / "models"
+    if not models.exists():
+        cache.mkdir(parents=True)
+        models.symlink_to(cache_dir() / "models", target_is_directory=True)
+    env = dict(os.environ)
+    env.update(
+        SUPERPOSED_TEST_TINY_MODEL="1",
+        SUPERPOSED_CACHE_DIR=str(cache),
+        SUPERPOSED_DATA_DIR=str(tmp / "data"),
+    )
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def session(
+    workspace: Path,
+    options: dict[str, Any] | None = None,
+    wait_ready: bool = True,
+    **env: str,
+) -> AsyncIterator[LanguageClient]:
+    config = ClientServerConfig(
+        server_command=[
+            sys.executable,
+            *("-m", "lsp_server.cli", "-v", "--log-file", str(workspace.parent / "server.log")),
+        ],
+        server_env=server_env(workspace.parent, **env),
+    )
+    client = await config.start()
+    assert isinstance(client, LanguageClient)
+    try:
+        result = await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=from_fs_path(str(workspace)),
+                workspace_folders=[
+                    types.WorkspaceFolder(uri=from_fs_path(str(workspace)) or "", name="ws")
+                ],
+                initialization_options=options,
+            )
+        )
+        INITIALIZED[id(client)] = result
+        if wait_ready:
+            await wait_until_ready(client)
+        yield client
+        await client.shutdown_session()
+    finally:
+        server = client._server  # a failed test must not leave the server waiting for exit
+        if server is not None and server.returncode is None:
+            try:
+                await asyncio.wait_for(server.wait(), 5)
+            except TimeoutError:
+                server.kill()
+        await client.stop()
+
+
+async def command(client: LanguageClient, name: str, *args: Any) -> Any:
+    return await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=name, arguments=list(args))
+    )
+
+
+async def wait_until_ready(client: LanguageClient, timeout: float = 120.0) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        stats = await command(client, "superposed.stats")
+        if stats["ready"]:
+            return stats
+        assert stats["error"] is None, stats["error"]
+        await asyncio.sleep(0.2)
+    raise AssertionError("the model did not load in time")
+
+
+def open_doc(client: LanguageClient, path: Path, text: str, version: int = 1) -> str:
+    uri = from_fs_path(str(path)) or ""
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=version, text=text
+            )
+        )
+    )
+    return uri
+
+
+def end_of(text: str) -> types.Position:
+    lines = text.split("\n")
+    return types.Position(line=len(lines) - 1, character=len(lines[-1]))
+
+
+async def inline(client: LanguageClient, uri: str, pos: types.Position) -> list[str]:
+    result = await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=pos,
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Invoked
+            ),
+        )
+    )
+    assert isinstance(result, types.InlineCompletionList)
+    return [str(item.insert_text) for item in result.items]
+
+
+async def plain(client: LanguageClient, uri: str, pos: types.Position) -> types.CompletionList:
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=pos)
+    )
+    assert isinstance(result, types.CompletionList)
+    return result
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".git").mkdir()  # a repository root, as the stores expect
+    (root / "app.py").write_text(SAMPLE)
+    return root
+
+
+async def test_capabilities_and_k_drafts(workspace: Path) -> None:
+    """Inline completion is advertised; both requests return k distinct drafts in order."""
+    async with session(workspace, {"k": K, "maxNewTokens": 6}) as client:
+        caps = INITIALIZED[id(client)].capabilities
+        assert caps.inline_completion_provider is not None
+        assert caps.completion_provider is not None
+        assert caps.execute_command_provider is not None
+        assert {"superposed.indexWorkspace", "superposed.stats", "superposed.accept"} <= set(
+            caps.execute_command_provider.commands
+        )
+
+        text = SAMPLE + "\ndef helper():\n    "
+        uri = open_doc(client, workspace / "app.py", text)
+        drafts = await inline(client, uri, end_of(text))
+        assert len(drafts) == K
+        assert len(set(drafts)) == K and all(d.strip() for d in drafts)
+
+        listing = await plain(client, uri, end_of(text))
+        items = listing.items
+        assert len(items) == K
+        assert [i.sort_text for i in items] == sorted(i.sort_text or "" for i in items)
+        for item in items:
+            assert isinstance(item.text_edit, types.TextEdit)
+            assert item.text_edit.range.start == end_of(text)
+            assert item.command is not None and item.command.command == "superposed.accept"
+            assert item.detail and "score" in item.detail
+        # The second request at the same place is served from the shown drafts.
+        assert [i.text_edit.new_text for i in items] == drafts  # type: ignore[union-attr]
+
+
+async def test_typing_along_answers_without_model(workspace: Path) -> None:
+    async with session(workspace, {"k": K, "maxNewTokens": 6}) as client:
+        text = SAMPLE + "\ndef helper():\n    "
+        uri = open_doc(client, workspace / "app.py", text)
+        drafts = await inline(client, uri, end_of(text))
+        calls = (await command(client, "superposed.stats"))["counters"]["model_calls"]
+        first = drafts[0]
+        typed = first[: max(1, len(first) // 2)]
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=end_of(text), end=end_of(text)), text=typed
+                    )
+                ],
+            )
+        )
+        along = await inline(client, uri, end_of(text + typed))
+        assert along and along[0] == first[len(typed) :]
+        stats = (await command(client, "superposed.stats"))["counters"]
+        assert stats["model_calls"] == calls  # no model call
+        assert stats["typed_along"] >= 1
+
+
+async def test_save_teaches_the_codebase_store(workspace: Path) -> None:
+    """After a save, the saved n-grams re-rank the drafts: the store learned the file."""
+    options = {"k": K, "maxNewTokens": 8, "userStore": False}
+    async with session(workspace, options) as client:
+        prompt = "def frobnicate_quixotic_widget(value):\n    return "
+        uri = open_doc(client, workspace / "app.py", prompt)
+        before = await inline(client, uri, end_of(prompt))
+        assert len(before) == K
+        # A file that continues the prompt with the third draft, many times over.
+        path = workspace / "learned.py"
+        taught = (prompt + before[-1] + "\n\n") * 20
+        path.write_text(taught)
+        learned_uri = open_doc(client, path, taught)
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(
+                text_document=types.TextDocumentIdentifier(uri=learned_uri)
+            )
+        )
+        stats = await command(client, "superposed.stats")
+        for _ in range(50):
+            if stats["counters"].get("saves_indexed"):
+                break
+            await asyncio.sleep(0.1)
+            stats = await command(client, "superposed.stats")
+        assert stats["counters"]["saves_indexed"] == 1
+        # Ask again from a fresh document with the same prompt (no typed-along cache).
+        again_uri = open_doc(client, workspace / "other.py", prompt)
+        after = await inline(client, again_uri, end_of(prompt))
+        assert after[0] == before[-1]  # the taught draft now comes first
+        assert after != before
+
+
+async def test_supersession_and_cancel_request(workspace: Path) -> None:
+    """A newer request stops the older one; $/cancelRequest stops decoding too."""
+    options = {"k": K, "maxNewTokens": 40}
+    async with session(workspace, options, SUPERPOSED_TEST_STEP_DELAY_S="0.05") as client:
+        text = SAMPLE + "\n\ndef helper():\n    "
+        uri = open_doc(client, workspace / "app.py", text)
+        pos = end_of(text)
+        older = asyncio.ensure_future(inline(client, uri, pos))
+        await asyncio.sleep(0.5)  # the older request is decoding now
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=pos, end=pos), text="x = "
+                    )
+                ],
+            )
+        )
+        newer = await inline(client, uri, end_of(text + "x = "))
+        assert await older == []  # superseded: never answered with stale drafts
+        assert len(newer) == K
+        counters = (await command(client, "superposed.stats"))["counters"]
+        assert counters["superseded"] >= 1 and counters["cancelled"] >= 1
+
+        # $/cancelRequest: the client cancels; the server stops the decoding.
+        other = open_doc(client, workspace / "b.py", text)
+        task = asyncio.ensure_future(
+            client.protocol.send_request_async(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                types.InlineCompletionParams(
+                    text_document=types.TextDocumentIdentifier(uri=other),
+                    position=pos,
+                    context=types.InlineCompletionContext(
+                        trigger_kind=types.InlineCompletionTriggerKind.Automatic
+                    ),
+                ),
+            )
+        )
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            after = (await command(client, "superposed.stats"))["counters"]
+            if after["cancelled"] > counters["cancelled"]:
+                break
+            await asyncio.sleep(0.1)
+        assert after["cancelled"] == counters["cancelled"] + 1
+
+
+async def test_invalid_settings_are_reported_and_defaults_used(workspace: Path) -> None:
+    options = {"superposed": {"k": "many", "method": "telepathy", "alpha": 0.5}}
+    async with session(workspace, options) as client:
+        messages = [m.message for m in client.messages]
+        assert any("superposed.k" in m and "'many'" in m for m in messages), messages
+        assert any("superposed.method" in m and "telepathy" in m for m in messages), messages
+        stats = await command(client, "superposed.stats")
+        assert stats["settings"]["k"] == 3 and stats["settings"]["method"] == "superposed"
+        assert stats["settings"]["alpha"] == 0.5  # the valid value is kept
+        text = "def f():\n    "
+        uri = open_doc(client, workspace / "app.py", text)
+        assert len(await inline(client, uri, end_of(text))) == 3  # still serving
+
+        # didChangeConfiguration: a valid change applies, an invalid one is reported.
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"superposed": {"k": 2, "lineMode": 7}})
+        )
+        for _ in range(50):
+            stats = await command(client, "superposed.stats")
+            if stats["settings"]["k"] == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert stats["settings"]["k"] == 2
+        assert any("superposed.lineMode" in m.message for m in client.messages)
+        uri2 = open_doc(client, workspace / "b.py", "import os\n")
+        assert len(await inline(client, uri2, types.Position(line=1, character=0))) == 2
+
+
+async def test_unknown_uri_huge_file_and_non_utf8(workspace: Path) -> None:
+    async with session(workspace, {"k": K, "maxNewTokens": 4}) as client:
+        # A document the client never opened: an empty answer, not an error.
+        ghost = from_fs_path(str(workspace / "never_opened.py")) or ""
+        assert await inline(client, ghost, types.Position(line=0, character=0)) == []
+        origin = types.Position(line=0, character=0)
+        assert (await plain(client, "untitled:Untitled-1", origin)).items == []
+
+        # A huge file (about 5 MB): the prompt is bounded, the answer still comes.
+        huge = SAMPLE * 20_000 + "\ndef tail():\n    "
+        uri = open_doc(client, workspace / "huge.py", huge)
+        assert len(await inline(client, uri, end_of(huge))) == K
+
+        # A Latin-1 file, as an editor shows it, and text with a lone surrogate.
+        latin = "# caf\xe9 na\xefve\nprint('\xe9t\xe9')\n"
+        path = workspace / "latin1.py"
+        path.write_bytes(latin.encode("latin-1"))
+        uri = open_doc(client, path, latin + "x = ")
+        assert len(await inline(client, uri, end_of(latin + "x = "))) == K
+        odd = "s = 'bad \udcff byte'\ny = "
+        uri = open_doc(client, workspace / "odd.py", odd)
+        assert len(await inline(client, uri, end_of(odd))) == K
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        for _ in range(50):
+            stats = await command(client, "superposed.stats")
+            if stats["counters"].get("saves_indexed"):
+                break
+            await asyncio.sleep(0.1)
+        assert stats["counters"]["saves_indexed"] == 1
+
+
+async def test_request_before_model_ready(workspace: Path) -> None:
+    async with session(
+        workspace, {"k": K}, wait_ready=False, SUPERPOSED_TEST_LOAD_DELAY_S="3"
+    ) as client:
+        text = "def f():\n    "
+        uri = open_doc(client, workspace / "app.py", text)
+        assert await inline(client, uri, end_of(text)) == []
+        assert (await plain(client, uri, end_of(text))).items == []
+        assert (await command(client, "superposed.stats"))["ready"] is False
+        await wait_until_ready(client)
+        assert len(await inline(client, uri, end_of(text))) == K
+        # The load reported $/progress from begin to end.
+        kinds = [type(p).__name__ for reports in client.progress_reports.values() for p in reports]
+        assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
