@@ -39,7 +39,7 @@ bench-quick: setup
 	$(BIN)/python -m bench.humaneval --quick
 	$(BIN)/python -m bench.coherence --quick
 	$(BIN)/python -m bench.report --quick
-	@echo "report: docs/benchmarks.md"
+	@echo "report: docs/benchmarks-quick.md"
 
 bench: setup
 	if [ -f bench/latency.py ]; then $(BIN)/python -m bench.latency; fi

@@ -44,7 +44,7 @@ from bench.common import (
     write_json,
 )
 
-SIZES = {"quick": 10, "medium": 60, "full": 1033}
+SIZES = {"quick": 8, "medium": 60, "full": 1033}
 TIMEOUT_S = 10.0
 
 

@@ -517,6 +517,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
     args = parser.parse_args(argv)
     q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
+    tag = "-quick" if args.quick else ""  # the quick report never overwrites the full one
     IMAGES.mkdir(parents=True, exist_ok=True)
     doc = [
         "# Benchmarks",
@@ -548,18 +549,19 @@ def main(argv: list[str] | None = None) -> None:
         "",
     ]
     if q is not None:
-        images = ["images/bench-nextline.png", "images/bench-ksweep.png"]
-        plot_methods(q, IMAGES / "bench-nextline.png")
-        plot_k(q, IMAGES / "bench-ksweep.png")
+        images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
+        plot_methods(q, ROOT / "docs" / images[0])
+        plot_k(q, ROOT / "docs" / images[1])
         doc.append(nextline_section(q, images))
     if h is not None:
         doc.append(humaneval_section(h))
     if c is not None:
-        plot_coherence(c, IMAGES / "bench-coherence.png")
-        doc.append(coherence_section(c, "images/bench-coherence.png"))
+        plot_coherence(c, IMAGES / f"bench-coherence{tag}.png")
+        doc.append(coherence_section(c, f"images/bench-coherence{tag}.png"))
     doc.append(speed_section(q))
-    DOC.write_text("\n".join(doc).rstrip() + "\n")
-    print(f"report: {DOC.relative_to(ROOT)}")
+    out = DOC.with_name(f"benchmarks{tag}.md")
+    out.write_text("\n".join(doc).rstrip() + "\n")
+    print(f"report: {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
