@@ -469,28 +469,37 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def embed(markdown: str) -> str:
+    """Another script's markdown inside section 4: its headings two levels down."""
+    return "\n".join(
+        "##" + line if line.startswith("#") else line for line in markdown.splitlines()
+    )
+
+
+def other_results(name: str, script: str) -> list[str]:
+    """bench/results/<name>.md (or its JSON, rendered plainly) from another benchmark script."""
+    md, js = RESULTS / f"{name}.md", RESULTS / f"{name}.json"
+    if md.exists():
+        return [embed(md.read_text()), ""]
+    if js.exists():
+        return [f"### `bench/results/{name}.json`", "", generic(json.loads(js.read_text())), ""]
+    return [f"`bench/results/{name}.json` is not present: run `python -m bench.{script}`.", ""]
+
+
 def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 4. Speed", ""]
-    latency = RESULTS / "latency.json"
-    if latency.exists():
-        out += [
-            "### Engine latency (bench/latency.py, `bench/results/latency.json`)",
-            "",
-            generic(json.loads(latency.read_text())),
-            "",
-        ]
-    else:
-        out += ["`bench/results/latency.json` is not present: run `python -m bench.latency`.", ""]
+    out += other_results("latency", "latency")
     if q is not None:
         main = next(iter(q["methods"].values()))
         name = next(iter(q["methods"]))
         st = q["store"]
         out += [
-            "### N-gram lookup share of the decode time",
+            "### N-gram lookup share of the decode time (bench/quality.py)",
             "",
             f"In the next-line run, {name} spent {100 * main['lookup_share']:.1f}% of its "
             "decode time (prompt cached) in n-gram lookups against the SQLite store "
-            f"({st['tokens']:,} tokens, {st['bytes'] / 2**20:.0f} MiB).",
+            f"({st['tokens']:,} tokens, {st['bytes'] / 2**20:.0f} MiB); the ablation table of "
+            "section 1 gives the share for every k.",
             "",
         ]
         if st.get("tokens_per_second"):
@@ -499,16 +508,7 @@ def speed_section(q: dict[str, Any] | None) -> str:
                 f"{st['tokens_per_second']:,.0f} tokens/s ({st['build_seconds']:.0f} s).",
                 "",
             ]
-    ngram = RESULTS / "ngram.json"
-    if ngram.exists():
-        out += [
-            "### Index throughput (bench/ngram.py, `bench/results/ngram.json`)",
-            "",
-            generic(json.loads(ngram.read_text())),
-            "",
-        ]
-    else:
-        out += ["`bench/results/ngram.json` is not present: run `python -m bench.ngram`.", ""]
+    out += other_results("ngram", "ngram")
     return "\n".join(out)
 
 
