@@ -1,17 +1,19 @@
-"""Indexing a tree into a store: list, read, tokenize and count in chunks, one transaction each.
+"""Indexing a tree into a store: read and tokenize in chunks, count and write in big transactions.
 
-A chunk is committed as a whole, so a killed run leaves a consistent store; the next run skips
-the files whose content hash is already stored and completes the rest. While the main thread
-counts and writes one chunk, a worker thread reads and tokenizes the next (the Rust tokenizer
-releases the GIL and uses every core), so both cores stay busy.
+Each transaction commits whole files, so a killed run leaves a consistent store; the next run
+skips the files whose content hash is already stored and completes the rest. While the main
+thread counts and writes, a worker thread reads and tokenizes the next chunks (the Rust
+tokenizer releases the GIL and uses every core), so both cores stay busy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,7 +30,9 @@ from ngram_db.files import (
 from ngram_db.store import FileTokens, NgramStore, content_hash, path_key
 
 Progress = Callable[[int, int, str], None]  # (files done, files total, message)
-CHUNK_BYTES = 1_000_000  # text per transaction: ~250k tokens, about a second of work
+CHUNK_BYTES = 1_000_000  # text read and tokenized at a time: ~250k tokens
+WRITE_TOKENS = 2_000_000  # tokens per transaction: a killed run loses at most this much work
+LOOKAHEAD = 8  # chunks the tokenizer may run ahead of the writer
 
 
 @dataclass
@@ -134,11 +138,14 @@ def index_repo(
     skip_secrets: bool = True,
     progress: bool | Progress | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    write_tokens: int = WRITE_TOKENS,
 ) -> IndexSummary:
     """Bring the store up to date with the files under root; returns what was done.
 
     progress: None shows a bar only when stderr is a terminal; True/False force it on/off;
     a callable is called as progress(files done, files total, message) after each chunk.
+    Files are read and tokenized in chunks of about ``chunk_bytes`` and written (committed)
+    in transactions of about ``write_tokens`` tokens.
     """
     from tqdm import tqdm
 
@@ -156,21 +163,25 @@ def index_repo(
     bar = tqdm(total=len(candidates), unit="file", disable=not show, dynamic_ncols=True)
     with bar, ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
         chunks = _chunks(candidates, chunk_bytes)
-
-        def submit() -> Future[_Chunk] | None:
-            nxt = next(chunks, None)
-            if nxt is None:
-                return None
-            return pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes)
-
-        pending = submit()
-        while pending is not None:
-            chunk = pending.result()
-            pending = submit()  # read and tokenize the next chunk while this one is written
-            store.write(chunk.files)
-            summary.indexed += len(chunk.files)
+        # the worker reads and tokenizes up to LOOKAHEAD chunks ahead while this thread writes
+        queue: deque[Future[_Chunk]] = deque(
+            pool.submit(_prepare, store, c, root_path, known, max_file_bytes)
+            for c in itertools.islice(chunks, LOOKAHEAD)
+        )
+        unwritten: list[FileTokens] = []
+        while queue:
+            chunk = queue.popleft().result()
+            for nxt in itertools.islice(chunks, 1):
+                queue.append(pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes))
+            unwritten.extend(chunk.files)
+            # Large transactions: each commit rewrites the pages it touches, and new keys
+            # land all over the tree, so fewer, larger writes are much faster.
+            if not queue or sum(len(f.ids) for f in unwritten) >= write_tokens:
+                store.write(unwritten)
+                summary.indexed += len(unwritten)
+                summary.tokens += sum(len(f.ids) for f in unwritten)
+                unwritten = []
             summary.unchanged += chunk.unchanged
-            summary.tokens += sum(len(f.ids) for f in chunk.files)
             for reason in chunk.skipped:
                 summary.skip(reason)
             present.update(chunk.present)

@@ -535,14 +535,13 @@ def _init_or_read_meta(
 ) -> tuple[int, ...]:
     """Create the schema in an empty database, or check an existing one; returns the orders."""
     name = ":memory:" if file is None else str(file)
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db = sqlite_utils.Database(conn)
+    tables = set(db.table_names())
     if not tables:
         with conn:
             conn.execute("BEGIN IMMEDIATE")
             # another process may have created it while we waited for the lock
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
+            tables = set(db.table_names())
             if not tables:
                 orders = wanted or DEFAULT_ORDERS
                 for statement in SCHEMA.split(";"):
@@ -562,7 +561,7 @@ def _init_or_read_meta(
             f"{name} is an SQLite database but not an n-gram store; it was left untouched: "
             "run index-repo with --rebuild to replace it, or use --db elsewhere"
         )
-    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    meta = {row["key"]: row["value"] for row in db["meta"].rows}
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise SchemaMismatch(
             f"{name} has schema version {meta.get('schema_version')}, this ngram_db writes "

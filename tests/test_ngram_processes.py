@@ -34,7 +34,8 @@ INDEXER = """
 import sys
 from ngram_db import ByteTokenizer, NgramStore, index_repo
 store = NgramStore.open(sys.argv[1], ByteTokenizer())
-index_repo(sys.argv[2], store, chunk_bytes=4000, progress=lambda d, t, m: print(d, flush=True))
+report = lambda done, total, message: print(done, flush=True)
+index_repo(sys.argv[2], store, chunk_bytes=4000, write_tokens=1, progress=report)
 print("finished", flush=True)
 """
 
