@@ -189,6 +189,7 @@ function M.restart()
   end
   M.state = { kind = 'starting' }
   vim.defer_fn(function()
+    -- Start clients for the open buffers again (enable alone does so only after VimEnter).
     vim.lsp.enable(M.name)
     vim.cmd.doautoall('nvim.lsp.enable FileType')
   end, 500)
