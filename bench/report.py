@@ -512,6 +512,60 @@ def speed_section(q: dict[str, Any] | None) -> str:
     return "\n".join(out)
 
 
+def diff_text(d: dict[str, float], scale: float = 100.0, unit: str = " points") -> str:
+    return (
+        f"{scale * d['mean']:+.1f}{unit} [{scale * d['lo']:+.1f}, {scale * d['hi']:+.1f}], "
+        f"n = {d['n']}"
+    )
+
+
+def summary(q: dict[str, Any] | None, h: dict[str, Any] | None, c: dict[str, Any] | None) -> str:
+    """The hypotheses of the evaluation issue, each with its measured difference and verdict."""
+    out = ["## The hypotheses, in short", ""]
+    if q is not None:
+        comps = q["comparisons"]
+        h1 = next(x for x in comps if x["metric_a"] == "emk" and x["b"] == "greedy")
+        h2 = next(x for x in comps if x["metric_a"] == "emk" and "alpha=0" in x["b"])
+        h2e = next(x for x in comps if x["metric_a"] == "esk" and "alpha=0" in x["b"])
+        out += [
+            f"1. Next line: {h1['a']} EM@3 beats greedy EM@1: {verdict(h1)} ({diff_text(h1)}).",
+            f"2. Next line: the codebase store beats no n-grams (alpha=0) at EM@3: {verdict(h2)} "
+            f"({diff_text(h2)}); at edit similarity@3: {verdict(h2e)} ({diff_text(h2e)}).",
+        ]
+    if c is not None:
+        nuc = next((x for x in c["comparisons"] if x["b"].startswith("nucleus")), None)
+        if nuc is not None:
+            worse = nuc["lo"] > 0
+            out.append(
+                "3. Coherence: superposed best-of-3 perplexity is no worse than nucleus: "
+                + ("**contradicted**" if worse else "**consistent with the data**")
+                + f" (difference {diff_text(nuc, 1.0, '')})."
+            )
+    if h is not None:
+        hb = next((x for x in h["comparisons"] if x["b"] == "greedy"), None)
+        if hb is not None:
+            out.append(
+                f"4. HumanEval infilling (sanity check): {hb['a']} pass@3 vs greedy pass@1: "
+                f"{verdict(hb)} ({diff_text(hb)})."
+            )
+    return "\n".join([*out, ""])
+
+
+def methods_note() -> str:
+    """What each method is, read from the engine's defaults (not typed here)."""
+    from lsp_server.engine.types import DecodeConfig
+
+    d = DecodeConfig()
+    return (
+        "Methods: *superposed* = one batched pass drafting k continuations (Shen et al., 2024), "
+        "re-scored with the n-gram store (*+ store*) or without n-grams (*alpha=0*); *greedy* = "
+        f"one draft; *nucleus k* = k samples in one batch (top-p {d.top_p}, temperature "
+        f"{d.nucleus_temperature}, seed {d.seed}); *beam k* = beam search of width k. All methods "
+        "use token healing unless a row says otherwise. The store is the project's SQLite "
+        "n-gram store (`ngram_db.NgramStore`, orders 2..6).\n"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
@@ -531,6 +585,8 @@ def main(argv: list[str] | None = None) -> None:
         "Small runs give wide intervals: read a difference as shown only when its interval "
         "excludes 0.",
         "",
+        summary(q, h, c),
+        methods_note(),
         "## Where and when",
         "",
         table(
