@@ -41,7 +41,7 @@ from bench.common import (
 )
 from bench.humaneval import tuned
 
-SIZES = {"quick": 8, "medium": 60, "full": 500}
+SIZES = {"quick": 8, "medium": 40, "full": 500}
 PREFIX_TOKENS = 15
 DRAFT_TOKENS = 10
 

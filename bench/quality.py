@@ -12,6 +12,7 @@ test), then the methods, the healing ablation and the k / orders ablations run o
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, help="test positions (overrides the size preset)")
     parser.add_argument("--val", type=int, help="validation positions for tuning")
     parser.add_argument("--ablate", type=int, help="test positions of the ablations")
+    parser.add_argument("--tuning", type=Path, help="reuse this quality-tuning.json")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
@@ -165,34 +167,19 @@ def main(argv: list[str] | None = None) -> None:
     sources: dict[str, Any] = {"codebase": store, "codebase-2to4": store.source(orders_2to4())}
     print(f"store: {store_stats['files']} files, {store_stats['tokens']} tokens")
 
-    val_tasks = sample_tasks(texts["validation"], n_val, args.seed)
-    tuning = tune(engine, val_tasks, sources, alphas, taus, args.prompt_tokens)
-    alpha, tau = tuning["alpha"], tuning["tau"]
-    print(f"tuned on {len(val_tasks)} validation positions: alpha={alpha} tau={tau}")
     suffix = "-quick" if args.quick else ""
-    write_json(RESULTS / f"quality-tuning{suffix}.json", {**tuning, "size": size})
+    if args.tuning is not None:  # reuse an earlier validation tuning (same split, same grid)
+        tuning = json.loads(args.tuning.read_text())
+    else:
+        val_tasks = sample_tasks(texts["validation"], n_val, args.seed)
+        tuning = tune(engine, val_tasks, sources, alphas, taus, args.prompt_tokens)
+        write_json(RESULTS / f"quality-tuning{suffix}.json", {**tuning, "size": size})
+    alpha, tau = tuning["alpha"], tuning["tau"]
+    print(f"tuned on {tuning['n']} validation positions: alpha={alpha} tau={tau}")
 
     tasks = sample_tasks(texts["test"], n_test, args.seed)
     specs = main_specs(3, alpha, tau)
-    rows = evaluate(engine, specs, tasks, sources, "methods", args.prompt_tokens, True)
-    best = specs[0]
-
-    heal_specs = [replace(s, name=f"{s.name}, no healing", heal=False) for s in specs[:3:2]]
-    heal_rows = evaluate(engine, heal_specs, tasks, sources, "no healing", args.prompt_tokens)
-
-    sub = tasks[:n_ablate]
-    k_specs = [replace(best, name=f"superposed k={k} + store", k=k) for k in K_SWEEP if k != 3]
-    k_specs += [
-        replace(best, name=f"superposed k={k}, alpha=0", k=k, alpha=0.0, store=None)
-        for k in K_SWEEP
-        if k != 3
-    ]
-    k_specs.append(replace(best, name="superposed k=3 + store, orders 2..4", store="codebase-2to4"))
-    ablation_rows = evaluate(engine, k_specs, sub, sources, "ablations", args.prompt_tokens)
-    for spec in specs[:2]:  # the k=3 rows of the sweep: the main runs on the same positions
-        ablation_rows[spec.name] = rows[spec.name][:n_ablate]
-
-    results = {
+    results: dict[str, Any] = {
         "protocol": "next-line completion, CPython stdlib held-out packages",
         "size": size,
         "stdlib": str(root),
@@ -203,39 +190,68 @@ def main(argv: list[str] | None = None) -> None:
         "prompt_tokens": args.prompt_tokens,
         "max_new_tokens": 10,
         "tuning": tuning,
-        "specs": [asdict(s) for s in specs + heal_specs + k_specs],
+        "specs": [asdict(s) for s in specs],
         "n_test": len(tasks),
         "positions_per_unit": dict(Counter(Path(t.source).parts[0] for t in tasks).most_common()),
-        "n_ablation": len(sub),
         "target_tokens": [
             len(engine.tokenizer.encode(t.target, add_special_tokens=False)) for t in tasks
         ],
-        "methods": {name: summarize(r) for name, r in rows.items()},
-        "healing": {name: summarize(r) for name, r in heal_rows.items()},
-        "ablations": {name: summarize(r) for name, r in ablation_rows.items()},
-        "comparisons": comparisons(rows),
-        "healing_comparisons": [
-            {
-                "a": s.name,
-                "b": h.name,
-                "metric": m,
-                **paired_diff_ci([r[m] for r in rows[s.name]], [r[m] for r in heal_rows[h.name]]),
-            }
-            for s, h in zip(specs[:3:2], heal_specs, strict=True)
-            for m in ("emk", "empty")
-        ],
-        "items": {
-            "tasks": [{"source": t.source, "line": t.line, "target": t.target} for t in tasks],
-            "rows": rows,
-        },
+        "healing": {},
+        "healing_comparisons": [],
+        "ablations": {},
+        "n_ablation": 0,
     }
-    results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / f"quality{suffix}.json", results)
-    for spec_name, s in results["methods"].items():
+
+    def save() -> None:
+        """Write what is measured so far: a run stopped between phases still counts."""
+        results["stamp"] = stamp.finish(started)
+        write_json(RESULTS / f"quality{suffix}.json", results)
+
+    rows = evaluate(engine, specs, tasks, sources, "methods", args.prompt_tokens, True)
+    results["methods"] = {name: summarize(r) for name, r in rows.items()}
+    results["comparisons"] = comparisons(rows)
+    results["items"] = {
+        "tasks": [{"source": t.source, "line": t.line, "target": t.target} for t in tasks],
+        "rows": rows,
+    }
+    save()
+    for spec_name, m in results["methods"].items():
         print(
-            f"{spec_name:32s} EM@1 {s['em1']['mean']:.3f} EM@k {s['emk']['mean']:.3f} "
-            f"ES@k {s['esk']['mean']:.3f} median {s['ms_median']:.0f} ms"
+            f"{spec_name:32s} EM@1 {m['em1']['mean']:.3f} EM@k {m['emk']['mean']:.3f} "
+            f"ES@k {m['esk']['mean']:.3f} median {m['ms_median']:.0f} ms"
         )
+
+    heal_specs = [replace(s, name=f"{s.name}, no healing", heal=False) for s in specs[:3:2]]
+    heal_rows = evaluate(engine, heal_specs, tasks, sources, "no healing", args.prompt_tokens)
+    results["specs"] += [asdict(s) for s in heal_specs]
+    results["healing"] = {name: summarize(r) for name, r in heal_rows.items()}
+    results["healing_comparisons"] = [
+        {
+            "a": s.name,
+            "b": h.name,
+            "metric": m,
+            **paired_diff_ci([r[m] for r in rows[s.name]], [r[m] for r in heal_rows[h.name]]),
+        }
+        for s, h in zip(specs[:3:2], heal_specs, strict=True)
+        for m in ("emk", "empty")
+    ]
+    save()
+
+    best, sub = specs[0], tasks[:n_ablate]
+    k_specs = [replace(best, name=f"superposed k={k} + store", k=k) for k in K_SWEEP if k != 3]
+    k_specs += [
+        replace(best, name=f"superposed k={k}, alpha=0", k=k, alpha=0.0, store=None)
+        for k in K_SWEEP
+        if k != 3
+    ]
+    k_specs.append(replace(best, name="superposed k=3 + store, orders 2..4", store="codebase-2to4"))
+    ablation_rows = evaluate(engine, k_specs, sub, sources, "ablations", args.prompt_tokens)
+    for spec in specs[:2]:  # the k=3 rows of the sweep: the main runs on the same positions
+        ablation_rows[spec.name] = rows[spec.name][:n_ablate]
+    results["specs"] += [asdict(s) for s in k_specs]
+    results["ablations"] = {name: summarize(r) for name, r in ablation_rows.items()}
+    results["n_ablation"] = len(sub)
+    save()
 
 
 if __name__ == "__main__":
