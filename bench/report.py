@@ -255,6 +255,26 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
             ],
         ),
         "",
+        *(
+            healing_part(q)
+            if q["healing"]
+            else ["Healing ablation: not run (the run stopped before this phase).", ""]
+        ),
+        "### Examples: the first positions of the sample, every method's drafts",
+        "",
+        examples(q),
+        "",
+        *(
+            ablation_part(q, images[1])
+            if q["ablations"]
+            else ["Ablations: not run (the run stopped before this phase).", ""]
+        ),
+    ]
+    return "\n".join(out)
+
+
+def healing_part(q: dict[str, Any]) -> list[str]:
+    return [
         "### Token healing (issue 8): the same positions with and without it",
         "",
         table(
@@ -287,10 +307,11 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
             ],
         ),
         "",
-        "### Examples: the first positions of the sample, every method's drafts",
-        "",
-        examples(q),
-        "",
+    ]
+
+
+def ablation_part(q: dict[str, Any], image: str) -> list[str]:
+    return [
         f"### Ablations: k, n-gram orders, store vs none (first {q['n_ablation']} test positions)",
         "",
         table(
@@ -312,10 +333,9 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
         "Orders 2..4 use the paper's weights for 2, 3 and 4, rescaled to the same total weight "
         "as 2..6; both read the same store (a 2..6 store holds the 2..4 counts).",
         "",
-        f"![k sweep]({images[1]})",
+        f"![k sweep]({image})",
         "",
     ]
-    return "\n".join(out)
 
 
 def examples(q: dict[str, Any], n: int = 4) -> str:
@@ -607,7 +627,8 @@ def main(argv: list[str] | None = None) -> None:
     if q is not None:
         images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
         plot_methods(q, ROOT / "docs" / images[0])
-        plot_k(q, ROOT / "docs" / images[1])
+        if q["ablations"]:
+            plot_k(q, ROOT / "docs" / images[1])
         doc.append(nextline_section(q, images))
     if h is not None:
         doc.append(humaneval_section(h))
