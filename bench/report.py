@@ -108,6 +108,7 @@ def plot_methods(q: dict[str, Any], path: Path) -> None:
         ]
         ax.barh(names, means, xerr=err, color="#4878a8", capsize=3)
         ax.invert_yaxis()
+        ax.set_xlim(0, max(5.0, *(100 * c["hi"] for c in cis)) * 1.05)
         ax.set_xlabel(f"{title} (%), 95% bootstrap CI")
     axes[1].set_yticklabels([])
     fig.suptitle(f"Next-line completion, {q['n_test']} held-out stdlib positions")
@@ -155,10 +156,10 @@ def plot_coherence(c: dict[str, Any], path: Path) -> None:
         y = m["ppl_best"]["mean"]
         if math.isnan(x):
             x = 100.0  # one draft: identical to itself
-        ax.scatter([x], [y])
-        ax.annotate(name, (x, y), fontsize=8, xytext=(4, 2), textcoords="offset points")
+        ax.scatter([x], [y], label=name, s=40)
     ax.set_xlabel("Self-BLEU across drafts (lower = more diverse; greedy drawn at 100)")
     ax.set_ylabel("best-of-k perplexity")
+    ax.legend(fontsize=8)
     ax.set_title(f"Coherence vs diversity, {c['n']} prefixes")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
