@@ -49,10 +49,12 @@ def fresh_db(folder: Path, name: str) -> Path:
 
 def bench_index(tokenizer: Any, folder: Path, repeats: int) -> dict[str, Any]:
     """Index the top-level modules from scratch, ``repeats`` times; phases measured apart."""
-    runs = []
+    runs, cpu = [], []
     for i in range(repeats):
         with NgramStore.open(fresh_db(folder, f"index{i}.sqlite"), tokenizer) as store:
+            c = time.process_time()  # CPU time of all this process's threads: load-independent
             summary = index_repo(STDLIB, store, include=TOP_LEVEL, progress=False)
+            cpu.append(time.process_time() - c)
         runs.append(summary)
     seconds = [r.seconds for r in runs]
     tokens = runs[0].tokens
@@ -79,6 +81,8 @@ def bench_index(tokenizer: Any, folder: Path, repeats: int) -> dict[str, Any]:
         "median_s": median,
         "tokens_per_s": tokens / median,
         "seconds_per_1m_tokens": median / tokens * 1e6,
+        "cpu_seconds": cpu,
+        "cpu_seconds_per_1m_tokens": statistics.median(cpu) / tokens * 1e6,
         "phase_tokenize_s": tokenize_s,
         "phase_count_s": count_s,
         "rows": len(counts),
@@ -109,13 +113,14 @@ def bench_update(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
     lines = source.read_text(errors="replace").splitlines(keepends=True)[:1000]
     text = "".join(lines)
     key = str(source.resolve())  # the path index_repo stored: an update of a known file
-    times, noop = [], []
+    times, cpu, noop = [], [], []
     with NgramStore.open(db, tokenizer) as store:
         for i in range(repeats):
             edited = text + f"# edit {i}\n"  # a changed line: a real update each time
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             store.update_file(key, edited)
             times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
             t = time.perf_counter()
             store.update_file(key, edited)  # unchanged: hashed, nothing written
             noop.append(time.perf_counter() - t)
@@ -124,6 +129,7 @@ def bench_update(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
         "file": f"{source.name}, first 1000 lines ({len(text)} chars)",
         "ms": [x * 1e3 for x in times],
         "median_ms": statistics.median(times) * 1e3,
+        "cpu_median_ms": statistics.median(cpu) * 1e3,
         "unchanged_median_ms": statistics.median(noop) * 1e3,
         "stored": consistent_sample,
     }
@@ -154,14 +160,16 @@ def bench_lookup(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
             inputs = [step_inputs(seen) for _ in range(repeats)]
             for contexts, candidates in inputs[:20]:  # warm the page cache
                 store.probabilities(contexts, candidates)
-            times = []
+            times, cpu = [], []
             supported = 0
             for contexts, candidates in inputs:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 result = store.probabilities(contexts, candidates)
                 times.append(time.perf_counter() - t)
+                cpu.append(time.process_time() - c)
                 supported += int(result.supported.sum())
             out[f"{label}_median_ms"] = statistics.median(times) * 1e3
+            out[f"{label}_cpu_median_ms"] = statistics.median(cpu) * 1e3
             out[f"{label}_p90_ms"] = float(np.percentile(times, 90)) * 1e3
             out[f"{label}_supported_fraction"] = supported / (repeats * DRAFTS)
     return out
@@ -200,6 +208,9 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     rows = [
         "# n-gram store benchmark (bench/ngram.py)",
         "",
+        "Wall-clock medians on a shared machine; CPU time (all threads of the process) is given",
+        "beside them because it moves less with the other work on the machine.",
+        "",
         f"{results['date']}, {results['cpus']} CPUs, load average before "
         f"{results['loadavg_before']}, after {results['loadavg_after']}; SQLite "
         f"{results['sqlite']}; tokenizer {results['tokenizer']}; orders 2..6.",
@@ -213,14 +224,17 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         "",
         f"- Index: {idx['tokens']:,} tokens in {idx['files']} files ({idx['corpus']}), "
         f"{idx['median_s']:.1f} s median of {len(idx['seconds'])} "
-        f"({idx['tokens_per_s']:,.0f} tokens/s); alone, tokenizing took "
-        f"{idx['phase_tokenize_s']:.1f} s and counting {idx['phase_count_s']:.1f} s, the rest is "
-        f"SQLite writing {idx['rows']:,} rows ({idx['rows_per_token']:.2f} per token).",
+        f"({idx['tokens_per_s']:,.0f} tokens/s), CPU {idx['cpu_seconds_per_1m_tokens']:.1f} s "
+        f"per 1M tokens; run alone, tokenizing took {idx['phase_tokenize_s']:.1f} s and counting "
+        f"{idx['phase_count_s']:.1f} s; most of the rest is SQLite writing {idx['rows']:,} rows "
+        f"({idx['rows_per_token']:.2f} per token). Hash collisions found (distinct tuples minus "
+        f"distinct keys, per length): {idx['collisions']}.",
         f"- Size: {idx['bytes_per_token']:.1f} bytes on disk per indexed token.",
-        f"- update_file: {upd['file']}: {upd['median_ms']:.1f} ms median; unchanged content "
-        f"{upd['unchanged_median_ms']:.1f} ms.",
+        f"- update_file: {upd['file']}: {upd['median_ms']:.1f} ms median (CPU "
+        f"{upd['cpu_median_ms']:.1f} ms); unchanged content {upd['unchanged_median_ms']:.1f} ms.",
         f"- Lookup {look['shape']}: seen contexts {look['seen_median_ms']:.3f} ms median "
-        f"(p90 {look['seen_p90_ms']:.3f}), unseen {look['unseen_median_ms']:.3f} ms.",
+        f"(p90 {look['seen_p90_ms']:.3f}, CPU {look['seen_cpu_median_ms']:.3f}), unseen "
+        f"{look['unseen_median_ms']:.3f} ms (CPU {look['unseen_cpu_median_ms']:.3f}).",
     ]
     if "full" in results:
         full = results["full"]
