@@ -18,6 +18,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from lsp_server.settings import METHODS
 
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(result, ensure_ascii=False))
         else:
-            for i, draft in enumerate(result["drafts"], 1):  # type: ignore[arg-type]
+            drafts: list[dict[str, Any]] = result["drafts"]  # type: ignore[assignment]
+            for i, draft in enumerate(drafts, 1):
                 print(f"{i}. {draft['text']!r}  (score {draft['score']:.2f})")
             print(f"timing_ms: {result['timing_ms']}", file=sys.stderr)
         return 0

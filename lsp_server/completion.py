@@ -13,12 +13,15 @@ Protocol-free: the server turns ``Suggestion`` objects into LSP items. The steps
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from lsp_server.engine.api import Completion, Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Characters of text before the cursor handed to the tokenizer, per token of context: the
 # engine keeps the most recent tokens that fit, so this only bounds the tokenizer's work on
@@ -58,7 +61,7 @@ class Answer:
 
 def clean_text(text: str) -> str:
     """Text the tokenizer accepts: lone surrogates (from undecodable files) become U+FFFD."""
-    return text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace")
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def first_line(text: str) -> str:

@@ -10,6 +10,7 @@ fraction of a second.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import torch
 
@@ -44,7 +45,8 @@ def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
     )
     torch.manual_seed(seed)
     torch_device = resolve_device(device)
-    model = LlamaForCausalLM(config).to(torch_device).eval()
+    model: Any = LlamaForCausalLM(config)
+    model = model.to(torch_device).eval()
     loaded = LoadedModel(
         name=TINY_MODEL,
         model=model,

@@ -194,7 +194,8 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
     """Settings from the client's options, and one message per invalid or unknown value."""
     settings = Settings()
     errors: list[str] = []
-    for key, value in section_of(options).items():
+    section = section_of(options)
+    for key, value in section.items():
         if key not in _FIELDS:
             errors.append(f"unknown setting {SECTION}.{key} (known: {', '.join(KEYS)})")
             continue
@@ -205,16 +206,16 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
             setattr(getattr(settings, group), name, parse(value))
         except InvalidSetting as err:
             errors.append(f"invalid {SECTION}.{key} = {value!r}: {err}; using the default")
-    # Cross-field check: lambdas for orders the store does not count are meaningless.
-    missing = set(settings.decoding.lambdas) - set(settings.stores.orders)
-    if missing:
+    # Cross-field check: weights for orders the stores do not count are meaningless.
+    lambdas, orders = settings.decoding.lambdas, settings.stores.orders
+    extra = sorted(set(lambdas) - set(orders))
+    if extra and "lambdas" in section:
         errors.append(
-            f"invalid {SECTION}.lambdas: orders {sorted(missing)} are not in "
-            f"{SECTION}.orders {list(settings.stores.orders)}; using weights for those orders only"
+            f"invalid {SECTION}.lambdas: orders {extra} are not in {SECTION}.orders "
+            f"{list(orders)}; using the weights of those orders only"
         )
-        settings.decoding.lambdas = {
-            n: w for n, w in settings.decoding.lambdas.items() if n in settings.stores.orders
-        } or {n: DEFAULT_LAMBDAS.get(n, 0.1) for n in settings.stores.orders}
+    kept = {n: w for n, w in lambdas.items() if n in orders}
+    settings.decoding.lambdas = kept or {n: DEFAULT_LAMBDAS.get(n, 0.1) for n in orders}
     return settings, errors
 
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.settings import StoreSettings
-from ngram_db.combined import CombinedSource
-from ngram_db.paths import codebase_db_path, user_db_path
-from ngram_db.store import NgramStore
+from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
 
 log = logging.getLogger(__name__)
 
-ACCEPTED_PATH = "<accepted drafts>"  # the user store's pseudo-file for accepted text
+ACCEPTED_PREFIX = "accepted:"  # the user store's pseudo-files, one per accepted draft
 
 Progress = Callable[[int, int, str], None]
 
@@ -38,7 +37,9 @@ def repo_root(path: Path) -> Path | None:
 
 def root_for(path: Path, roots: Sequence[Path]) -> Path | None:
     """The innermost workspace root that contains ``path``, else its git repository."""
-    inside = [r for r in roots if path == r or r in path.parents]
+    path = path.resolve()
+    inside = [r.resolve() for r in roots]
+    inside = [r for r in inside if path == r or r in path.parents]
     if inside:
         return max(inside, key=lambda r: len(r.parts))
     return repo_root(path.parent)
@@ -53,7 +54,6 @@ class Stores:
         self._codebase: dict[Path, Any] = {}
         self._user: Any = None
         self._lock = threading.Lock()  # opening and swapping stores; SQLite does the rest
-        self._accepted: list[str] = []
 
     def configure(self, settings: StoreSettings) -> None:
         """New settings: stores reopen on next use."""
@@ -114,28 +114,26 @@ class Stores:
     def update_file(self, path: Path, text: str, roots: Sequence[Path]) -> None:
         """A saved file's new text replaces its old contribution (codebase and user stores)."""
         root = root_for(path, roots)
+        key = str(path.resolve())  # index_repo's keys: absolute, resolved
         if root is not None:
-            self.codebase(root).update_file(str(path), text)
+            self.codebase(root).update_file(key, text)
         user = self.user()
         if user is not None:
-            user.update_file(str(path), text)
+            user.update_file(key, text)
 
     def learn_text(self, text: str) -> bool:
         """Add accepted text to the user store; False when the user store is disabled."""
         user = self.user()
         if user is None:
             return False
-        # The store counts files exactly; accepted drafts accumulate in one pseudo-file.
-        self._accepted.append(text)
-        user.update_file(ACCEPTED_PATH, "\n".join(self._accepted))
+        # The store counts files exactly: each accepted draft is a pseudo-file of its own.
+        user.update_file(f"{ACCEPTED_PREFIX}{uuid.uuid4()}", text)
         return True
 
     def index_root(self, root: Path, progress: Progress | None = None) -> dict[str, Any]:
         """Index (incrementally) every file of ``root`` into its codebase store."""
-        from ngram_db.indexer import index_repo  # type: ignore[import-not-found]
-
-        summary = index_repo(root, self.codebase(root), progress=progress)
-        return summary if isinstance(summary, dict) else {"summary": str(summary)}
+        summary = index_repo(root, self.codebase(root), progress=progress or False)
+        return summary.as_dict()
 
     def stats(self, roots: Sequence[Path]) -> dict[str, Any]:
         out: dict[str, Any] = {"codebase": {}, "user": None}

@@ -391,3 +391,33 @@ async def test_request_before_model_ready(workspace: Path) -> None:
         # The load reported $/progress from begin to end.
         kinds = [type(p).__name__ for reports in client.progress_reports.values() for p in reports]
         assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+
+
+async def test_index_workspace_with_progress_and_accept(workspace: Path) -> None:
+    """indexWorkspace fills the codebase store with $/progress; accept teaches the user store."""
+    (workspace / "util.py").write_text("def helper(value):\n    return value * 2\n" * 5)
+    async with session(workspace, {"k": K, "maxNewTokens": 4}) as client:
+        result = await command(client, "superposed.indexWorkspace")
+        (summary,) = result["indexed"]
+        assert summary["indexed"] == 2  # app.py and util.py
+        assert summary["tokens"] > 50
+        reports = [p for values in client.progress_reports.values() for p in values]
+        kinds = [type(p).__name__ for p in reports]
+        assert "WorkDoneProgressReport" in kinds and kinds[-1] == "WorkDoneProgressEnd"
+        stats = await command(client, "superposed.stats")
+        (codebase,) = stats["stores"]["codebase"].values()
+        assert codebase["files"] == 2
+        # Indexing again reads only what changed: nothing.
+        again = (await command(client, "superposed.indexWorkspace"))["indexed"][0]
+        assert again["indexed"] == 0 and again["unchanged"] == 2
+
+        # Accepting a draft runs the item's command: the user store learns the text at once.
+        text = "def f():\n    "
+        uri = open_doc(client, workspace / "new.py", text)
+        listing = await plain(client, uri, end_of(text))
+        accept = listing.items[0].command
+        assert accept is not None and accept.arguments
+        users_before = stats["stores"]["user"]["tokens"]
+        assert await command(client, accept.command, *accept.arguments) == {"learned": True}
+        user = (await command(client, "superposed.stats"))["stores"]["user"]
+        assert user["files"] == 1 and user["tokens"] > users_before

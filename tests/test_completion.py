@@ -1,0 +1,76 @@
+"""Completion logic without a model: cursor context, post-processing, typing along."""
+
+from __future__ import annotations
+
+from lsp_server.completion import (
+    CursorContext,
+    Suggestion,
+    TypingCache,
+    clean_text,
+    first_line,
+    postprocess,
+)
+from lsp_server.engine.api import Completion
+from lsp_server.engine.types import Draft
+
+
+def drafts(*texts: str) -> Completion:
+    return Completion(drafts=[Draft(t, [], -float(i)) for i, t in enumerate(texts)])
+
+
+def test_cursor_context_splits_at_the_cursor() -> None:
+    text = "a = 1\nprint(x)\nb = 2"
+    ctx = CursorContext.at(text, text.index("x"))
+    assert ctx.before == "a = 1\nprint(" and ctx.after == "x)"
+    end = CursorContext.at(text, len(text))
+    assert end.before == text and end.after == ""
+
+
+def test_first_line_keeps_leading_newlines() -> None:
+    assert first_line("foo(1)\nbar") == "foo(1)"
+    assert first_line("\n    return x\n    y") == "\n    return x"
+    assert first_line("  \n\n  z\nw") == "  \n\n  z"
+    assert first_line("no newline") == "no newline"
+
+
+def test_postprocess_cuts_drops_and_merges_in_order() -> None:
+    result = postprocess(
+        drafts("path.join(a)\nmore", "   ", "path.join(a)", "", "path.exists(b)", ")"),
+        after=")",
+    )
+    assert result == [Suggestion("path.join(a)", 0.0), Suggestion("path.exists(b)", -4.0)]
+
+
+def test_postprocess_multi_line_keeps_lines() -> None:
+    result = postprocess(drafts("a\nb\n", "a\nb"), after="", line_mode="multi")
+    assert [s.text for s in result] == ["a\nb"]
+
+
+def test_draft_that_repeats_the_rest_of_the_line_is_dropped() -> None:
+    result = postprocess(drafts("value)", "value, 2)", "value"), after="value)  ")
+    assert [s.text for s in result] == ["value, 2)"]
+
+
+def test_typing_along_serves_the_rest_of_matching_drafts() -> None:
+    cache = TypingCache()
+    shown = [Suggestion("path.join(a)", 0.0), Suggestion("path.exists(b)", -1.0)]
+    cache.remember("u", "os.", shown)
+    assert cache.along("u", CursorContext("os.", "")) == shown  # same place: same drafts
+    assert cache.along("u", CursorContext("os.path.j", "")) == [Suggestion("oin(a)", 0.0)]
+    # The cache follows the user: the next character continues from there.
+    assert cache.along("u", CursorContext("os.path.jo", "")) == [Suggestion("in(a)", 0.0)]
+    assert cache.along("u", CursorContext("os.path.jx", "")) is None  # diverged
+    assert cache.along("other", CursorContext("os.path.jo", "")) is None
+    cache.forget("u")
+    assert cache.along("u", CursorContext("os.path.jo", "")) is None
+
+
+def test_typing_to_the_end_of_a_draft_is_not_an_answer() -> None:
+    cache = TypingCache()
+    cache.remember("u", "x = ", [Suggestion("1", 0.0)])
+    assert cache.along("u", CursorContext("x = 1", "")) is None
+
+
+def test_clean_text_replaces_lone_surrogates() -> None:
+    assert clean_text("ok \udcff end") == "ok \ufffd end"
+    assert clean_text("café") == "café"

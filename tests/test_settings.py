@@ -1,0 +1,63 @@
+"""Settings: defaults, parsing of the client's camelCase object, one message per bad value."""
+
+from __future__ import annotations
+
+from lsp_server.settings import Settings, parse_settings, to_dict
+
+
+def test_defaults_from_nothing() -> None:
+    for options in (None, {}, [], "k=3", {"superposed": {}}):
+        settings, errors = parse_settings(options)
+        assert settings == Settings() and errors == []
+
+
+def test_valid_values_in_either_shape() -> None:
+    flat = {"k": 5, "method": "beam", "lineMode": "multi", "orders": [4, 2, 3], "userWeight": 0.5}
+    for options in (flat, {"superposed": flat}):
+        settings, errors = parse_settings(options)
+        assert errors == []
+        assert settings.decoding.k == 5 and settings.decoding.method == "beam"
+        assert settings.decoding.line_mode == "multi"
+        assert settings.stores.orders == (2, 3, 4) and settings.stores.user_weight == 0.5
+
+
+def test_each_invalid_value_is_named_and_falls_back() -> None:
+    options = {
+        "k": 0,
+        "method": "telepathy",
+        "alpha": 1.5,
+        "temperature": 0,
+        "maxNewTokens": True,
+        "indexOnSave": "yes",
+        "lambdas": {"two": 0.1},
+        "colour": "blue",
+        "model": "my-model",
+    }
+    settings, errors = parse_settings(options)
+    defaults = Settings()
+    assert settings.decoding.k == defaults.decoding.k
+    assert settings.decoding.method == defaults.decoding.method
+    assert settings.decoding.alpha == defaults.decoding.alpha
+    assert settings.decoding.temperature == defaults.decoding.temperature
+    assert settings.decoding.max_new_tokens == defaults.decoding.max_new_tokens
+    assert settings.stores.index_on_save is True
+    assert settings.model.model == "my-model"  # valid values are kept
+    joined = "\n".join(errors)
+    for key in ("k", "method", "alpha", "temperature", "maxNewTokens", "indexOnSave", "lambdas"):
+        assert f"superposed.{key} =" in joined, key
+    assert "'telepathy'" in joined and "unknown setting superposed.colour" in joined
+    assert len(errors) == 8
+
+
+def test_lambdas_must_match_orders() -> None:
+    settings, errors = parse_settings({"orders": [2, 3], "lambdas": {"2": 0.2, "3": 0.3, "6": 1}})
+    assert settings.decoding.lambdas == {2: 0.2, 3: 0.3}
+    assert len(errors) == 1 and "[6]" in errors[0]
+    settings, errors = parse_settings({"orders": [2, 3]})  # default lambdas cover 2..6
+    assert set(settings.decoding.lambdas) == {2, 3}
+
+
+def test_to_dict_round_trips() -> None:
+    settings, _ = parse_settings({"k": 4, "codebaseDb": "/tmp/x.sqlite", "orders": [2, 4]})
+    again, errors = parse_settings(to_dict(settings))
+    assert errors == [] and again == settings
