@@ -1,0 +1,120 @@
+"""``make demo``: index a sample codebase, then print k drafts at sample cursors, with timings.
+
+The sample codebase is this project's own ``ngram_db`` package (it ships with the source, so
+the demo needs no network). The cursors sit in a new snippet that uses that package's API,
+as a user of it would write: superposed decoding re-scored with the codebase's n-grams,
+the same without the store, and greedy decoding (one draft per pass) side by side.
+
+    python -m lsp_server.demo [--model NAME] [-k 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import ngram_db
+from lsp_server.completion import CursorContext, decode
+from lsp_server.engine.model import DEFAULT_MODEL
+from lsp_server.models import load_engine
+from lsp_server.settings import DecodingSettings
+
+SAMPLE_CODEBASE = Path(ngram_db.__file__).parent
+
+# (title, text before the cursor): a new file that uses the indexed package.
+CURSORS = [
+    (
+        "after a dot, in a call of the indexed package",
+        "from ngram_db import NgramStore, codebase_db_path\n\n\n"
+        "def open_store(root, tokenizer):\n"
+        '    """Open the codebase store of a workspace."""\n'
+        "    return NgramStore.",
+    ),
+    (
+        "after the indentation of a new line",
+        "from ngram_db import NgramStore\n\n\n"
+        "def count_file(store: NgramStore, path, text):\n"
+        '    """Count a saved file into the store."""\n'
+        "    ",
+    ),
+]
+RUNS = [  # (label, method, use the codebase store)
+    ("superposed + codebase n-grams", "superposed", True),
+    ("superposed, no n-grams", "superposed", False),
+    ("greedy", "greedy", False),
+]
+
+
+def index_sample(tokenizer: Any, db: Path) -> tuple[Any, dict[str, Any]]:
+    store = ngram_db.NgramStore.open(db, tokenizer)
+    summary = ngram_db.index_repo(SAMPLE_CODEBASE, store, progress=False)
+    return store, summary.as_dict()
+
+
+def run(model: str, k: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    engine = load_engine(model)
+    load_s = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="superposed-demo-") as tmp:
+        store, summary = index_sample(engine.tokenizer, Path(tmp) / "demo.sqlite")
+        results = []
+        for title, text in CURSORS:
+            context = CursorContext(before=text, after="")
+            for label, method, with_store in RUNS:
+                settings = DecodingSettings(k=k, method=method)
+                ngram = store.source(settings.lambdas) if with_store else None
+                decode(engine, context, settings, ngram)  # warm-up: first-call costs
+                answer = decode(engine, context, settings, ngram)
+                results.append(
+                    {
+                        "cursor": title,
+                        "run": label,
+                        "drafts": [s.text for s in answer.suggestions],
+                        "timing_ms": answer.timing_ms,
+                    }
+                )
+        store.close()
+    return {"model": engine.name, "load_s": load_s, "index": summary, "results": results}
+
+
+def print_report(report: dict[str, Any]) -> None:
+    index = report["index"]
+    print(f"model {report['model']} loaded in {report['load_s']:.1f} s")
+    print(
+        f"indexed {index['indexed']} files of {SAMPLE_CODEBASE} "
+        f"({index['tokens']} tokens) in {index['seconds']:.2f} s"
+    )
+    cursor = None
+    for result in report["results"]:
+        if result["cursor"] != cursor:
+            cursor = result["cursor"]
+            prompt = dict(CURSORS)[cursor]
+            print(f"\n== cursor {cursor}:\n{prompt}\u2038\n")
+        timing = result["timing_ms"]
+        print(f"-- {result['run']}: {timing['total']:.0f} ms (decode {timing['decode']:.0f} ms)")
+        for i, text in enumerate(result["drafts"], 1):
+            print(f"   {i}. {text!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="model name (or tiny-random)")
+    parser.add_argument("-k", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    report = run(args.model, args.k)
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        print()
+    else:
+        print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
