@@ -406,11 +406,25 @@ async def inline_completion(
     )
 
 
+def _snippet_escape(text: str) -> str:
+    """The draft as a snippet that inserts itself literally."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
+def _snippets_supported(ls: SuperposedServer) -> bool:
+    document = ls.client_capabilities.text_document
+    item = document.completion.completion_item if document and document.completion else None
+    return bool(item and item.snippet_support)
+
+
 @SERVER.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
 async def completion(ls: SuperposedServer, params: types.CompletionParams) -> types.CompletionList:
     uri, pos = params.text_document.uri, params.position
     line, suggestions = await ls.suggest(uri, pos)
     here = types.Range(start=pos, end=pos)
+    # Plain-text edits are cut at the first space by some clients (Neovim 0.11 inserts only
+    # the first word); a snippet that escapes everything inserts the whole draft everywhere.
+    snippet = _snippets_supported(ls)
     items = []
     for i, s in enumerate(suggestions):
         label = s.text.strip().replace("\n", "⏎ ")
@@ -421,8 +435,12 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
                 detail=f"superposed draft {i + 1} (score {s.score:.2f})",
                 sort_text=f"{i:04d}",
                 filter_text=s.text,
-                text_edit=types.TextEdit(range=here, new_text=s.text),
-                insert_text_format=types.InsertTextFormat.PlainText,
+                text_edit=types.TextEdit(
+                    range=here, new_text=_snippet_escape(s.text) if snippet else s.text
+                ),
+                insert_text_format=types.InsertTextFormat.Snippet
+                if snippet
+                else types.InsertTextFormat.PlainText,
                 command=_accept_command(uri, line, s.text),
             )
         )
