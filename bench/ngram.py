@@ -136,7 +136,7 @@ def bench_update(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
 
 
 def bench_lookup(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
-    """Per-step batched lookup, 8 drafts x 5 orders x 8 candidates, seen and unseen contexts."""
+    """Per-step batched lookup, 8 drafts x 5 orders x 8 candidates, three kinds of input."""
     rng = np.random.default_rng(0)
     with NgramStore.open(db, tokenizer) as store:
         paths = sorted(store.file_hashes())
@@ -144,20 +144,31 @@ def bench_lookup(tokenizer: Any, db: Path, repeats: int) -> dict[str, Any]:
         corpus = np.concatenate([s for s in streams if s is not None])
         vocab = int(corpus.max()) + 1
 
-        def step_inputs(seen: bool) -> tuple[list[list[int]], np.ndarray]:
-            if seen:  # contexts from the indexed code: the true next token plus 7 others
-                pos = rng.integers(32, len(corpus), DRAFTS)
-                contexts = [corpus[p - 32 : p].tolist() for p in pos]
-                first = corpus[pos][:, None]
-            else:
+        # the tokens that follow each token, most frequent first: model-like candidates
+        pairs, pair_counts = np.unique(corpus[:-1] * vocab + corpus[1:], return_counts=True)
+
+        def followers(token: int) -> np.ndarray:
+            lo, hi = np.searchsorted(pairs, [token * vocab, (token + 1) * vocab])
+            top = np.argsort(-pair_counts[lo:hi], kind="stable")[: CANDIDATES - 1]
+            found = pairs[lo:hi][top] % vocab
+            return np.concatenate([found, rng.integers(0, vocab, CANDIDATES - 1 - len(found))])
+
+        def step_inputs(kind: str) -> tuple[list[list[int]], np.ndarray]:
+            if kind == "unseen":  # random contexts and candidates
                 contexts = rng.integers(0, vocab, (DRAFTS, 32)).tolist()
-                first = rng.integers(0, vocab, (DRAFTS, 1))
-            others = rng.integers(0, vocab, (DRAFTS, CANDIDATES - 1))
-            return contexts, np.concatenate([first, others], axis=1)
+                return contexts, rng.integers(0, vocab, (DRAFTS, CANDIDATES))
+            # contexts from the indexed code; the true next token plus 7 others
+            pos = rng.integers(32, len(corpus), DRAFTS)
+            contexts = [corpus[p - 32 : p].tolist() for p in pos]
+            if kind == "seen":  # others random: most have no support, pruned early
+                others = rng.integers(0, vocab, (DRAFTS, CANDIDATES - 1))
+            else:  # "frequent": the 7 commonest followers of the last token: all supported
+                others = np.stack([followers(int(corpus[p - 1])) for p in pos])
+            return contexts, np.concatenate([corpus[pos][:, None], others], axis=1)
 
         out: dict[str, Any] = {"shape": f"{DRAFTS}x{len(store.orders)}x{CANDIDATES}"}
-        for label, seen in (("seen", True), ("unseen", False)):
-            inputs = [step_inputs(seen) for _ in range(repeats)]
+        for label in ("frequent", "seen", "unseen"):
+            inputs = [step_inputs(label) for _ in range(repeats)]
             for contexts, candidates in inputs[:20]:  # warm the page cache
                 store.probabilities(contexts, candidates)
             times, cpu = [], []
@@ -195,7 +206,7 @@ def verdicts(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     measured = {
         "index_1m_tokens_s": results["index"]["seconds_per_1m_tokens"],
         "update_1000_lines_ms": results["update"]["median_ms"],
-        "lookup_8x5x8_ms": results["lookup"]["seen_median_ms"],
+        "lookup_8x5x8_ms": results["lookup"]["frequent_median_ms"],  # the worst of the three
     }
     return {
         name: {"target": TARGETS[name], "measured": value, "met": value <= TARGETS[name]}
@@ -232,9 +243,12 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         f"- Size: {idx['bytes_per_token']:.1f} bytes on disk per indexed token.",
         f"- update_file: {upd['file']}: {upd['median_ms']:.1f} ms median (CPU "
         f"{upd['cpu_median_ms']:.1f} ms); unchanged content {upd['unchanged_median_ms']:.1f} ms.",
-        f"- Lookup {look['shape']}: seen contexts {look['seen_median_ms']:.3f} ms median "
-        f"(p90 {look['seen_p90_ms']:.3f}, CPU {look['seen_cpu_median_ms']:.3f}), unseen "
-        f"{look['unseen_median_ms']:.3f} ms (CPU {look['unseen_cpu_median_ms']:.3f}).",
+        f"- Lookup {look['shape']} (contexts from the indexed code): candidates that all "
+        f"follow the last token {look['frequent_median_ms']:.3f} ms median (p90 "
+        f"{look['frequent_p90_ms']:.3f}, CPU {look['frequent_cpu_median_ms']:.3f}); the true "
+        f"next token and 7 random ones {look['seen_median_ms']:.3f} ms (CPU "
+        f"{look['seen_cpu_median_ms']:.3f}); random contexts {look['unseen_median_ms']:.3f} ms "
+        f"(CPU {look['unseen_cpu_median_ms']:.3f}).",
     ]
     if "full" in results:
         full = results["full"]

@@ -15,6 +15,7 @@ two processes wait on the busy timeout instead of failing), in WAL mode.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
@@ -47,6 +48,7 @@ CACHE_KIB = 64 * 1024
 MMAP_BYTES = 1 << 30
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _MAX_PARAMS = 30_000  # below SQLite's default limit of 32766 bound parameters
+_LOOKUP_PAD = 16  # lookups bind a multiple of this many keys
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -243,13 +245,14 @@ class NgramStore:
     def counts(
         self, contexts: Sequence[Sequence[int]], candidates: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """All counts for D drafts x O orders x C candidates in one SQL statement.
+        """All counts for D drafts x O orders x C candidates, in at most O SQL statements.
 
         Returns next_counts [D, O, C] = count(ctx_n x) and context_counts [D, O] = count(ctx_n),
         0 where a context is shorter than n - 1 tokens.
         """
         candidates = np.asarray(candidates)
         d, c = candidates.shape
+        o = len(self._orders)
         ctx_len = np.array(self._orders) - 1  # [O]
         width = int(ctx_len.max())
         window = np.zeros((d, width), dtype=np.uint64)  # right-aligned last tokens
@@ -258,43 +261,46 @@ class NgramStore:
             tail = np.asarray(context[-width:] if len(context) else [], dtype=np.int64)
             window[i, width - len(tail) :] = tail
             have[i] = len(tail)
-        states = K.seed_states((d, len(ctx_len)))  # [D, O]
+        states = K.seed_states((d, o))  # [D, O]
         for j in range(width):
             # order n hashes the last n - 1 tokens: column j joins once j >= width - (n - 1)
             active = (j >= width - ctx_len)[None, :]  # [1, O]
             states = np.where(active, K.step(states, window[:, j : j + 1]), states)
         ctx_keys = K.pack(states, ctx_len[None, :])  # [D, O]
-        next_states = K.step(states[:, :, None], candidates[:, None, :])  # [D, O, C]
-        next_keys = K.pack(next_states, (ctx_len + 1)[None, :, None])  # [D, O, C]
-        wanted = np.concatenate([ctx_keys.ravel(), next_keys.ravel()])
-        found_keys, found_g, found_c = self._fetch(wanted)
-        if len(found_keys) == 0:
-            return np.zeros((d, len(ctx_len), c), np.int64), np.zeros((d, len(ctx_len)), np.int64)
-        pos = np.minimum(np.searchsorted(found_keys, wanted), len(found_keys) - 1)
-        hit = found_keys[pos] == wanted
-        n_ctx = ctx_keys.size
+        next_keys = K.pack(
+            K.step(states[:, :, None], candidates[:, None, :]), (ctx_len + 1)[None, :, None]
+        )  # [D, O, C]
         valid = have[:, None] >= ctx_len[None, :]  # [D, O]: context long enough
-        context_counts = np.where(hit[:n_ctx], found_c[pos[:n_ctx]], 0).reshape(d, -1)
-        context_counts = np.where(valid, context_counts, 0)
-        next_counts = np.where(hit[n_ctx:], found_g[pos[n_ctx:]], 0).reshape(d, -1, c)
-        next_counts = np.where(valid[:, :, None], next_counts, 0)
+
+        # 1. every context, and the candidates after the shortest one
+        g, c_found = self._lookup(np.concatenate([ctx_keys.ravel(), next_keys[:, 0].ravel()]))
+        context_counts = np.where(valid, c_found[: d * o].reshape(d, o), 0)  # [D, O]
+        next_counts = np.zeros((d, o, c), dtype=np.int64)
+        next_counts[:, 0] = np.where(valid[:, :1], g[d * o :].reshape(d, c), 0)
+        # 2. each longer context in turn, only where a count can be non-zero: an n-gram's
+        # suffix occurs wherever it does, so what is unseen after a context is unseen after
+        # every longer one (a step costs about as much as 20 keys; this prunes far more)
+        for i in range(1, o):
+            need = (context_counts[:, i, None] > 0) & (next_counts[:, i - 1] > 0)  # [D, C]
+            if not need.any():
+                break
+            next_counts[:, i][need] = self._lookup(next_keys[:, i][need])[0]
         return next_counts, context_counts
 
-    def _fetch(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(key, g, c) rows of the wanted keys, sorted by key."""
-        rows: list[tuple[int, int, int]] = []
+    def _lookup(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """g and c of each wanted key ([N] each, 0 where absent), in one SQL statement."""
         keys = wanted.tolist()
+        if not keys:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        keys += keys[:1] * (-len(keys) % _LOOKUP_PAD)  # few distinct statements to cache
+        found: dict[int, tuple[int, int]] = {}
         with self._read_lock:
             for start in range(0, len(keys), _MAX_PARAMS):
                 chunk = keys[start : start + _MAX_PARAMS]
-                sql = f"SELECT key, g, c FROM grams WHERE key IN ({','.join('?' * len(chunk))})"
-                rows.extend(self._reader.execute(sql, chunk))
-        if not rows:
-            empty = np.zeros(0, dtype=np.int64)
-            return empty, empty, empty
-        found = np.array(rows, dtype=np.int64)
-        found = found[np.argsort(found[:, 0])]
-        return found[:, 0], found[:, 1], found[:, 2]
+                for key, g, c in self._reader.execute(_select_keys(len(chunk)), chunk):
+                    found[key] = (g, c)
+        counts = np.array([found.get(k, (0, 0)) for k in keys[: len(wanted)]], dtype=np.int64)
+        return counts[:, 0], counts[:, 1]
 
     # ----- writes --------------------------------------------------------------------------
 
@@ -505,6 +511,12 @@ class StoreSource:
     ) -> NgramResult:
         next_counts, context_counts = self.store.counts(contexts, candidates)
         return interpolate(next_counts, context_counts, self._lambdas)
+
+
+@functools.cache
+def _select_keys(n: int) -> str:
+    """SELECT the rows of n keys (cached: the statement text is built once per size)."""
+    return f"SELECT key, g, c FROM grams WHERE key IN ({','.join('?' * n)})"
 
 
 def _connect(target: str, query_only: bool = False) -> sqlite3.Connection:
