@@ -21,6 +21,7 @@ from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
 
+LINE_OPENERS = (":", "{", "(", "[", ",", "\\")  # a line ending so goes on in the next one
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Characters of text before the cursor handed to the tokenizer, per token of context: the
@@ -116,6 +117,18 @@ def prompt_text(engine: Engine, before: str) -> str:
     return clean_text(before[start:])
 
 
+def stop_condition(context: CursorContext, line_mode: str) -> StopCondition:
+    """Single-line drafts end at a newline, except where the line is likely to end.
+
+    After ``def f():`` or an opening bracket at the end of a line the drafts start with a
+    newline, which would end them at once; ``postprocess`` keeps their first line with
+    content instead.
+    """
+    line = context.before[context.before.rfind("\n") + 1 :].rstrip()
+    opens_block = line.endswith(LINE_OPENERS) and not context.after.strip()
+    return StopCondition(single_line=line_mode == "single" and not opens_block)
+
+
 def decode(
     engine: Engine,
     context: CursorContext,
@@ -125,18 +138,25 @@ def decode(
     max_prompt_tokens: int | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed."""
-    completion = engine.complete(
-        prompt_text(engine, context.before),
-        method=settings.method,
-        cfg=decode_config(settings),
-        ngram=ngram,
-        # Single-line mode cuts in postprocess: the engine's single_line stop would end a
-        # draft at a leading newline, and the drafts after "def f():" start with one.
-        stop=StopCondition(),
-        cancel=cancel,
-        max_prompt_tokens=max_prompt_tokens,
-    )
-    return Answer(postprocess(completion, context.after, settings.line_mode), completion.timing_ms)
+    def run(stop: StopCondition) -> Completion:
+        return engine.complete(
+            prompt_text(engine, context.before),
+            method=settings.method,
+            cfg=decode_config(settings),
+            ngram=ngram,
+            stop=stop,
+            cancel=cancel,
+            max_prompt_tokens=max_prompt_tokens,
+        )
+
+    stop = stop_condition(context, settings.line_mode)
+    completion = run(stop)
+    suggestions = postprocess(completion, context.after, settings.line_mode)
+    if not suggestions and stop.single_line:
+        # Every draft began with a newline (the line was complete): take the next line.
+        completion = run(StopCondition())
+        suggestions = postprocess(completion, context.after, settings.line_mode)
+    return Answer(suggestions, completion.timing_ms)
 
 
 @dataclass
