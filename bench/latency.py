@@ -39,8 +39,7 @@ RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS)]
 SUPERPOSED_K = (1, 2, 3, 4, 8)
 BASELINE_K = 3
 NEW_TOKENS = 10
-SHORT_TOKENS = 15
-LONG_TOKENS = 1500
+SETTINGS = {"short": 15, "long": 1500}  # prompt tokens of each setting
 STEPS = 8  # decode steps per timing of a step alone
 # (label, method, k); "greedy, cold" also prefills the whole prompt.
 METHODS: list[tuple[str, str, int]] = [
@@ -163,7 +162,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"{part['runs']} runs, load {stamp['load_start']} at start, "
             f"{stamp['load_end']} at end.",
         ]
-        for setting in ("short", "long"):
+        for setting in [s for s in ("short", "long") if s in per_runner[runners[0]]]:
             tokens = results["prompt_tokens"][setting]
             lines += [
                 "",
@@ -198,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=5, help="repetitions (medians)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--runners", nargs="+", default=RUNNERS, choices=RUNNERS)
+    parser.add_argument("--settings", nargs="+", default=["short", "long"], choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=RESULTS / "latency")
     parser.add_argument(
         "--merge", action="store_true", help="add these thread counts to the existing results"
@@ -208,10 +208,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.merge and json_path.is_file():
         results = json.loads(json_path.read_text())
     loaded = load_model()
-    short = code_context(loaded.tokenizer, SHORT_TOKENS)
-    long = code_context(loaded.tokenizer, LONG_TOKENS)
-    texts = {"short": short, "long": long}
-    long_ids = loaded.tokenizer.encode(long, add_special_tokens=False)
+    texts = {name: code_context(loaded.tokenizer, SETTINGS[name]) for name in args.settings}
+    long_ids = loaded.tokenizer.encode(
+        code_context(loaded.tokenizer, SETTINGS["long"]), add_special_tokens=False
+    )
     for threads in args.threads:
         started = time.perf_counter()
         stamp = Stamp(model="SmolLM2-135M-Instruct")

@@ -10,6 +10,7 @@ from lsp_server.engine.quant import (
     DenseLinear,
     Int4Linear,
     Int8Linear,
+    RefinedHead,
     int4_fits,
     quantize,
 )
@@ -82,3 +83,20 @@ def test_dense_precisions_and_unknown() -> None:
     assert quantize(w, None, "bf16")(x).dtype == torch.bfloat16
     with pytest.raises(ValueError):
         quantize(w, None, "int3")
+
+
+def test_refined_head_is_exact_on_its_best_tokens_and_int4_elsewhere() -> None:
+    vocab, hidden = 512, 64
+    w, bias = _weight(vocab, hidden, seed=1), torch.randn(vocab)
+    x = torch.randn(3, hidden)
+    head = RefinedHead(w, bias, refine=16)
+    exact = x @ w.T + bias  # [3, V]
+    coarse = Int4Linear(w, bias)(x).float()
+    logits = head(x)
+    assert logits.dtype == torch.float32 and logits.shape == (3, vocab)
+    best = coarse.topk(16, dim=-1).indices
+    torch.testing.assert_close(logits.gather(-1, best), exact.gather(-1, best))
+    assert (logits.argmax(-1) == exact.argmax(-1)).all()
+    rest = torch.ones_like(logits, dtype=torch.bool).scatter(-1, best, False)
+    torch.testing.assert_close(logits[rest], coarse[rest])
+    assert (logits[rest] != exact[rest]).any()  # the tail really is the int4 approximation
