@@ -112,6 +112,20 @@ def test_long_prefill_in_chunks_and_cache_growth(llama: Any) -> None:
     )
 
 
+def test_static_cache_holds_the_whole_context_from_the_start() -> None:
+    model = tiny(max_positions=300)
+    reference, fast = HFRunner(model), FastRunner(model, "fp32", static_cache=True)
+    assert not FastRunner(model, "fp32").static_cache  # the default on a CPU
+    tokens = ids(290, seed=4)
+    torch.testing.assert_close(fast.prefill(tokens[:10]), reference.prefill(tokens[:10]))
+    keys = fast._k[0]
+    assert keys.shape[2] == 300
+    torch.testing.assert_close(
+        fast.prefill(tokens[10:]), reference.prefill(tokens[10:]), atol=1e-4, rtol=1e-4
+    )
+    assert fast._k[0] is keys  # never reallocated
+
+
 def test_prompt_cache_reuse_gives_the_logits_of_a_fresh_prefill(llama: Any) -> None:
     fast = FastRunner(llama, "fp32")
     first, edited = ids(50), ids(50)[:42] + ids(6, seed=3)
@@ -148,7 +162,8 @@ def test_make_runner_picks_fast_for_llama_and_falls_back_for_others(llama: Any) 
     from transformers import GPT2Config, GPT2LMHeadModel
 
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2)).eval()
-    assert isinstance(make_runner(llama), FastRunner)
+    auto = make_runner(llama)
+    assert isinstance(auto, FastRunner) and auto.precision == "int4"  # on a CPU
     assert isinstance(make_runner(llama, "hf"), HFRunner)
     assert isinstance(make_runner(gpt2), HFRunner)
     runner = make_runner(llama, "fast", "int8")

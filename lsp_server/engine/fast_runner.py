@@ -142,7 +142,12 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 class FastRunner:
     """The ModelRunner for Llama-family models: preallocated per-layer KV, quantized decode."""
 
-    def __init__(self, model: Any, precision: str = "bf16") -> None:
+    def __init__(
+        self, model: Any, precision: str = "bf16", static_cache: bool | None = None
+    ) -> None:
+        """static_cache: allocate the KV tensors for the whole context at once, so their
+        addresses never change (what CUDA graphs need); None means on a GPU only. Otherwise
+        they grow with the longest prompt, which keeps a CPU process small."""
         if precision not in PRECISIONS:
             raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
         reason = unsupported_reason(model)
@@ -153,6 +158,7 @@ class FastRunner:
             raise EngineError(f"precision {precision} runs on the CPU only: use bf16 on a GPU")
         config = model.config
         self.precision = precision
+        self.static_cache = self.device.type != "cpu" if static_cache is None else static_cache
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self.max_context = int(getattr(config, "max_position_embeddings", 2048) or 2048)
         self.heads = int(config.num_attention_heads)
@@ -196,7 +202,9 @@ class FastRunner:
             return
         new_rows = max(rows, have_rows)
         new_length = have_length
-        if length > have_length:
+        if length > have_length and self.static_cache:
+            new_length = self.max_context
+        elif length > have_length:
             wanted = max(length, 2 * have_length)
             new_length = min(-(-wanted // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
         for i in range(len(self._k)):
@@ -317,10 +325,18 @@ class FastRunner:
         return logits
 
 
-def make_runner(model: Any, kind: str = "auto", precision: str = "bf16") -> ModelRunner:
+def default_precision(model: Any) -> str:
+    """int4 on a CPU (fastest, and on the default model the most faithful after fp32: its
+    layers were 4-bit in the GGUF it ships as); bf16 on a GPU, where the int kernels here
+    do not run."""
+    return "int4" if next(model.parameters()).device.type == "cpu" else "bf16"
+
+
+def make_runner(model: Any, kind: str = "auto", precision: str = "auto") -> ModelRunner:
     """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family) or "auto".
 
     auto takes the fast runner when it supports the model and the transformers one otherwise.
+    precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).
     """
     if kind not in RUNNERS:
         raise EngineError(f"unknown runner {kind!r}: use {', '.join(RUNNERS)}")
@@ -331,4 +347,4 @@ def make_runner(model: Any, kind: str = "auto", precision: str = "bf16") -> Mode
         if reason is not None:
             log.info("using the transformers runner: %s", reason)
             return HFRunner(model)
-    return FastRunner(model, precision)
+    return FastRunner(model, default_precision(model) if precision == "auto" else precision)
