@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, ROOT
+from bench.common import RESULTS, ROOT, bootstrap_ci, normalize
 
 DOC = ROOT / "docs" / "benchmarks.md"
 IMAGES = ROOT / "docs" / "images"
@@ -223,7 +223,18 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
         "### Methods (test packages)",
         "",
         table(
-            ["method", "EM@1", "EM@k", "ES@1", "ES@k", "CS@k", "empty", "median ms", "p90 ms"],
+            [
+                "method",
+                "EM@1",
+                "EM@k",
+                "ES@1",
+                "ES@k",
+                "CS@k",
+                "empty",
+                "distinct drafts",
+                "median ms",
+                "p90 ms",
+            ],
             [
                 [
                     name,
@@ -233,12 +244,16 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
                     pct(m["esk"]),
                     pct(m["csk"]),
                     pct(m["empty"]),
+                    num(distinct_drafts([r["drafts"] for r in q["items"]["rows"][name]])),
                     f"{m['ms_median']:.0f}",
                     f"{m['ms_p90']:.0f}",
                 ]
                 for name, m in q["methods"].items()
             ],
         ),
+        "",
+        "distinct drafts = different non-empty drafts per request (whitespace-normalised; "
+        "out of k), mean [95% interval].",
         "",
         f"![next-line methods]({images[0]})",
         "",
@@ -272,6 +287,12 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
         ),
     ]
     return "\n".join(out)
+
+
+def distinct_drafts(per_request: Sequence[Sequence[str]]) -> dict[str, float]:
+    """How many different non-empty drafts each request returned (normalised text)."""
+    counts = [len({normalize(d) for d in drafts if d.strip()}) for drafts in per_request]
+    return bootstrap_ci(counts)
 
 
 def healing_part(q: dict[str, Any]) -> list[str]:
@@ -370,7 +391,7 @@ def humaneval_section(h: dict[str, Any]) -> str:
         "pretraining data: a sanity check, not the headline.",
         "",
         table(
-            ["method", "EM@1", "EM@k", "pass@1", "pass@k", "ES@k", "empty"],
+            ["method", "EM@1", "EM@k", "pass@1", "pass@k", "ES@k", "empty", "distinct drafts"],
             [
                 [
                     name,
@@ -380,6 +401,7 @@ def humaneval_section(h: dict[str, Any]) -> str:
                     pct(m["passk"]),
                     pct(m["esk"]),
                     pct(m["empty"]),
+                    num(distinct_drafts(h["items"]["drafts"][name])),
                 ]
                 for name, m in h["methods"].items()
             ],
