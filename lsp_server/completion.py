@@ -21,6 +21,9 @@ from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
 
+# Drafts decoded beyond k: drafts that differ only after their first line, or only in
+# whitespace, merge in postprocess; superposed decoding makes the spares in the same pass.
+SPARE_DRAFTS = 2
 LINE_OPENERS = (":", "{", "(", "[", ",", "\\")  # a line ending so goes on in the next one
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -96,8 +99,9 @@ def postprocess(completion: Completion, after: str, line_mode: str = "single") -
 
 
 def decode_config(settings: DecodingSettings) -> DecodeConfig:
+    """The engine's config: k plus spare drafts, since post-processing merges some away."""
     return DecodeConfig(
-        k=settings.k,
+        k=settings.k + SPARE_DRAFTS,
         max_new_tokens=settings.max_new_tokens,
         alpha=settings.alpha,
         temperature=settings.temperature,
@@ -156,7 +160,7 @@ def decode(
         # Every draft began with a newline (the line was complete): take the next line.
         completion = run(StopCondition())
         suggestions = postprocess(completion, context.after, settings.line_mode)
-    return Answer(suggestions, completion.timing_ms)
+    return Answer(suggestions[: settings.k], completion.timing_ms)
 
 
 @dataclass
