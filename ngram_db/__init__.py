@@ -2,13 +2,14 @@
 
 The language server's API::
 
-    from ngram_db import NgramStore, CombinedSource, codebase_db_path, user_db_path
+    from ngram_db import NgramStore, CombinedSource, codebase_db_path, user_db_path, skip_reason
 
     # tokenizer: the model's (LoadedModel.tokenizer, a transformers tokenizer)
     codebase = NgramStore.open(codebase_db_path(workspace_root), tokenizer)  # orders 2..6
     user = NgramStore.open(user_db_path(), tokenizer)
 
-    codebase.update_file(path, text)   # on save: exact, one transaction; False if unchanged
+    if skip_reason(relative_posix_path) is None:   # never index .env, *.pem, node_modules/...
+        codebase.update_file(path, text)   # on save: exact, one transaction; False if unchanged
     codebase.remove_file(path)         # on delete; False if unknown
     codebase.rename_file(old, new)     # on rename: counts unchanged
     codebase.stats()                   # {"files", "tokens", "ngrams": {n: distinct}, "bytes", ...}
@@ -18,11 +19,14 @@ The language server's API::
     result = source.probabilities(contexts, candidates)   # NgramResult(probs[D, C], supported[D])
 
     index_repo(root, codebase)         # what `index-repo` runs; returns an IndexSummary
+    index_repo(root, codebase, progress=lambda done, total, message: ...)  # a callback
 
 Paths are plain keys: ``index_repo`` stores absolute paths under the resolved root, so pass
 ``str(Path(p).resolve())`` to update_file/remove_file for the two to agree. A store object
 may be shared between threads (calls are serialised); several processes may write one store
-file at once (WAL, BEGIN IMMEDIATE, a 60 s busy timeout).
+file at once (WAL, BEGIN IMMEDIATE, a 60 s busy timeout). Lookups read through a second
+connection, so they never wait for a write in progress (an index_repo chunk, a save).
+IndexSummary.as_dict() gives the summary as plain data.
 
 Errors (``ngram_db.errors``, all NgramStoreError): NotAStore (corrupt or foreign file, never
 overwritten; suggests --rebuild), TokenizerMismatch (names both fingerprints), OrdersMismatch,
@@ -41,6 +45,7 @@ from ngram_db.errors import (
     SchemaMismatch,
     TokenizerMismatch,
 )
+from ngram_db.files import skip_reason
 from ngram_db.indexer import IndexSummary, index_repo
 from ngram_db.paths import codebase_db_path, user_db_path
 from ngram_db.store import DEFAULT_ORDERS, NgramStore, StoreSource
@@ -62,5 +67,6 @@ __all__ = [
     "TokenizerMismatch",
     "codebase_db_path",
     "index_repo",
+    "skip_reason",
     "user_db_path",
 ]

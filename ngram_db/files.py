@@ -51,6 +51,11 @@ _MINIFIED_MIN_BYTES = 2_000
 _MINIFIED_MEAN_LINE = 300  # characters per line on average: minified or data, not code
 
 
+_IGNORED_DIRS_SPEC = pathspec.PathSpec.from_lines("gitwildmatch", IGNORED_DIRS)
+_GENERATED_SPEC = pathspec.PathSpec.from_lines("gitwildmatch", GENERATED_FILES)
+_SECRET_SPEC = pathspec.PathSpec.from_lines("gitwildmatch", SECRET_FILES)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """A file under the root: its path relative to the root (posix) and on disk."""
@@ -111,13 +116,12 @@ def list_candidates(
 ) -> tuple[list[Candidate], dict[str, int]]:
     """The files to consider under root, and how many were skipped per reason."""
     root = root.resolve()
-    ignored_dirs = _spec(IGNORED_DIRS)
     rels = git_files(root)
     if rels is None:
-        rels = walk_files(root, ignored_dirs)
-    skip_specs = [("ignored folder", ignored_dirs), ("generated", _spec(GENERATED_FILES))]
+        rels = walk_files(root, _IGNORED_DIRS_SPEC)
+    skip_specs = [("ignored folder", _IGNORED_DIRS_SPEC), ("generated", _GENERATED_SPEC)]
     if skip_secrets:
-        skip_specs.append(("secret", _spec(SECRET_FILES)))
+        skip_specs.append(("secret", _SECRET_SPEC))
     if exclude:
         skip_specs.append(("excluded", _spec(exclude)))
     include_spec = _spec(include) if include else None
@@ -130,6 +134,18 @@ def list_candidates(
         else:
             skipped[reason] = skipped.get(reason, 0) + 1
     return out, skipped
+
+
+def skip_reason(rel: str, skip_secrets: bool = True) -> str | None:
+    """Why index_repo would skip a file by its name (None: it would not).
+
+    ``rel`` is the path relative to the workspace root, with / separators. The language
+    server asks this before update_file, so that saving a .env file never indexes it.
+    """
+    specs = [("ignored folder", _IGNORED_DIRS_SPEC), ("generated", _GENERATED_SPEC)]
+    if skip_secrets:
+        specs.append(("secret", _SECRET_SPEC))
+    return _skip_reason(rel, specs, None)
 
 
 def _skip_reason(

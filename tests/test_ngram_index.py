@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ngram_db import ByteTokenizer, NgramStore, index_repo
-from ngram_db.files import list_candidates
+from ngram_db.files import list_candidates, skip_reason
 
 BYTES = ByteTokenizer()
 
@@ -166,3 +166,12 @@ def test_progress_callback_sees_every_file(tree: Path) -> None:
     candidates, _ = list_candidates(tree)
     assert calls and calls[-1] == (len(candidates), len(candidates))
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_skip_reason_by_name() -> None:
+    assert skip_reason("src/app.py") is None
+    assert skip_reason(".env.local") == skip_reason("deploy/key.pem") == "secret"
+    assert skip_reason(".env.local", skip_secrets=False) is None
+    assert skip_reason("web/node_modules/x/index.js") == "ignored folder"
+    assert skip_reason("static/app.min.js") == "generated"
+    assert skip_reason("img/logo.PNG") == "binary"
