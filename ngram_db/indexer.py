@@ -159,6 +159,7 @@ def index_repo(
     known = {p: h for p, h in store.file_hashes().items() if p.startswith(prefix)}
     present: set[str] = set()
     done = 0  # files read (the bar keeps no count when it is off)
+    tokenized = 0  # tokens of the files read so far that need (re)indexing
     show = sys.stderr.isatty() if progress is None else progress is True
     bar = tqdm(total=len(candidates), unit="file", disable=not show, dynamic_ncols=True)
     with bar, ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize") as pool:
@@ -174,6 +175,7 @@ def index_repo(
             for nxt in itertools.islice(chunks, 1):
                 queue.append(pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes))
             unwritten.extend(chunk.files)
+            tokenized += sum(len(f.ids) for f in chunk.files)
             # Large transactions: each commit rewrites the pages it touches, and new keys
             # land all over the tree, so fewer, larger writes are much faster.
             if not queue or sum(len(f.ids) for f in unwritten) >= write_tokens:
@@ -188,7 +190,7 @@ def index_repo(
             done += len(chunk.present) + len(chunk.skipped)
             bar.update(len(chunk.present) + len(chunk.skipped))
             elapsed = time.perf_counter() - start
-            rate = f"{summary.tokens / max(elapsed, 1e-9):,.0f} tokens/s"
+            rate = f"{tokenized / max(elapsed, 1e-9):,.0f} tokens/s"
             bar.set_postfix_str(rate)
             if callable(progress):
                 progress(done, len(candidates), rate)
