@@ -16,14 +16,11 @@ two processes wait on the busy timeout instead of failing), in WAL mode.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import sqlite3
 import threading
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +30,22 @@ import sqlite_utils
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
 from ngram_db import keys as K
 from ngram_db.errors import (
-    BadOrders,
     NotAStore,
     OrdersMismatch,
     SchemaMismatch,
     TokenizerMismatch,
 )
-from ngram_db.tokenizer import Tokenizer, as_tokenizer, clean_text
+from ngram_db.records import (
+    FileTokens,
+    content_hash,
+    pack_ids,
+    parse_orders,
+    path_key,
+    unpack_ids,
+)
+from ngram_db.tokenizer import Tokenizer, as_tokenizer
+
+__all__ = ["FileTokens", "NgramStore", "StoreSource", "content_hash", "parse_orders", "path_key"]
 
 SCHEMA_VERSION = 1
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
@@ -73,55 +79,6 @@ _UPSERT_MANY = (
     f"INSERT INTO grams (key, g, c) VALUES {','.join(['(?, ?, ?)'] * _ROWS_PER_INSERT)} "
     "ON CONFLICT (key) DO UPDATE SET g = g + excluded.g, c = c + excluded.c"
 )
-
-
-@dataclass(frozen=True)
-class FileTokens:
-    """A file's new content, tokenized: what one row of ``files`` holds."""
-
-    path: str
-    sha256: str
-    ids: np.ndarray  # [L] token ids
-
-
-def parse_orders(orders: str | Iterable[int]) -> tuple[int, ...]:
-    """'2-6', '2,3,4' or an iterable of ints -> sorted unique orders, checked."""
-    if isinstance(orders, str):
-        values: list[int] = []
-        try:
-            for part in orders.split(","):
-                low, _, high = part.strip().partition("-")
-                values.extend(range(int(low), int(high or low) + 1))
-        except ValueError as err:
-            raise BadOrders(f"cannot read orders {orders!r}: use a range like 2-6") from err
-        orders = values
-    result = tuple(sorted(set(orders)))
-    if not result or result[0] < 2 or result[-1] > K.MAX_LEN:
-        raise BadOrders(f"orders must lie in 2..{K.MAX_LEN}, got {result}")
-    return result
-
-
-def content_hash(text: str) -> str:
-    """sha256 of the text as UTF-8 (lone surrogates replaced)."""
-    return hashlib.sha256(clean_text(text).encode("utf-8")).hexdigest()
-
-
-def path_key(path: str | os.PathLike[str]) -> str:
-    """The text stored for a path: as given, with undecodable bytes escaped."""
-    text = os.fspath(path)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return text
-
-
-def _pack_ids(ids: np.ndarray) -> bytes:
-    return zlib.compress(ids.astype("<u4").tobytes(), 1)
-
-
-def _unpack_ids(blob: bytes) -> np.ndarray:
-    return np.frombuffer(zlib.decompress(blob), dtype="<u4").astype(np.int64)
 
 
 def _check_header(path: Path) -> None:
@@ -336,7 +293,7 @@ class NgramStore:
             ).fetchone()
             if row is None:
                 return False
-            self._write_locked([FileTokens(new_key, row[0], _unpack_ids(row[1]))], [old_key])
+            self._write_locked([FileTokens(new_key, row[0], unpack_ids(row[1]))], [old_key])
             return True
 
     def write(self, files: Sequence[FileTokens], removed: Sequence[str] = ()) -> int:
@@ -367,7 +324,7 @@ class NgramStore:
             self.conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in gone])
         self.conn.executemany(
             "INSERT OR REPLACE INTO files (path, sha256, tokens, ids) VALUES (?, ?, ?, ?)",
-            [(f.path, f.sha256, len(f.ids), _pack_ids(f.ids)) for f in files],
+            [(f.path, f.sha256, len(f.ids), pack_ids(f.ids)) for f in files],
         )
         return len(files) + len(gone)
 
@@ -398,7 +355,7 @@ class NgramStore:
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT path, sha256, ids FROM files WHERE path IN ({marks})"
             for path, sha, blob in self.conn.execute(sql, chunk):
-                out[path] = (sha, _unpack_ids(blob))
+                out[path] = (sha, unpack_ids(blob))
         return out
 
     # ----- reading bookkeeping -------------------------------------------------------------
@@ -434,7 +391,7 @@ class NgramStore:
     def is_consistent(self) -> bool:
         """Whether the counts equal a recount of the stored files' token ids (a full check)."""
         with self._lock:
-            ids = [_unpack_ids(blob) for (blob,) in self.conn.execute("SELECT ids FROM files")]
+            ids = [unpack_ids(blob) for (blob,) in self.conn.execute("SELECT ids FROM files")]
         expected = K.count_sequences(ids, self._orders)
         actual = self.all_counts()
         return all(
