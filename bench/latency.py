@@ -11,8 +11,8 @@ the cache first and adds the prefill. Every repetition runs every method once, i
 so the ratios compare times taken side by side under the same machine load. Then decode
 steps and prefills are timed alone (``steps``). Medians; the load average is recorded.
 
-    python -m bench.latency                      # everything (about 30 min on a loaded 2-core box)
-    python -m bench.latency --runs 3 --threads 1 --runners hf fast-int4
+    python -m bench.latency --threads 1          # all runners: about 45 min on a loaded 2-core box
+    python -m bench.latency --threads 2 --runners hf fast-int4 --settings short --runs 3 --merge
 """
 
 from __future__ import annotations
