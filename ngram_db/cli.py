@@ -110,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     except NgramStoreError as err:
         print(f"index-repo: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(
+            "index-repo: interrupted; what was committed is kept: run again to finish",
+            file=sys.stderr,
+        )
+        return 130
     if args.json:
         print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:

@@ -170,30 +170,36 @@ def index_repo(
             for c in itertools.islice(chunks, LOOKAHEAD)
         )
         unwritten: list[FileTokens] = []
-        while queue:
-            chunk = queue.popleft().result()
-            for nxt in itertools.islice(chunks, 1):
-                queue.append(pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes))
-            unwritten.extend(chunk.files)
-            tokenized += sum(len(f.ids) for f in chunk.files)
-            # Large transactions: each commit rewrites the pages it touches, and new keys
-            # land all over the tree, so fewer, larger writes are much faster.
-            if not queue or sum(len(f.ids) for f in unwritten) >= write_tokens:
-                store.write(unwritten)
-                summary.indexed += len(unwritten)
-                summary.tokens += sum(len(f.ids) for f in unwritten)
-                unwritten = []
-            summary.unchanged += chunk.unchanged
-            for reason in chunk.skipped:
-                summary.skip(reason)
-            present.update(chunk.present)
-            done += len(chunk.present) + len(chunk.skipped)
-            bar.update(len(chunk.present) + len(chunk.skipped))
-            elapsed = time.perf_counter() - start
-            rate = f"{tokenized / max(elapsed, 1e-9):,.0f} tokens/s"
-            bar.set_postfix_str(rate)
-            if callable(progress):
-                progress(done, len(candidates), rate)
+        try:
+            while queue:
+                chunk = queue.popleft().result()
+                for nxt in itertools.islice(chunks, 1):
+                    queue.append(
+                        pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes)
+                    )
+                unwritten.extend(chunk.files)
+                tokenized += sum(len(f.ids) for f in chunk.files)
+                # Large transactions: each commit rewrites the pages it touches, and new keys
+                # land all over the tree, so fewer, larger writes are much faster.
+                if not queue or sum(len(f.ids) for f in unwritten) >= write_tokens:
+                    store.write(unwritten)
+                    summary.indexed += len(unwritten)
+                    summary.tokens += sum(len(f.ids) for f in unwritten)
+                    unwritten = []
+                summary.unchanged += chunk.unchanged
+                for reason in chunk.skipped:
+                    summary.skip(reason)
+                present.update(chunk.present)
+                done += len(chunk.present) + len(chunk.skipped)
+                bar.update(len(chunk.present) + len(chunk.skipped))
+                elapsed = time.perf_counter() - start
+                rate = f"{tokenized / max(elapsed, 1e-9):,.0f} tokens/s"
+                bar.set_postfix_str(rate)
+                if callable(progress):
+                    progress(done, len(candidates), rate)
+        finally:  # on an error or Ctrl-C, drop the chunks not yet started
+            for future in queue:
+                future.cancel()
     gone = sorted(set(known) - present)
     if gone:
         summary.removed = store.write([], removed=gone)
