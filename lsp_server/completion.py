@@ -27,10 +27,11 @@ SPARE_DRAFTS = 2
 LINE_OPENERS = (":", "{", "(", "[", ",", "\\")  # a line ending so goes on in the next one
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-# Characters of text before the cursor handed to the tokenizer, per token of context: the
-# engine keeps the most recent tokens that fit, so this only bounds the tokenizer's work on
-# huge files (a token of code is 3-4 characters on average, rarely more than 16).
+# Characters of text before the cursor tokenized per token of the prompt window: a token of
+# code is about 4 characters, rarely more than 16; this bounds the work on huge files.
 CHARS_PER_CONTEXT_TOKEN = 8
+WINDOW_STEPS = 8  # the prompt window's start moves in steps of about 1/8 of its length
+PROMPT_MARGIN = 8  # tokens kept free: the engine's re-tokenization may differ by one or two
 
 
 @dataclass(frozen=True)
@@ -109,16 +110,28 @@ def decode_config(settings: DecodingSettings) -> DecodeConfig:
     )
 
 
-def prompt_text(engine: Engine, before: str) -> str:
-    """The end of the text before the cursor, bounded for the tokenizer, starting at a line."""
-    budget = engine.max_context * CHARS_PER_CONTEXT_TOKEN
-    if len(before) <= budget:
-        return clean_text(before)
-    start = len(before) - budget
-    newline = before.find("\n", start)
-    if 0 <= newline < len(before) - budget // 2:
-        start = newline + 1
-    return clean_text(before[start:])
+def prompt_text(engine: Engine, before: str, limit: int) -> str:
+    """The end of ``before`` that fits ``limit`` tokens, starting at a line on a coarse grid.
+
+    The engine keeps the cached prompt's KV and prefills only what follows the common
+    prefix. If the window started exactly ``limit`` tokens back, its start would move with
+    every keystroke and nothing would be reused; on a grid of 1/WINDOW_STEPS of the window,
+    nearby requests share their start (a full prefill about once per grid step).
+    """
+    budget = limit * CHARS_PER_CONTEXT_TOKEN
+    grid = max(256, budget // (2 * WINDOW_STEPS))  # ~1/8 of the window at 4 chars per token
+    base = max(0, len(before) - budget) // grid * grid
+    text = clean_text(before[base:])
+    encoded = engine.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = encoded["offset_mapping"]
+    if len(offsets) <= limit:
+        return text
+    least = base + offsets[len(offsets) - limit][0]  # the window may start no earlier
+    start = -(-least // grid) * grid  # rounded up to the grid
+    if start >= len(before):
+        start = least
+    line = before.find("\n", start, len(before) - 1)
+    return clean_text(before[line + 1 if line >= 0 else start :])
 
 
 def stop_condition(context: CursorContext, line_mode: str) -> StopCondition:
@@ -142,9 +155,13 @@ def decode(
     max_prompt_tokens: int | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed."""
+    room = engine.max_context - settings.max_new_tokens - 1
+    limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
+    text = prompt_text(engine, context.before, limit)
+
     def run(stop: StopCondition) -> Completion:
         return engine.complete(
-            prompt_text(engine, context.before),
+            text,
             method=settings.method,
             cfg=decode_config(settings),
             ngram=ngram,

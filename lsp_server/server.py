@@ -76,6 +76,7 @@ class SuperposedServer(LanguageServer):
         self.counters: Counter[str] = Counter()
         self.init_options: Any = None
         self._reported: set[str] = set()  # store errors already shown
+        self._load_started = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self._inflight: dict[str, threading.Event] = {}
         # One thread for the engine (loads and decodes, in order), one for store writes.
@@ -86,7 +87,7 @@ class SuperposedServer(LanguageServer):
 
     # -- settings and model -------------------------------------------------------------
 
-    def apply_options(self, options: Any) -> None:
+    async def apply_options(self, options: Any) -> None:
         """Parse settings; report invalid values; reload what changed."""
         settings, errors = parse_settings(options)
         for error in errors:
@@ -95,17 +96,18 @@ class SuperposedServer(LanguageServer):
                 types.ShowMessageParams(type=types.MessageType.Warning, message=error)
             )
         old, self.settings = self.settings, settings
-        if self.engine is not None and settings.model != old.model:
-            self.start_loading()
+        if self._load_started and settings.model != old.model:
+            await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
             self.stores.configure(settings.stores)
 
-    def start_loading(self) -> None:
+    async def start_loading(self) -> None:
         """Load the model (and open the stores) on the engine thread, reporting progress."""
+        self._load_started = True
         token = f"superposed-load-{uuid.uuid4()}"
         progress = self._progress_supported()
         if progress:
-            self.work_done_progress.create(token)
+            await self.work_done_progress.create_async(token)
         loop = asyncio.get_running_loop()
         model = self.settings.model
 
@@ -124,8 +126,10 @@ class SuperposedServer(LanguageServer):
                 loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
                 report("end", f"failed: {err}")
                 return
-            if self.stores is None:
-                self.stores = Stores(engine.tokenizer, self.settings.stores)
+            # The stores count token ids of this model's tokenizer: open them with it.
+            if self.stores is not None:
+                self.stores.configure(self.settings.stores)
+            self.stores = Stores(engine.tokenizer, self.settings.stores)
             self.engine, self.engine_error = engine, None
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
@@ -346,8 +350,8 @@ def initialize(ls: SuperposedServer, params: types.InitializeParams) -> None:
 @SERVER.feature(types.INITIALIZED)
 async def initialized(ls: SuperposedServer, params: types.InitializedParams) -> None:
     ls.loop = asyncio.get_running_loop()
-    ls.apply_options(ls.init_options)
-    ls.start_loading()
+    await ls.apply_options(ls.init_options)
+    await ls.start_loading()
 
 
 @SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -363,7 +367,7 @@ async def did_change_configuration(
             types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
         )
         options = pulled[0] if pulled else None
-    ls.apply_options(options)
+    await ls.apply_options(options)
 
 
 # -- documents ------------------------------------------------------------------------------

@@ -44,9 +44,10 @@ class DecodingSettings:
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     line_mode: str = "single"  # single: each draft ends at the end of its first line
-    # Prompt tokens at most (the most recent ones); 0: all the model's context. A long prompt
-    # costs its prefill once per file region (the KV cache is reused while typing).
-    max_prompt_tokens: int = 2048
+    # Prompt tokens at most (the most recent ones); 0: all the model's context. A prompt's
+    # first prefill costs ~6 ms per token on a 2-core CPU with the default model (about 6 s
+    # at 1024); nearby requests then reuse it (bench/results/lsp_latency.md).
+    max_prompt_tokens: int = 1024
 
 
 @dataclass

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+
 from lsp_server.completion import (
     CursorContext,
     Suggestion,
@@ -9,6 +13,7 @@ from lsp_server.completion import (
     clean_text,
     first_line,
     postprocess,
+    prompt_text,
     stop_condition,
 )
 from lsp_server.engine.api import Completion
@@ -84,3 +89,41 @@ def test_single_line_stop_except_after_content_at_end_of_line() -> None:
     assert not stop_condition(CursorContext("def f():", ""), "single").single_line
     assert not stop_condition(CursorContext("x = [  ", ""), "single").single_line
     assert not stop_condition(CursorContext("def f():\n    ", ""), "multi").single_line
+
+
+@pytest.fixture(scope="module")
+def tokenizer_engine() -> SimpleNamespace:
+    """Just what prompt_text needs from an Engine: the real tokenizer and a context size."""
+    from transformers import AutoTokenizer
+
+    from lsp_server.engine.model import default_model_dir
+
+    return SimpleNamespace(
+        tokenizer=AutoTokenizer.from_pretrained(default_model_dir()), max_context=2048
+    )
+
+
+def test_prompt_window_fits_and_starts_at_a_line(tokenizer_engine: SimpleNamespace) -> None:
+    short = "import os\nos."
+    assert prompt_text(tokenizer_engine, short, 100) == short  # type: ignore[arg-type]
+    long = "".join(f"value_{i} = compute(value_{i - 1}, {i})\n" for i in range(2000)) + "x = "
+    window = prompt_text(tokenizer_engine, long, 300)  # type: ignore[arg-type]
+    assert long.endswith(window) and window.startswith("value_")
+    assert long[len(long) - len(window) - 1] == "\n"
+    assert 200 <= len(tokenizer_engine.tokenizer.encode(window)) <= 300
+
+
+def test_prompt_window_start_is_stable_while_typing(tokenizer_engine: SimpleNamespace) -> None:
+    long = "".join(f"value_{i} = compute(value_{i - 1}, {i})\n" for i in range(2000))
+    starts = set()
+    for typed in ["", "x", "x = ", "x = compute(", "x = compute(value_1999, 2000)\n"]:
+        before = long + typed
+        window = prompt_text(tokenizer_engine, before, 300)  # type: ignore[arg-type]
+        starts.add(len(before) - len(window))
+    assert len(starts) == 1  # one start: the engine reuses the cached prompt
+
+
+def test_prompt_window_cleans_surrogates(tokenizer_engine: SimpleNamespace) -> None:
+    text = "s = 'bad \udcff byte'\n" * 300
+    window = prompt_text(tokenizer_engine, text, 100)  # type: ignore[arg-type]
+    assert "\udcff" not in window and "\ufffd" in window

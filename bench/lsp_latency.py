@@ -1,0 +1,273 @@
+"""End-to-end latency of the language server over stdio, default model (not a timed test).
+
+A real client (pytest-lsp's, outside pytest) starts ``superposed-lsp``, opens documents and
+times each ``textDocument/inlineCompletion`` request from send to response, k=3:
+
+- short file: a 20-line module, the cursor at the end of successive lines (the user moves
+  down the file; each request is a new prompt);
+- long file: a 2,000+ line standard-library module, the cursor at the ends of lines near
+  its end (the prompt is the last ``maxPromptTokens`` tokens);
+- typed along: after each answer, the user types the next 1..3 characters of the first
+  draft and asks again; the answer comes from the drafts already shown (no model call).
+
+Prints and writes p50/p95 (and min/max) per case, with the machine's load average:
+bench/results/lsp_latency.json and .md.
+
+    .venv/bin/python bench/lsp_latency.py [--requests 12] [--model smollm2-135m]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+LONG_SOURCE = Path(argparse.__file__)  # ~2,600 lines of real Python, on every machine
+SHORT = '''"""Small helpers for reading configuration files."""
+
+import json
+import os
+from pathlib import Path
+
+
+def config_dir():
+    return Path(os.environ.get("APP_CONFIG", "~/.config/app")).expanduser()
+
+
+def read_config(name):
+    path = config_dir() / f"{name}.json"
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def write_config(name, data):
+    path = config_dir() / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+'''
+
+
+def capabilities() -> types.ClientCapabilities:
+    caps = client_capabilities("neovim@v0.11.0")
+    assert caps.text_document is not None
+    caps.text_document.inline_completion = types.InlineCompletionClientCapabilities()
+    return caps
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50_ms": statistics.median(values),
+        "p95_ms": percentile(values, 95),
+        "min_ms": min(values),
+        "max_ms": max(values),
+    }
+
+
+class Bench:
+    def __init__(self, client: LanguageClient, workspace: Path) -> None:
+        self.client = client
+        self.workspace = workspace
+        self.version = 0
+
+    def open(self, name: str, text: str) -> str:
+        uri = from_fs_path(str(self.workspace / name)) or ""
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="python", version=1, text=text
+                )
+            )
+        )
+        return uri
+
+    def type_text(self, uri: str, at: types.Position, text: str) -> None:
+        self.version += 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=at, end=at), text=text
+                    )
+                ],
+            )
+        )
+
+    async def inline(self, uri: str, at: types.Position) -> tuple[float, list[str]]:
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=at,
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+        start = time.perf_counter()
+        result = await self.client.text_document_inline_completion_async(params)
+        elapsed = (time.perf_counter() - start) * 1e3
+        items = result.items if isinstance(result, types.InlineCompletionList) else []
+        return elapsed, [str(i.insert_text) for i in items]
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="superposed.stats", arguments=[])
+        )
+
+    async def walk(self, name: str, text: str, lines: list[int]) -> dict[str, list[float]]:
+        """Ask at the end of each line (a new prompt each time), then type along once."""
+        model_ms: list[float] = []
+        along_ms: list[float] = []
+        drafts_per_request: list[float] = []
+        rows = text.split("\n")
+        for n, line in enumerate(lines):
+            # Each cursor gets its own document, as the text up to it: the end of the line.
+            body = "\n".join(rows[: line + 1])
+            uri = self.open(f"{name}-{n}.py", body)
+            at = types.Position(line=line, character=len(rows[line]))
+            elapsed, drafts = await self.inline(uri, at)
+            model_ms.append(elapsed)
+            drafts_per_request.append(len(drafts))
+            if drafts and drafts[0]:
+                typed = drafts[0][: min(3, len(drafts[0]) - 1)] or drafts[0][:1]
+                self.type_text(uri, at, typed)
+                after = types.Position(line=line, character=at.character + len(typed))
+                elapsed, _ = await self.inline(uri, after)
+                along_ms.append(elapsed)
+        return {"model": model_ms, "along": along_ms, "drafts": drafts_per_request}
+
+
+async def run(model: str, requests: int, k: int) -> dict[str, Any]:
+    long_text = LONG_SOURCE.read_text()
+    with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        env = {
+            **os.environ,
+            "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data"),  # a fresh, empty user store
+        }
+        config = ClientServerConfig(
+            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
+        )
+        client = await config.start()
+        assert isinstance(client, LanguageClient)
+        started = time.perf_counter()
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=from_fs_path(str(workspace)),
+                initialization_options={"model": model, "k": k, "userStore": False},
+            )
+        )
+        bench = Bench(client, workspace)
+        while not (await bench.stats())["ready"]:
+            await asyncio.sleep(0.2)
+        ready_s = time.perf_counter() - started
+        # Warm-up: the first request pays one-time costs (allocations, lazy imports).
+        await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
+        short_lines = len(SHORT.split("\n"))
+        short = await bench.walk(
+            "short", SHORT, [short_lines - 1 - (i % (short_lines - 2)) for i in range(requests)]
+        )
+        long_rows = len(long_text.split("\n"))
+        step = 7  # lines apart: a different prompt each time, as when moving through a file
+        long = await bench.walk(
+            "long", long_text, [long_rows - 40 - step * i for i in range(requests)]
+        )
+        stats = await bench.stats()
+        await client.shutdown_session()
+        await client.stop()
+    return {
+        "model": stats["model"],
+        "k": k,
+        "settings": stats["settings"],
+        "server_ready_s": ready_s,
+        "short_file_lines": short_lines,
+        "long_file": {"path": str(LONG_SOURCE), "lines": long_rows},
+        "cases": {
+            "inline k=3, short file": summary(short["model"]),
+            "inline k=3, long file": summary(long["model"]),
+            "typed along (no model call)": summary(short["along"] + long["along"]),
+        },
+        "drafts_per_request_mean": statistics.mean(short["drafts"] + long["drafts"]),
+        "counters": stats["counters"],
+        "loadavg_after": os.getloadavg(),
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Language server latency, request to response over stdio",
+        "",
+        f"Model {result['model']}, k={result['k']}, "
+        f"maxPromptTokens={result['settings']['maxPromptTokens']}, "
+        f"maxNewTokens={result['settings']['maxNewTokens']}, method "
+        f"{result['settings']['method']}, an empty codebase store (lookups run, nothing "
+        f"matches), no user store. Machine: {result['machine']}; "
+        f"load average before {result['loadavg_before'][0]:.2f}, after "
+        f"{result['loadavg_after'][0]:.2f} (the machine is shared: treat as noisy).",
+        "",
+        "| case | n | p50 ms | p95 ms | min ms | max ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in result["cases"].items():
+        lines.append(
+            f"| {name} | {s['n']} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | "
+            f"{s['min_ms']:.0f} | {s['max_ms']:.1f} |"
+        )
+    lines += [
+        "",
+        f"Short file: {result['short_file_lines']} lines; long file: "
+        f"{result['long_file']['lines']} lines ({Path(result['long_file']['path']).name}), "
+        "cursor at the end of a different line per request. Typed along: after each answer "
+        "the user types up to 3 characters of the first draft and asks again.",
+        f"Server start to model ready: {result['server_ready_s']:.1f} s. "
+        f"Mean drafts per answer: {result['drafts_per_request_mean']:.2f}.",
+        "",
+        f"Command: `{result['command']}`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--requests", type=int, default=12, help="requests per file")
+    parser.add_argument("-k", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS / "lsp_latency")
+    args = parser.parse_args(argv)
+    before = os.getloadavg()
+    result = asyncio.run(run(args.model, args.requests, args.k))
+    result["loadavg_before"] = before
+    result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    result["command"] = "python bench/lsp_latency.py " + " ".join(argv or sys.argv[1:])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    report = markdown(result)
+    args.out.with_suffix(".md").write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
