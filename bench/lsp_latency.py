@@ -155,6 +155,28 @@ class Bench:
                 along_ms.append(elapsed)
         return {"model": model_ms, "along": along_ms, "drafts": drafts_per_request}
 
+    async def type_line(self, name: str, text: str, line: int, chunk: int = 4) -> list[float]:
+        """Type line ``line`` of ``text`` a few characters at a time, asking after each chunk.
+
+        Returns the times of the answers that needed a model call (the others came from
+        typed-along drafts): each is a new prompt that extends the previous one.
+        """
+        rows = text.split("\n")
+        body = "\n".join(rows[:line]) + "\n"
+        uri = self.open(f"{name}.py", body)
+        target = rows[line]
+        at = types.Position(line=line, character=0)
+        times: list[float] = []
+        for start in range(0, len(target), chunk):
+            piece = target[start : start + chunk]
+            self.type_text(uri, at, piece)
+            at = types.Position(line=line, character=at.character + len(piece))
+            calls = (await self.stats())["counters"].get("model_calls", 0)
+            elapsed, _ = await self.inline(uri, at)
+            if (await self.stats())["counters"].get("model_calls", 0) > calls:
+                times.append(elapsed)
+        return times
+
 
 async def run(model: str, requests: int, k: int) -> dict[str, Any]:
     long_text = LONG_SOURCE.read_text()
@@ -193,6 +215,11 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
         long = await bench.walk(
             "long", long_text, [long_rows - 40 - step * i for i in range(requests)]
         )
+        typing: list[float] = []
+        rows = long_text.split("\n")
+        typed_lines = [i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40]
+        for i in typed_lines[-4:]:  # four long lines near the end of the long file
+            typing += await bench.type_line(f"typing-{i}", long_text, i)
         stats = await bench.stats()
         await client.shutdown_session()
         await client.stop()
@@ -206,6 +233,7 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
         "cases": {
             "inline k=3, short file": summary(short["model"]),
             "inline k=3, long file": summary(long["model"]),
+            "inline k=3, long file, typing a line (model calls)": summary(typing),
             "typed along (no model call)": summary(short["along"] + long["along"]),
         },
         "drafts_per_request_mean": statistics.mean(short["drafts"] + long["drafts"]),
@@ -238,8 +266,12 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Short file: {result['short_file_lines']} lines; long file: "
         f"{result['long_file']['lines']} lines ({Path(result['long_file']['path']).name}), "
-        "cursor at the end of a different line per request. Typed along: after each answer "
-        "the user types up to 3 characters of the first draft and asks again.",
+        "cursor at the end of a different line per request, 7 lines apart (moving up the "
+        "file). Typing a line: four lines (40+ characters) near the end of the long file "
+        "typed 4 characters at a time, a request after each (only the answers that needed "
+        "a model call). Typed along: after each answer the user types up to 3 characters "
+        "of the first draft and asks again (a draft of 1 character cannot be typed along: "
+        "the max is a model call).",
         f"Server start to model ready: {result['server_ready_s']:.1f} s. "
         f"Mean drafts per answer: {result['drafts_per_request_mean']:.2f}.",
         "",

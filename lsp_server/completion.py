@@ -30,7 +30,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # Characters of text before the cursor tokenized per token of the prompt window: a token of
 # code is about 4 characters, rarely more than 16; this bounds the work on huge files.
 CHARS_PER_CONTEXT_TOKEN = 8
-WINDOW_STEPS = 8  # the prompt window's start moves in steps of about 1/8 of its length
+WINDOW_STEPS = 4  # the prompt window's start moves in steps of about 1/4 of its length
 PROMPT_MARGIN = 8  # tokens kept free: the engine's re-tokenization may differ by one or two
 
 
@@ -119,7 +119,7 @@ def prompt_text(engine: Engine, before: str, limit: int) -> str:
     nearby requests share their start (a full prefill about once per grid step).
     """
     budget = limit * CHARS_PER_CONTEXT_TOKEN
-    grid = max(256, budget // (2 * WINDOW_STEPS))  # ~1/8 of the window at 4 chars per token
+    grid = max(256, budget // (2 * WINDOW_STEPS))  # 1/WINDOW_STEPS of it at 4 chars per token
     base = max(0, len(before) - budget) // grid * grid
     text = clean_text(before[base:])
     encoded = engine.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

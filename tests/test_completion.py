@@ -110,7 +110,7 @@ def test_prompt_window_fits_and_starts_at_a_line(tokenizer_engine: SimpleNamespa
     window = prompt_text(tokenizer_engine, long, 300)  # type: ignore[arg-type]
     assert long.endswith(window) and window.startswith("value_")
     assert long[len(long) - len(window) - 1] == "\n"
-    assert 200 <= len(tokenizer_engine.tokenizer.encode(window)) <= 300
+    assert 100 <= len(tokenizer_engine.tokenizer.encode(window)) <= 300  # a grid step + a line
 
 
 def test_prompt_window_start_is_stable_while_typing(tokenizer_engine: SimpleNamespace) -> None:

@@ -353,6 +353,16 @@ async def test_invalid_settings_are_reported_and_defaults_used(workspace: Path) 
         uri2 = open_doc(client, workspace / "b.py", "import os\n")
         assert len(await inline(client, uri2, types.Position(line=1, character=0))) == 2
 
+        # A notification without settings: the server pulls workspace/configuration.
+        client.set_configuration({"k": 4}, section="superposed")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        for _ in range(50):
+            stats = await command(client, "superposed.stats")
+            if stats["settings"]["k"] == 4:
+                break
+            await asyncio.sleep(0.1)
+        assert stats["settings"]["k"] == 4
+
 
 async def test_unknown_uri_huge_file_and_non_utf8(workspace: Path) -> None:
     async with session(workspace, {"k": K, "maxNewTokens": 4}) as client:
