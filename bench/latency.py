@@ -152,16 +152,15 @@ def markdown(results: dict[str, Any]) -> str:
         '"greedy, cold"); medians. Load average (1/5/15 min) recorded at start and end.',
     ]
     for threads, part in results["threads"].items():
-        stamp, per_runner = part["stamp"], part["runners"]
+        per_runner = part["runners"]
         runners = list(per_runner)
-        lines += [
-            "",
-            f"## {threads} thread(s): `{stamp['command']}`",
-            "",
-            f"{stamp['date']}, commit {stamp['commit']}, {stamp['machine']}, medians of "
-            f"{part['runs']} runs, load {stamp['load_start']} at start, "
-            f"{stamp['load_end']} at end.",
-        ]
+        lines += ["", f"## {threads} thread(s)", ""]
+        for stamp in part["stamps"]:
+            lines.append(
+                f"- `{stamp['command']}`: {stamp['date']}, commit {stamp['commit']}, "
+                f"{stamp['machine']}, medians of {stamp['runs']} runs, load "
+                f"{stamp['load_start']} at start, {stamp['load_end']} at end."
+            )
         for setting in [s for s in ("short", "long") if s in per_runner[runners[0]]]:
             tokens = results["prompt_tokens"][setting]
             lines += [
@@ -227,12 +226,12 @@ def main(argv: list[str] | None = None) -> None:
             per_runner[name]["steps"] = time_steps(engine.runner, long_ids, args.runs)
             print(threads, name, per_runner[name]["steps"], load(), flush=True)
             del engine
-        results["threads"][str(threads)] = {
-            "runs": args.runs,
-            "runners": per_runner,
-            "stamp": stamp.finish(started),
-        }
-        results["threads"][str(threads)]["stamp"]["torch_threads"] = threads
+        done = {**stamp.finish(started), "torch_threads": threads, "runs": args.runs}
+        done["settings"] = args.settings
+        part = results["threads"].setdefault(str(threads), {"runners": {}, "stamps": []})
+        for name, data in per_runner.items():  # merge: settings measured now replace old ones
+            part["runners"].setdefault(name, {}).update(data)
+        part["stamps"].append(done)
         torch.set_num_threads(1)
         write_json(json_path, results)  # after each thread count: a partial run still counts
         args.out.with_suffix(".md").write_text(markdown(results))
