@@ -532,6 +532,7 @@ def other_results(name: str, script: str) -> list[str]:
 def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 4. Speed", ""]
     out += other_results("latency", "latency")
+    out += other_results("lsp_latency", "lsp_latency")
     if q is not None:
         main = next(iter(q["methods"].values()))
         name = next(iter(q["methods"]))
@@ -604,7 +605,8 @@ def methods_note() -> str:
         "re-scored with the n-gram store (*+ store*) or without n-grams (*alpha=0*); *greedy* = "
         f"one draft; *nucleus k* = k samples in one batch (top-p {d.top_p}, temperature "
         f"{d.nucleus_temperature}, seed {d.seed}); *beam k* = beam search of width k. All methods "
-        "use token healing unless a row says otherwise. The store is the project's SQLite "
+        "use token healing unless a row says otherwise, and the engine's reference runner "
+        "(transformers, float32, 1 thread: `Engine.load()`). The store is the project's SQLite "
         "n-gram store (`ngram_db.NgramStore`, orders 2..6).\n"
     )
 
