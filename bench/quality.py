@@ -46,7 +46,7 @@ from lsp_server.engine.ngram import DEFAULT_LAMBDAS
 METRICS = ("em1", "emk", "es1", "esk", "cs1", "csk", "empty", "empty_any")
 SIZES = {
     # test positions, validation positions, ablation positions, alpha grid, tau grid
-    "quick": (16, 6, 5, (0.3, 0.54, 0.8), (0.06,)),
+    "quick": (12, 6, 4, (0.3, 0.54, 0.8), (0.06,)),
     "medium": (120, 30, 30, (0.2, 0.54, 0.8), (0.06, 0.3)),
     "full": (1000, 200, 300, (0.0, 0.2, 0.4, 0.54, 0.7, 0.85), (0.03, 0.06, 0.2, 0.5)),
 }
