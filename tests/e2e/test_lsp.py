@@ -436,3 +436,28 @@ async def test_index_workspace_with_progress_and_accept(workspace: Path) -> None
         assert await command(client, accept.command, *accept.arguments) == {"learned": True}
         user = (await command(client, "superposed.stats"))["stores"]["user"]
         assert user["files"] == 1 and user["tokens"] > users_before
+
+
+async def test_workspace_folders_get_their_own_stores(workspace: Path) -> None:
+    """A folder added at run time gets its own codebase store; saves land in the right one."""
+    other = workspace.parent / "other"
+    other.mkdir()
+    async with session(workspace, {"k": K, "maxNewTokens": 4, "userStore": False}) as client:
+        client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(
+                event=types.WorkspaceFoldersChangeEvent(
+                    added=[types.WorkspaceFolder(uri=from_fs_path(str(other)) or "", name="o")],
+                    removed=[],
+                )
+            )
+        )
+        for n, folder in enumerate([workspace, other, other], 1):
+            path = folder / f"saved_{n}.py"
+            path.write_text(f"def saved_{n}():\n    return {n}\n")
+            uri = open_doc(client, path, path.read_text())
+            client.text_document_did_save(
+                types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
+            stats = await wait_for_counter(client, "saves_indexed", n)
+        files = {Path(root).name: s["files"] for root, s in stats["stores"]["codebase"].items()}
+        assert files == {"ws": 1, "other": 2}
