@@ -1,1 +1,1 @@
-"""Superposed decoding completion backend: protocol glue, completion logic and the decoding engine."""
+"""Superposed decoding completion backend: protocol glue, completion logic, decoding engine."""
