@@ -353,7 +353,9 @@ def ablation_part(q: dict[str, Any], image: str) -> list[str]:
         ),
         "",
         "Orders 2..4 use the paper's weights for 2, 3 and 4, rescaled to the same total weight "
-        "as 2..6; both read the same store (a 2..6 store holds the 2..4 counts).",
+        "as 2..6; both read the same store (a 2..6 store holds the 2..4 counts). The k=3 rows "
+        "reuse the methods phase's runs on the same positions, so their times were taken under "
+        "another machine load: compare times within a phase only.",
         "",
         f"![k sweep]({image})",
         "",
