@@ -24,7 +24,6 @@ from lsp_server.settings import DecodingSettings
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
 # whitespace, merge in postprocess; superposed decoding makes the spares in the same pass.
 SPARE_DRAFTS = 2
-LINE_OPENERS = (":", "{", "(", "[", ",", "\\")  # a line ending so goes on in the next one
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Characters of text before the cursor tokenized per token of the prompt window: a token of
@@ -134,18 +133,6 @@ def prompt_text(engine: Engine, before: str, limit: int) -> str:
     return clean_text(before[line + 1 if line >= 0 else start :])
 
 
-def stop_condition(context: CursorContext, line_mode: str) -> StopCondition:
-    """Single-line drafts end at a newline, except where the line is likely to end.
-
-    After ``def f():`` or an opening bracket at the end of a line the drafts start with a
-    newline, which would end them at once; ``postprocess`` keeps their first line with
-    content instead.
-    """
-    line = context.before[context.before.rfind("\n") + 1 :].rstrip()
-    opens_block = line.endswith(LINE_OPENERS) and not context.after.strip()
-    return StopCondition(single_line=line_mode == "single" and not opens_block)
-
-
 def decode(
     engine: Engine,
     context: CursorContext,
@@ -159,24 +146,16 @@ def decode(
     limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
     text = prompt_text(engine, context.before, limit)
 
-    def run(stop: StopCondition) -> Completion:
-        return engine.complete(
-            text,
-            method=settings.method,
-            cfg=decode_config(settings),
-            ngram=ngram,
-            stop=stop,
-            cancel=cancel,
-            max_prompt_tokens=max_prompt_tokens,
-        )
-
-    stop = stop_condition(context, settings.line_mode)
-    completion = run(stop)
+    completion = engine.complete(
+        text,
+        method=settings.method,
+        cfg=decode_config(settings),
+        ngram=ngram,
+        stop=StopCondition(single_line=settings.line_mode == "single"),
+        cancel=cancel,
+        max_prompt_tokens=max_prompt_tokens,
+    )
     suggestions = postprocess(completion, context.after, settings.line_mode)
-    if not suggestions and stop.single_line:
-        # Every draft began with a newline (the line was complete): take the next line.
-        completion = run(StopCondition())
-        suggestions = postprocess(completion, context.after, settings.line_mode)
     return Answer(suggestions[: settings.k], completion.timing_ms)
 
 

@@ -14,7 +14,6 @@ from lsp_server.completion import (
     first_line,
     postprocess,
     prompt_text,
-    stop_condition,
 )
 from lsp_server.engine.api import Completion
 from lsp_server.engine.types import Draft
@@ -80,15 +79,6 @@ def test_typing_to_the_end_of_a_draft_is_not_an_answer() -> None:
 def test_clean_text_replaces_lone_surrogates() -> None:
     assert clean_text("ok \udcff end") == "ok \ufffd end"
     assert clean_text("café") == "café"
-
-
-def test_single_line_stop_except_after_content_at_end_of_line() -> None:
-    assert stop_condition(CursorContext("def f():\n    ", ""), "single").single_line
-    assert stop_condition(CursorContext("x = f(", ")"), "single").single_line
-    assert stop_condition(CursorContext("    return ", ""), "single").single_line
-    assert not stop_condition(CursorContext("def f():", ""), "single").single_line
-    assert not stop_condition(CursorContext("x = [  ", ""), "single").single_line
-    assert not stop_condition(CursorContext("def f():\n    ", ""), "multi").single_line
 
 
 @pytest.fixture(scope="module")

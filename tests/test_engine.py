@@ -149,7 +149,7 @@ def test_single_line_stop(tiny_engine: Engine) -> None:
         drafts = tiny_engine.complete(
             CODE, method, cfg, stop=StopCondition(single_line=True)
         ).drafts
-        assert all("\n" not in d.text for d in drafts), method
+        assert all("\n" not in d.text.lstrip() for d in drafts), method
 
 
 def test_stop_condition_cut() -> None:
@@ -157,6 +157,10 @@ def test_stop_condition_cut() -> None:
     assert stop.cut("x = 1 # c\n") == "x = 1 "
     assert stop.cut("x = 1\ny") == "x = 1"
     assert stop.cut("x = 1") is None
+    # A line break before any content does not end the draft: it is the next line.
+    assert stop.cut("\n    return x") is None
+    assert stop.cut("\n    return x\n") == "\n    return x"
+    assert stop.cut("\n\n") is None
 
 
 def test_cancel_between_steps(tiny_engine: Engine) -> None:

@@ -66,14 +66,20 @@ class DecodeConfig:
 class StopCondition:
     """When a draft is finished, besides EOS and max_new_tokens."""
 
-    single_line: bool = False  # the draft emitted a newline (the newline is not part of it)
+    # Single-line: the draft ends at the first newline after its first non-blank character
+    # (the newline is not part of it). Leading line breaks and indentation are kept: after
+    # `def f():` or a complete line, the useful draft is the next line.
+    single_line: bool = False
     stop_strings: tuple[str, ...] = ()
 
     def cut(self, text: str) -> str | None:
         """The draft's text up to the first stop, or None if it has not stopped."""
         ends = [text.find(s) for s in self.stop_strings if s in text]
-        if self.single_line and "\n" in text:
-            ends.append(text.index("\n"))
+        if self.single_line:
+            content = len(text) - len(text.lstrip())
+            newline = text.find("\n", content)
+            if newline >= 0:
+                ends.append(newline)
         return text[: min(ends)] if ends else None
 
 
