@@ -188,7 +188,50 @@ def markdown(results: dict[str, Any]) -> str:
         for name in per_runner[runners[0]]["steps"]:
             cells = [per_runner[r]["steps"][name] for r in runners]
             lines.append(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + targets(results)) + "\n"
+
+
+def targets(results: dict[str, Any]) -> list[str]:
+    """Issue 7's targets against the one-thread numbers of each fast runner measured."""
+    one = results["threads"].get("1", {}).get("runners", {})
+    rows = [
+        (
+            "decode step, batch 1, 512 positions (ms)",
+            "<= 20 int4, <= 30 bf16",
+            "steps",
+            "step batch 1, 512 positions",
+        ),
+        ("superposed k=3, 15-token prefix (ms)", "<= 300", "short", "superposed k=3"),
+        ("superposed k=3 / greedy, short", "<= 1.15x", "short", "superposed k=3 / greedy"),
+        ("superposed k=3 / greedy, long", "<= 1.15x", "long", "superposed k=3 / greedy"),
+        (
+            "nucleus-sequential / superposed k=3, short",
+            ">= 2.5x",
+            "short",
+            "nucleus-sequential k=3 / superposed k=3",
+        ),
+        ("batched nucleus / superposed k=3, long", "> 1x", "long", "nucleus k=3 / superposed k=3"),
+    ]
+    runners = [r for r in one if r.startswith("fast-")]
+    if not runners:
+        return []
+    lines = [
+        "",
+        "## Issue 7's targets, 1 thread (fast runners; measured under load)",
+        "",
+        "| target | wanted | " + " | ".join(runners) + " |",
+        "|---" * (len(runners) + 2) + "|",
+    ]
+    for label, wanted, part, key in rows:
+        cells = []
+        for r in runners:
+            data = one[r].get(part, {})
+            value = data.get(key) if part == "steps" else data.get("ratios", {}).get(key)
+            if value is None and part != "steps":
+                value = data.get("median_ms", {}).get(key)
+            cells.append("-" if value is None else f"{value:.2f}")
+        lines.append(f"| {label} | {wanted} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
