@@ -26,27 +26,31 @@ def tiny_requested(model: str) -> bool:
     return model == TINY_MODEL or os.environ.get(TINY_ENV) == "1"
 
 
-@torch.no_grad()
-def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
-    """A random 2-layer Llama over the default tokenizer (deterministic for a seed)."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+def tiny_llama(vocab_size: int, seed: int = 0, max_positions: int = 2048) -> Any:
+    """A randomly initialised 2-layer Llama (about 3M parameters with SmolLM2's vocabulary)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     config = LlamaConfig(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab_size,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        max_position_embeddings=max_positions,
     )
     torch.manual_seed(seed)
+    return LlamaForCausalLM(config).eval()
+
+
+@torch.no_grad()
+def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
+    """A random 2-layer Llama over the default tokenizer (deterministic for a seed)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     torch_device = resolve_device(device)
-    model: Any = LlamaForCausalLM(config)
-    model = model.to(torch_device).eval()
+    model = tiny_llama(len(tokenizer), seed).to(torch_device)
     loaded = LoadedModel(
         name=TINY_MODEL,
         model=model,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from lsp_server import models
 from lsp_server.engine.api import Engine
 from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
 from lsp_server.engine.vocab import Vocab
@@ -29,21 +30,8 @@ def vocab(tokenizer: Any) -> Vocab:
 
 
 def tiny_llama(vocab_size: int, seed: int = 0) -> Any:
-    """A randomly initialised 2-layer Llama: same code path as the real model, tiny weights."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=True,
-    )
-    return LlamaForCausalLM(config).eval()
+    """The server's tiny random Llama, with a short context (to test prompt truncation)."""
+    return models.tiny_llama(vocab_size, seed, max_positions=256)
 
 
 @pytest.fixture(scope="session")
