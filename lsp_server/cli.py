@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lsp_server.settings import METHODS
+from lsp_server.settings import METHODS, PRECISIONS, RUNNERS
 
 
 class CliError(Exception):
@@ -52,6 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--model", default="smollm2-135m", help="model name or directory")
     complete.add_argument("--device", default="auto")
     complete.add_argument("--dtype", default="auto")
+    complete.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="decode weights of the fast runner (auto: int4 on CPU)",
+    )
+    complete.add_argument(
+        "--runner",
+        choices=RUNNERS,
+        default="auto",
+        help="fast (Llama family), hf (the reference) or auto",
+    )
+    complete.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
     complete.add_argument("--multi-line", action="store_true", help="keep multi-line drafts")
     complete.add_argument("--db", type=Path, help="codebase store (default: the repo's, if any)")
     complete.add_argument("--json", action="store_true", help="print JSON")
@@ -81,7 +94,7 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     """The drafts at the cursor as the JSON object ``complete --json`` prints."""
     from lsp_server.completion import CursorContext, decode
     from lsp_server.models import load_engine
-    from lsp_server.settings import DecodingSettings, StoreSettings
+    from lsp_server.settings import DecodingSettings, ModelSettings, StoreSettings
     from lsp_server.stores import Stores, repo_root
 
     try:
@@ -91,7 +104,11 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     text = data.decode("utf-8", errors="surrogateescape")
     context = CursorContext.at(text, cursor_offset(text, args.line, args.col))
     started = time.perf_counter()
-    engine = load_engine(args.model, args.device, args.dtype)
+    engine = load_engine(
+        ModelSettings(
+            args.model, args.device, args.dtype, args.precision, args.runner, args.threads
+        )
+    )
     load_ms = (time.perf_counter() - started) * 1e3
     root = repo_root(args.file.resolve().parent)
     ngram, store_path = None, None

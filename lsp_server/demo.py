@@ -22,7 +22,7 @@ import ngram_db
 from lsp_server.completion import CursorContext, decode
 from lsp_server.engine.model import DEFAULT_MODEL
 from lsp_server.models import load_engine
-from lsp_server.settings import DecodingSettings
+from lsp_server.settings import DecodingSettings, ModelSettings
 
 SAMPLE_CODEBASE = Path(ngram_db.__file__).parent
 
@@ -58,7 +58,7 @@ def index_sample(tokenizer: Any, db: Path) -> tuple[Any, dict[str, Any]]:
 
 def run(model: str, k: int) -> dict[str, Any]:
     started = time.perf_counter()
-    engine = load_engine(model)
+    engine = load_engine(ModelSettings(model=model))
     load_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="superposed-demo-") as tmp:
         store, summary = index_sample(engine.tokenizer, Path(tmp) / "demo.sqlite")

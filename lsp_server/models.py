@@ -17,6 +17,7 @@ import torch
 from lsp_server.engine.api import Engine
 from lsp_server.engine.model import LoadedModel, default_model_dir, resolve_device
 from lsp_server.engine.vocab import Vocab
+from lsp_server.settings import ModelSettings
 
 TINY_MODEL = "tiny-random"
 TINY_ENV = "SUPERPOSED_TEST_TINY_MODEL"
@@ -62,8 +63,15 @@ def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
     return Engine(loaded)
 
 
-def load_engine(model: str, device: str = "auto", dtype: str = "auto") -> Engine:
-    """The engine for a model name (see the module docstring for ``tiny-random``)."""
-    if tiny_requested(model):
-        return tiny_engine("cpu" if device == "auto" else device)
-    return Engine.load(model, device, dtype)
+def load_engine(settings: ModelSettings) -> Engine:
+    """The engine for the model settings (see the module docstring for ``tiny-random``)."""
+    if tiny_requested(settings.model):
+        return tiny_engine("cpu" if settings.device == "auto" else settings.device)
+    return Engine.load(
+        settings.model,
+        settings.device,
+        settings.dtype,
+        threads=settings.threads,
+        runner=settings.runner,
+        precision=settings.precision,
+    )

@@ -120,7 +120,7 @@ class SuperposedServer(LanguageServer):
             if self._load_delay:
                 time.sleep(self._load_delay)
             try:
-                engine = load_engine(model.model, model.device, model.dtype)
+                engine = load_engine(model)
             except EngineError as err:  # a problem the user must fix: say what to do
                 self.engine_error = str(err)
                 loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")

@@ -21,6 +21,8 @@ SECTION = "superposed"
 METHODS = ("superposed", "greedy", "nucleus", "nucleus-sequential", "beam", "nucleus-superposed")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
+RUNNERS = ("auto", "hf", "fast")
 LINE_MODES = ("single", "multi")
 
 
@@ -31,6 +33,10 @@ class ModelSettings:
     model: str = "smollm2-135m"  # the embedded default, a local directory, or "tiny-random"
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    # The fast Llama-family runner's decode weights; auto: int4 on CPU, bf16 on a GPU.
+    precision: str = "auto"  # auto | fp32 | bf16 | int8 | int4
+    runner: str = "auto"  # auto (fast where it applies) | hf (the reference) | fast
+    threads: int = 1  # CPU threads: two on a busy 2-core machine measured 3-35x slower
 
 
 @dataclass
@@ -160,6 +166,9 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "model": ("model", "model", _model_name),
     "device": ("model", "device", _choice(DEVICES)),
     "dtype": ("model", "dtype", _choice(DTYPES)),
+    "precision": ("model", "precision", _choice(PRECISIONS)),
+    "runner": ("model", "runner", _choice(RUNNERS)),
+    "threads": ("model", "threads", _int(1, 64)),
     "k": ("decoding", "k", _int(1, 16)),
     "method": ("decoding", "method", _choice(METHODS)),
     "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lsp_server.engine import baselines
+from lsp_server.engine.fast_runner import make_runner
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
@@ -49,9 +50,17 @@ class Engine:
 
     @classmethod
     def load(
-        cls, model: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto", threads: int = 1
+        cls,
+        model: str = DEFAULT_MODEL,
+        device: str = "auto",
+        dtype: str = "auto",
+        threads: int = 1,
+        runner: str = "auto",
+        precision: str = "auto",
     ) -> Engine:
-        return cls(load_model(model, device, dtype, threads))
+        """Load a model and its runner: the fast Llama-family one where it applies (auto)."""
+        loaded = load_model(model, device, dtype, threads)
+        return cls(loaded, runner=make_runner(loaded.model, runner, precision))
 
     def prompt(
         self,

@@ -12,6 +12,9 @@ export const SERVER_KEYS = [
   'model',
   'device',
   'dtype',
+  'precision',
+  'runner',
+  'threads',
   'k',
   'method',
   'maxNewTokens',
@@ -29,7 +32,15 @@ export const SERVER_KEYS = [
 ] as const;
 
 /** Settings that need a new server process: the interpreter, and what the model load reads. */
-export const RESTART_KEYS = ['pythonPath', 'model', 'device', 'dtype'] as const;
+export const RESTART_KEYS = [
+  'pythonPath',
+  'model',
+  'device',
+  'dtype',
+  'precision',
+  'runner',
+  'threads',
+] as const;
 
 /** What `WorkspaceConfiguration.inspect` returns, reduced to the levels a user can set. */
 export interface Inspected {
