@@ -375,7 +375,8 @@ def examples(q: dict[str, Any], n: int = 4) -> str:
 
 
 def code(text: str) -> str:
-    """Inline code that survives backticks inside the text."""
+    """Inline code that survives backticks and newlines (shown as ⏎) inside the text."""
+    text = text.replace("\n", "⏎")
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
