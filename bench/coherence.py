@@ -27,6 +27,7 @@ from bench.common import (
     Stamp,
     bootstrap_ci,
     build_store,
+    describe_runner,
     distinct_ratio,
     library_files,
     main_specs,
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", choices=list(SIZES), default="full")
     parser.add_argument("--n", type=int)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     size = "quick" if args.quick else args.size
@@ -85,8 +87,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from lsp_server.engine.api import Engine
 
-    engine = Engine.load(threads=args.threads)
-    stamp = Stamp(model=engine.name)
+    engine = Engine.load(threads=args.threads, runner=args.runner)
+    stamp = Stamp(model=engine.name, runner=describe_runner(engine))
     model, tok = engine.loaded.model, engine.tokenizer
     root = stdlib_root()
     parts = library_files(root)

@@ -375,6 +375,12 @@ def build_store(
 # ----- stamps and output ----------------------------------------------------------------------
 
 
+def describe_runner(engine: Any) -> str:
+    """The runner class and its precision, e.g. 'FastRunner int4'."""
+    runner = engine.runner
+    return f"{type(runner).__name__} {getattr(runner, 'precision', '')}".strip()
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(
@@ -419,6 +425,7 @@ class Stamp:
     load_end: list[float] = field(default_factory=list)
     seconds: float = 0.0
     command: str = field(default_factory=lambda: command_line())
+    runner: str = ""  # the engine's model runner (and precision), where the script records it
 
     def finish(self, started: float) -> dict[str, Any]:
         import torch

@@ -29,6 +29,7 @@ from bench.common import (
     Stamp,
     bootstrap_ci,
     build_store,
+    describe_runner,
     library_files,
     line_metrics,
     main_specs,
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tuning", type=Path, help="reuse this quality-tuning.json")
     parser.add_argument("--prompt-tokens", type=int, default=512)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     size = "quick" if args.quick else args.size
@@ -158,8 +160,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from lsp_server.engine.api import Engine
 
-    engine = Engine.load(threads=args.threads)
-    stamp = Stamp(model=engine.name)
+    engine = Engine.load(threads=args.threads, runner=args.runner)
+    stamp = Stamp(model=engine.name, runner=describe_runner(engine))
     root = stdlib_root()
     parts = library_files(root)
     texts = {p: {str(f): read_text(root / f) for f in files} for p, files in parts.items()}

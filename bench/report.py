@@ -68,6 +68,7 @@ def stamp_line(name: str, s: dict[str, Any]) -> list[Any]:
         s["commit"],
         s["model"],
         s["machine"],
+        s.get("runner") or "not recorded: the `Engine.load()` default at that commit",
         f"{s['load_start']} -> {s['load_end']}",
         f"{s['seconds']:.0f}",
         f"`{s['command']}`",
@@ -608,8 +609,10 @@ def methods_note() -> str:
         "re-scored with the n-gram store (*+ store*) or without n-grams (*alpha=0*); *greedy* = "
         f"one draft; *nucleus k* = k samples in one batch (top-p {d.top_p}, temperature "
         f"{d.nucleus_temperature}, seed {d.seed}); *beam k* = beam search of width k. All methods "
-        "use token healing unless a row says otherwise, and the engine's reference runner "
-        "(transformers, float32, 1 thread: `Engine.load()`). The store is the project's SQLite "
+        "use token healing unless a row says otherwise, and the runner `Engine.load()` picks "
+        "(1 thread): the reference transformers runner (float32) before commit 8b27e50, the "
+        "fast runner (int4 on CPU) from it on; see the runner column below. The store is the "
+        "project's SQLite "
         "n-gram store (`ngram_db.NgramStore`, orders 2..6).\n"
     )
 
@@ -644,6 +647,7 @@ def main(argv: list[str] | None = None) -> None:
                 "commit",
                 "model",
                 "machine",
+                "runner",
                 "load avg (1/5/15 min)",
                 "seconds",
                 "command",
