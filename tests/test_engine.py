@@ -292,3 +292,17 @@ def test_superposed_decode_function_defaults(tiny_engine: Engine) -> None:
     prompt = Prompt(tiny_engine.tokenizer.encode(CODE))
     drafts = superposed_decode(tiny_engine.runner, tiny_engine.vocab, prompt, DecodeConfig(k=2))
     assert len(drafts) == 2
+
+
+def test_select_merges_drafts_that_spell_the_same_text(tokenizer, vocab) -> None:
+    """Different tokenizations of one text are one draft: the better-scored one stays."""
+    whole = tokenizer.convert_tokens_to_ids("Hello")
+    parts = [tokenizer.convert_tokens_to_ids(t) for t in ("Hel", "lo")]
+    assert vocab.decode([whole]) == vocab.decode(parts)
+    hyps = [Hypothesis([parts[0]], -1.0), Hypothesis([], -0.5)]
+    candidates = torch.tensor([[parts[1], 11], [whole, 12]])
+    scores = torch.tensor([[-0.1, -5.0], [-0.1, -6.0]], dtype=torch.float64)
+    chosen = select(hyps, candidates, scores, 3, vocab)
+    texts = [vocab.decode(h.tokens) for h in chosen]
+    assert texts.count(b"Hello") == 1 and chosen[0].tokens == [whole]
+    assert len(chosen) == 3

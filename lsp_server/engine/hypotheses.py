@@ -79,10 +79,10 @@ def constrain(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def best_drafts(drafts: list[Draft], k: int) -> list[Draft]:
-    """The k best distinct drafts by score, best first (identical token sequences merged)."""
-    unique: dict[tuple[int, ...], Draft] = {}
+    """The k best distinct drafts by score, best first (identical texts merged)."""
+    unique: dict[str, Draft] = {}
     for draft in sorted(drafts, key=lambda d: d.score, reverse=True):
-        unique.setdefault(tuple(draft.token_ids), draft)
+        unique.setdefault(draft.text, draft)
     return list(unique.values())[:k]
 
 

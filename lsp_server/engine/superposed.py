@@ -91,18 +91,22 @@ def select(
     k: int,
     vocab: Vocab,
 ) -> list[Hypothesis]:
-    """The k best extensions by cumulative score; identical token sequences are merged."""
+    """The k best extensions by cumulative score; identical texts are merged.
+
+    Two drafts can spell the same bytes with different tokens ("Snd"+"Headers" and
+    "S"+"nd"+"Headers"); keeping both would waste one of the k drafts on a duplicate.
+    """
     total = torch.tensor([h.score for h in hyps], dtype=scores.dtype)[:, None] + scores.cpu()
     order = total.flatten().argsort(descending=True).tolist()
     width = candidates.shape[1]
     chosen: list[Hypothesis] = []
-    seen: set[tuple[int, ...]] = set()
+    seen: set[bytes] = set()
     for flat in order:
         value = float(total.flatten()[flat])
         if len(chosen) == k or value == float("-inf"):
             break
         parent, token = hyps[flat // width], int(candidates.flatten()[flat])
-        key = (*parent.tokens, token)
+        key = vocab.decode([*parent.tokens, token])
         if key not in seen:  # the first occurrence has the better score
             seen.add(key)
             chosen.append(parent.extend(token, value, vocab))
