@@ -146,10 +146,14 @@ class SuperposedDecoder:
     def _step(self, alive: list[Hypothesis]) -> list[Hypothesis]:
         """One forward on the superposed input; extend and re-score every draft."""
         logits = self.runner.step(superposed_input(self.runner, alive))  # [1, V]
-        logp = F.log_softmax(logits[0].float() / self.cfg.temperature, dim=-1)  # [V]
-        logp = logp.expand(len(alive), -1)  # [D, V]
-        logp = constrain(logp, heal_masks(self.vocab, alive, logp.shape[-1], logp.device))
-        top, candidates = logp.topk(min(self.cfg.candidates, logp.shape[-1]), dim=-1)  # [D, C]
+        logp = F.log_softmax(logits.float() / self.cfg.temperature, dim=-1)  # [1, V]
+        width = min(self.cfg.candidates, logp.shape[-1])
+        masks = heal_masks(self.vocab, alive, logp.shape[-1], logp.device)
+        if masks is None:  # every draft draws from the same distribution: one top-k serves all
+            top, candidates = (t.expand(len(alive), -1) for t in logp.topk(width, dim=-1))
+        else:
+            top, candidates = constrain(logp.expand(len(alive), -1), masks).topk(width, dim=-1)
+        # top, candidates: [D, C]
         contexts = [(self.prompt.ids + h.tokens)[-self.context_len :] for h in alive]
         scores = rescore(top, candidates, contexts, self.cfg, self.ngram)
         return select(alive, candidates, scores, self.cfg.k, self.vocab)
