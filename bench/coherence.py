@@ -11,7 +11,6 @@ perplexity and Self-BLEU across the k drafts (high = the drafts are alike).
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import time
@@ -24,16 +23,16 @@ import torch
 
 from bench.common import (
     RESULTS,
-    Stamp,
     bootstrap_ci,
     build_store,
-    describe_runner,
     distinct_ratio,
     library_files,
+    load_engine,
     main_specs,
     paired_diff_ci,
     progress,
     read_text,
+    run_parser,
     run_spec,
     self_bleu,
     stdlib_root,
@@ -74,21 +73,12 @@ def perplexity(model: Any, prefix: Sequence[int], draft: Sequence[int]) -> float
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
-    parser.add_argument("--size", choices=list(SIZES), default="full")
-    parser.add_argument("--n", type=int)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = run_parser(__doc__.splitlines()[0], SIZES)
     args = parser.parse_args(argv)
     size = "quick" if args.quick else args.size
     started = time.perf_counter()
 
-    from lsp_server.engine.api import Engine
-
-    engine = Engine.load(threads=args.threads, runner=args.runner)
-    stamp = Stamp(model=engine.name, runner=describe_runner(engine))
+    engine, stamp = load_engine(args)
     model, tok = engine.loaded.model, engine.tokenizer
     root = stdlib_root()
     parts = library_files(root)

@@ -9,6 +9,7 @@ sibling module of a held-out file.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -452,3 +453,23 @@ def progress(label: str, total: int) -> Iterator[Any]:
         yield bar
     finally:
         bar.close()
+
+
+def run_parser(description: str, sizes: Mapping[str, Any]) -> argparse.ArgumentParser:
+    """The arguments every quality script takes: size preset, engine threads and runner, seed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
+    parser.add_argument("--size", choices=list(sizes), default="full")
+    parser.add_argument("--n", type=int, help="items (overrides the size preset)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def load_engine(args: argparse.Namespace) -> tuple[Any, Stamp]:
+    """The engine the parsed arguments ask for, and the stamp its results carry."""
+    from lsp_server.engine.api import Engine
+
+    engine = Engine.load(threads=args.threads, runner=args.runner)
+    return engine, Stamp(model=engine.name, runner=describe_runner(engine))

@@ -10,7 +10,6 @@ holds the standard library's training split plus the MBPP reference solutions.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import random
@@ -28,16 +27,16 @@ from bench.common import (
     DATA,
     RESULTS,
     LineTask,
-    Stamp,
     bootstrap_ci,
     build_store,
-    describe_runner,
     library_files,
     line_metrics,
+    load_engine,
     main_specs,
     paired_diff_ci,
     progress,
     read_text,
+    run_parser,
     run_spec,
     stdlib_root,
     store_dir,
@@ -101,22 +100,13 @@ def tuned(quick: bool) -> tuple[float, float, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
-    parser.add_argument("--size", choices=list(SIZES), default="full")
-    parser.add_argument("--n", type=int)
+    parser = run_parser(__doc__.splitlines()[0], SIZES)
     parser.add_argument("--prompt-tokens", type=int, default=512)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     size = "quick" if args.quick else args.size
     started = time.perf_counter()
 
-    from lsp_server.engine.api import Engine
-
-    engine = Engine.load(threads=args.threads, runner=args.runner)
-    stamp = Stamp(model=engine.name, runner=describe_runner(engine))
+    engine, stamp = load_engine(args)
     root = stdlib_root()
     train = [(str(f), read_text(root / f)) for f in library_files(root)["train"]]
     build_store("stdlib-train", engine.tokenizer, train)[0].close()

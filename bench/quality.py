@@ -11,7 +11,6 @@ test), then the methods, the healing ablation and the k / orders ablations run o
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections import Counter
@@ -26,16 +25,16 @@ from bench.common import (
     RESULTS,
     LineTask,
     Spec,
-    Stamp,
     bootstrap_ci,
     build_store,
-    describe_runner,
     library_files,
     line_metrics,
+    load_engine,
     main_specs,
     paired_diff_ci,
     progress,
     read_text,
+    run_parser,
     run_spec,
     sample_tasks,
     stdlib_root,
@@ -139,17 +138,11 @@ def comparisons(rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
-    parser.add_argument("--size", choices=list(SIZES), default="full")
-    parser.add_argument("--n", type=int, help="test positions (overrides the size preset)")
+    parser = run_parser(__doc__.splitlines()[0], SIZES)
     parser.add_argument("--val", type=int, help="validation positions for tuning")
     parser.add_argument("--ablate", type=int, help="test positions of the ablations")
     parser.add_argument("--tuning", type=Path, help="reuse this quality-tuning.json")
     parser.add_argument("--prompt-tokens", type=int, default=512)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     size = "quick" if args.quick else args.size
     n_test, n_val, n_ablate, alphas, taus = SIZES[size]
@@ -158,10 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     n_ablate = min(n_ablate, n_test)
     started = time.perf_counter()
 
-    from lsp_server.engine.api import Engine
-
-    engine = Engine.load(threads=args.threads, runner=args.runner)
-    stamp = Stamp(model=engine.name, runner=describe_runner(engine))
+    engine, stamp = load_engine(args)
     root = stdlib_root()
     parts = library_files(root)
     texts = {p: {str(f): read_text(root / f) for f in files} for p, files in parts.items()}
