@@ -74,4 +74,5 @@ def load_engine(settings: ModelSettings) -> Engine:
         threads=settings.threads,
         runner=settings.runner,
         precision=settings.precision,
+        compile=settings.compile,
     )

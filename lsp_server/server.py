@@ -74,6 +74,7 @@ class SuperposedServer(LanguageServer):
         self.stores: Stores | None = None
         self.cache = TypingCache()
         self.counters: Counter[str] = Counter()
+        self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
         self.init_options: Any = None
         self._reported: set[str] = set()  # store errors already shown
         self._load_started = False
@@ -222,7 +223,7 @@ class SuperposedServer(LanguageServer):
             return None
         self.counters["model_calls"] += 1
         try:
-            return decode(
+            answer = decode(
                 engine,
                 context,
                 settings.decoding,
@@ -230,6 +231,8 @@ class SuperposedServer(LanguageServer):
                 cancel=self._cancel_check(cancel),
                 max_prompt_tokens=settings.decoding.max_prompt_tokens or None,
             )
+            self.last_timing_ms = answer.timing_ms
+            return answer
         except Cancelled:
             self.counters["cancelled"] += 1
             return None
@@ -323,6 +326,8 @@ class SuperposedServer(LanguageServer):
             "settings": to_dict(self.settings),
             "counters": dict(self.counters),
             "stores": self.stores.stats(self._roots()) if self.stores else None,
+            "compiledStep": engine.compile_status() if engine else None,
+            "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
         }
 
 

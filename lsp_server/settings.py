@@ -23,6 +23,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
 RUNNERS = ("auto", "hf", "fast")
+COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
 
 
@@ -37,6 +38,9 @@ class ModelSettings:
     precision: str = "auto"  # auto | fp32 | bf16 | int8 | int4
     runner: str = "auto"  # auto (fast where it applies) | hf (the reference) | fast
     threads: int = 1  # CPU threads: two on a busy 2-core machine measured 3-35x slower
+    # background: a child process compiles the fast runner's decode step (cached on disk),
+    # used once it is ready; off: always eager.
+    compile: str = "background"  # background | off
 
 
 @dataclass
@@ -169,6 +173,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "precision": ("model", "precision", _choice(PRECISIONS)),
     "runner": ("model", "runner", _choice(RUNNERS)),
     "threads": ("model", "threads", _int(1, 64)),
+    "compile": ("model", "compile", _choice(COMPILE_MODES)),
     "k": ("decoding", "k", _int(1, 16)),
     "method": ("decoding", "method", _choice(METHODS)),
     "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),

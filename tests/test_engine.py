@@ -306,3 +306,16 @@ def test_select_merges_drafts_that_spell_the_same_text(tokenizer, vocab) -> None
     texts = [vocab.decode(h.tokens) for h in chosen]
     assert texts.count(b"Hello") == 1 and chosen[0].tokens == [whole]
     assert len(chosen) == 3
+
+
+def test_timings_split_the_prompt_prefill_from_the_drafts_steps(tiny_loaded) -> None:
+    """timing_ms says how much of a request was prefill (what the cache lacked) and how much
+    the drafts' own decoding: a repeated request prefills only the token it recomputes."""
+    engine = Engine(tiny_loaded)
+    cold = engine.complete(CODE, "superposed")
+    warm = engine.complete(CODE, "superposed")
+    for completion in (cold, warm):
+        timing = completion.timing_ms
+        assert timing["prefill"] > 0 and timing["steps"] > 0
+        assert math.isclose(timing["prefill"] + timing["steps"], timing["decode"], rel_tol=1e-9)
+    assert warm.reused_tokens == warm.prompt_tokens - 1 and cold.reused_tokens == 0

@@ -61,3 +61,12 @@ def test_to_dict_round_trips() -> None:
     settings, _ = parse_settings({"k": 4, "codebaseDb": "/tmp/x.sqlite", "orders": [2, 4]})
     again, errors = parse_settings(to_dict(settings))
     assert errors == [] and again == settings
+
+
+def test_the_compile_setting() -> None:
+    assert Settings().model.compile == "background"  # the server compiles unless told not to
+    settings, errors = parse_settings({"compile": "off"})
+    assert settings.model.compile == "off" and errors == []
+    settings, errors = parse_settings({"compile": "eager"})
+    assert settings.model.compile == "background"
+    assert len(errors) == 1 and "superposed.compile =" in errors[0] and "'eager'" in errors[0]

@@ -5,9 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
+
+import torch
 
 from lsp_server.engine import baselines
-from lsp_server.engine.fast_runner import make_runner
+from lsp_server.engine.compiled import COMPILE_MODES, BackgroundCompiler, builder_command
+from lsp_server.engine.fast_runner import FastRunner, make_runner
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
@@ -25,6 +29,24 @@ METHODS: dict[str, Method] = {
     "beam": baselines.beam_search,
     "nucleus-superposed": baselines.nucleus_superposed,
 }
+
+
+class PrefillClock:
+    """A runner seen through a clock on ``prefill``: how much of a request was prompt work."""
+
+    def __init__(self, runner: ModelRunner) -> None:
+        self.runner = runner
+        self.seconds = 0.0
+
+    def prefill(self, ids: list[int]) -> torch.Tensor:
+        start = time.perf_counter()
+        try:
+            return self.runner.prefill(ids)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the runner's own
+        return getattr(self.runner, name)
 
 
 @dataclass
@@ -47,6 +69,7 @@ class Engine:
         self.name = loaded.name
         self.runner: ModelRunner = runner if runner is not None else HFRunner(loaded.model)
         self.max_context = self.runner.max_context
+        self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
 
     @classmethod
     def load(
@@ -57,10 +80,30 @@ class Engine:
         threads: int = 1,
         runner: str = "auto",
         precision: str = "auto",
+        compile: str = "off",
     ) -> Engine:
-        """Load a model and its runner: the fast Llama-family one where it applies (auto)."""
+        """Load a model and its runner: the fast Llama-family one where it applies (auto).
+
+        compile "background": a child process compiles the fast runner's decode step
+        (compiled.py), which the runner uses once it is ready; "off": always eager.
+        """
+        if compile not in COMPILE_MODES:
+            raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
         loaded = load_model(model, device, dtype, threads)
-        return cls(loaded, runner=make_runner(loaded.model, runner, precision))
+        engine = cls(loaded, runner=make_runner(loaded.model, runner, precision))
+        if compile == "background" and isinstance(engine.runner, FastRunner):
+            builder = builder_command(model, device, dtype, engine.runner.precision)
+            engine.compiler = BackgroundCompiler(engine.runner, builder)
+        return engine
+
+    def compile_status(self) -> str:
+        """off | building | ready | failed: <why> (the background-compiled decode step)."""
+        compiler = self.compiler
+        if compiler is None:
+            return "off"
+        if compiler.ready:
+            return "ready"
+        return f"failed: {compiler.error}" if compiler.error else "building"
 
     def prompt(
         self,
@@ -94,13 +137,18 @@ class Engine:
         prompt = self.prompt(text_before_cursor, cfg.max_new_tokens, heal, max_prompt_tokens)
         reused = reusable_prefix(self.runner.cached_ids, prompt.ids)
         encoded = time.perf_counter()
-        drafts = METHODS[method](self.runner, self.vocab, prompt, cfg, ngram, stop, cancel)
+        clock = PrefillClock(self.runner)
+        runner = cast(ModelRunner, clock)
+        drafts = METHODS[method](runner, self.vocab, prompt, cfg, ngram, stop, cancel)
         done = time.perf_counter()
+        decode = done - encoded
         return Completion(
             drafts=drafts,
             timing_ms={
-                "prompt": (encoded - start) * 1e3,
-                "decode": (done - encoded) * 1e3,
+                "prompt": (encoded - start) * 1e3,  # text -> prompt tokens
+                "prefill": clock.seconds * 1e3,  # what the cache did not already hold
+                "steps": (decode - clock.seconds) * 1e3,  # the drafts' decoding itself
+                "decode": decode * 1e3,
                 "total": (done - start) * 1e3,
             },
             prompt_tokens=len(prompt.ids),

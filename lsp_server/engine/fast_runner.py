@@ -18,6 +18,7 @@ A decode step reads every weight once, so its cost is about the bytes of the wei
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,15 @@ _PREFILL_CHUNK = 512  # tokens per prefill forward: bounds the attention matrix'
 # Up to this many tokens, a prefill runs on the decode weights: the quantized kernels beat bf16
 # for a few rows (0.09 vs 0.23 ms for a 1536x576 matmul, one row), bf16 wins from about 16.
 _FEW_TOKENS = 4
-_LENGTH_QUANTUM = 256  # the KV tensors grow in steps of this many positions
+_LENGTH_QUANTUM = 128  # the KV tensors grow to a multiple of this many positions
+
+# One layer's attention for the shared layer loop: (layer index, block, h [B, T, H]) -> [B, T, H].
+Attend = Callable[[int, "Block", torch.Tensor], torch.Tensor]
+# A compiled FastRunner.pure_step: (x, position, keys, values) -> (logits, new keys, new values).
+StepFn = Callable[
+    [torch.Tensor, torch.Tensor, list[torch.Tensor], list[torch.Tensor]],
+    tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+]
 
 
 class UnsupportedModel(EngineError):
@@ -169,6 +178,9 @@ class FastRunner:
         self.eps = float(config.rms_norm_eps)
         self.dtype = torch.float32 if precision == "fp32" else torch.bfloat16  # KV, attention
         self._embedding = model.get_input_embeddings()
+        # What identifies the weights (compiled.py keys compiled steps by it).
+        self.config_json: str = config.to_json_string()
+        self._sample = [p.detach().flatten()[:64].float().cpu() for p in model.parameters()]
         self._rotary = model.model.rotary_emb
         with torch.no_grad():
             self.decode_weights = build_weights(model, precision)
@@ -176,19 +188,36 @@ class FastRunner:
             self.prefill_weights = (
                 build_weights(model, "bf16") if quantized else self.decode_weights
             )
-        layers = len(self.decode_weights.blocks)
-        self._k: list[torch.Tensor] = [self._empty(1, 0)] * layers  # [R, kv_heads, C, D]
-        self._v: list[torch.Tensor] = [self._empty(1, 0)] * layers
-        self._cos = torch.empty(0, self.head_dim, device=self.device)  # [C, D]
-        self._sin = torch.empty(0, self.head_dim, device=self.device)
+        self.layers = len(self.decode_weights.blocks)
+        # The KV cache: one tensor [layers, R, kv_heads, C, D] for K and one for V, so a
+        # compiled step's new keys are stored in one copy; _k[i], _v[i] are layer i's views.
+        self._keys, self._values = self._new_cache(1, 0), self._new_cache(1, 0)
+        self._k, self._v = list(self._keys), list(self._values)
+        # The rotary table for the whole context, made once (a compiled step holds it).
+        positions = torch.arange(self.max_context, device=self.device)[None]  # [1, L]
+        probe = torch.empty(0, dtype=torch.float32, device=self.device)
+        cos, sin = self._rotary(probe, positions)  # [1, L, D]
+        self._cos, self._sin = cos[0].float(), sin[0].float()  # [L, D]
+        # Compiled decode steps (FastRunner.pure_step) by rows, installed by compiled.py;
+        # a step with no compiled one for its rows runs eagerly.
+        self.compiled_steps: dict[int, StepFn] = {}
         self._ids: list[int] = []  # prompt tokens in row 0 of the cache
         self._length = 0
         self._batch = 1
 
     # --- the cache ------------------------------------------------------------------------
 
-    def _empty(self, rows: int, length: int) -> torch.Tensor:
-        shape = (rows, self.kv_heads, length, self.head_dim)
+    def weight_sample(self) -> list[torch.Tensor]:
+        """The first values of every parameter of the model the runner was built from."""
+        return self._sample
+
+    def empty_cache(self, rows: int, length: int) -> torch.Tensor:
+        """One layer's zeroed K (or V) tensor [rows, kv_heads, length, D]."""
+        return self._new_cache(rows, length)[0]
+
+    def _new_cache(self, rows: int, length: int) -> torch.Tensor:
+        """[layers, rows, kv_heads, length, D] of zeros."""
+        shape = (self.layers, rows, self.kv_heads, length, self.head_dim)
         return torch.zeros(shape, dtype=self.dtype, device=self.device)
 
     def _reserve(self, rows: int, length: int) -> None:
@@ -204,19 +233,14 @@ class FastRunner:
         new_length = have_length
         if length > have_length and self.static_cache:
             new_length = self.max_context
-        elif length > have_length:
-            wanted = max(length, 2 * have_length)
-            new_length = min(-(-wanted // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
-        for i in range(len(self._k)):
-            for cache in (self._k, self._v):
-                grown = self._empty(new_rows, new_length)
-                grown[:have_rows, :, : self._length] = cache[i][:, :, : self._length]
-                cache[i] = grown
-        if new_length > self._cos.shape[0]:
-            positions = torch.arange(new_length, device=self.device)[None]  # [1, C]
-            probe = torch.empty(0, dtype=torch.float32, device=self.device)
-            cos, sin = self._rotary(probe, positions)  # [1, C, D]
-            self._cos, self._sin = cos[0].float(), sin[0].float()
+        elif length > have_length:  # no doubling: a compiled step reads every position
+            new_length = min(-(-length // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
+        n = self._length
+        keys, values = self._new_cache(new_rows, new_length), self._new_cache(new_rows, new_length)
+        keys[:, :have_rows, :, :n] = self._keys[:, :, :, :n]
+        values[:, :have_rows, :, :n] = self._values[:, :, :, :n]
+        self._keys, self._values = keys, values
+        self._k, self._v = list(keys), list(values)
 
     @property
     def length(self) -> int:
@@ -241,11 +265,10 @@ class FastRunner:
         self._batch = len(rows)
 
     def _gather(self, index: torch.Tensor) -> None:
-        """Rows 0..len(index)-1 of every cache become the rows ``index`` [B'] of the old ones."""
+        """Rows 0..len(index)-1 of the cache become the rows ``index`` [B'] of the old one."""
         n = self._length
-        for cache in (self._k, self._v):
-            for tensor in cache:
-                tensor[: len(index), :, :n] = tensor[index, :, :n]
+        for cache in (self._keys, self._values):
+            cache[:, : len(index), :, :n] = cache[:, index, :, :n]
 
     def rewind(self, length: int) -> None:
         self._batch = 1  # row 0 holds the prompt: the other rows are dropped
@@ -257,46 +280,110 @@ class FastRunner:
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self._embedding(ids.to(self.device))
 
-    def _attention(
-        self, i: int, block: Block, h: torch.Tensor, start: int, mask: torch.Tensor | None
-    ) -> torch.Tensor:
-        """Causal self-attention of h [B, T, H] at positions start.. over the cache; [B, T, H']."""
+    def _project(
+        self, block: Block, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """h [B, T, H] -> rotated q [B, heads, T, D], k and v [B, kv_heads, T, D]."""
         b, t, _ = h.shape
         d, heads, kv_heads = self.head_dim, self.heads, self.kv_heads
         qkv = block.qkv(h).to(self.dtype)  # [B, T, (heads + 2 kv_heads) * D]
         q, k, v = qkv.split([heads * d, kv_heads * d, kv_heads * d], dim=-1)
-        q = q.view(b, t, heads, d).transpose(1, 2)  # [B, heads, T, D]
-        k = k.view(b, t, kv_heads, d).transpose(1, 2)  # [B, kv_heads, T, D]
+        q = q.view(b, t, heads, d).transpose(1, 2)
+        k = k.view(b, t, kv_heads, d).transpose(1, 2)
         v = v.view(b, t, kv_heads, d).transpose(1, 2)
-        cos, sin = self._cos[start : start + t], self._sin[start : start + t]  # [T, D]
         q = rotate(q.float(), cos, sin).to(self.dtype)
         k = rotate(k.float(), cos, sin).to(self.dtype)
-        end = start + t
-        self._k[i][:b, :, start:end] = k
-        self._v[i][:b, :, start:end] = v
-        keys, values = self._k[i][:b, :, :end], self._v[i][:b, :, :end]  # [B, kv_heads, L, D]
-        causal = mask is None and t > 1
-        out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=mask, is_causal=causal, enable_gqa=kv_heads != heads
-        )  # [B, heads, T, D]
-        return block.out(out.transpose(1, 2).reshape(b, t, heads * d))
+        return q, k, v
 
-    def _forward(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one."""
-        t = x.shape[1]
-        mask = None
-        if t > 1 and start > 0:  # the new tokens see the whole cache and each other causally
-            queries = torch.arange(start, start + t, device=self.device)[:, None]  # [T, 1]
-            mask = torch.arange(start + t, device=self.device)[None, :] <= queries  # [T, L]
-        weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
+    def _layers(self, weights: Weights, x: torch.Tensor, attend: Attend) -> torch.Tensor:
+        """x [B, T, H] through every block -> fp32 logits [B, V] of the last position.
+
+        attend(i, block, h) is layer i's attention output [B, T, H] for its input h.
+        """
         x = x.float()  # the residual stream stays fp32
         for i, block in enumerate(weights.blocks):
-            x = x + self._attention(i, block, rms_norm(x, block.attn_norm, self.eps), start, mask)
+            x = x + attend(i, block, rms_norm(x, block.attn_norm, self.eps))
             gate, up = block.gate_up(rms_norm(x, block.mlp_norm, self.eps)).chunk(2, dim=-1)
             x = x + block.down(F.silu(gate) * up)
         last = rms_norm(x[:, -1], weights.norm, self.eps)  # [B, H]
         # The head reads one row per sequence: the decode head, whichever weights ran the layers.
-        return check_finite(self.decode_weights.lm_head(last).float())
+        return self.decode_weights.lm_head(last).float()
+
+    def _attend(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, **mask: Any
+    ) -> torch.Tensor:
+        """q [B, heads, T, D] over keys, values [B, kv_heads, L, D] -> [B, T, heads * D]."""
+        b, heads, t, d = q.shape
+        out = F.scaled_dot_product_attention(
+            q, keys, values, enable_gqa=self.kv_heads != heads, **mask
+        )  # [B, heads, T, D]
+        return out.transpose(1, 2).reshape(b, t, heads * d)
+
+    def _forward(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one.
+
+        The eager path: attention reads only the filled part of the cache.
+        """
+        b, t, _ = x.shape
+        end = start + t
+        cos, sin = self._cos[start:end], self._sin[start:end]  # [T, D]
+        mask: dict[str, Any] = {"is_causal": t > 1}
+        if t > 1 and start > 0:  # the new tokens see the whole cache and each other causally
+            queries = torch.arange(start, end, device=self.device)[:, None]  # [T, 1]
+            allowed = torch.arange(end, device=self.device)[None, :] <= queries  # [T, L]
+            mask = {"attn_mask": allowed}
+
+        def attend(i: int, block: Block, h: torch.Tensor) -> torch.Tensor:
+            q, k, v = self._project(block, h, cos, sin)
+            self._k[i][:b, :, start:end] = k
+            self._v[i][:b, :, start:end] = v
+            keys, values = self._k[i][:b, :, :end], self._v[i][:b, :, :end]  # [B, kv, L, D]
+            return block.out(self._attend(q, keys, values, **mask))
+
+        weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
+        return check_finite(self._layers(weights, x, attend))
+
+    def pure_step(
+        self,
+        x: torch.Tensor,
+        position: torch.Tensor,
+        keys: list[torch.Tensor],
+        values: list[torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One decode step as a pure function, for torch.export and AOTInductor (compiled.py).
+
+        x [B, 1, H] at ``position`` [1]; keys, values: each layer's whole cache [B, kv_heads,
+        C, D], of which the positions before ``position`` are read (a mask, so C can be any
+        capacity). The step writes nothing: it returns fp32 logits [B, V] (not checked for
+        finiteness) and the new position's keys and values [layers, B, kv_heads, 1, D], for
+        the caller to store.
+        """
+        cos, sin = self._cos[position], self._sin[position]  # [1, D]
+        capacity = keys[0].shape[2]
+        hidden = torch.arange(capacity, device=x.device) >= position  # [C] not yet written
+        scale = self.head_dim**-0.5
+        new_keys: list[torch.Tensor] = []
+        new_values: list[torch.Tensor] = []
+
+        def attend(i: int, block: Block, h: torch.Tensor) -> torch.Tensor:
+            q, k, v = self._project(block, h, cos, sin)  # q [B, heads, 1, D]; k, v [B, kv, 1, D]
+            new_keys.append(k)
+            new_values.append(v)
+            b, heads, _, d = q.shape
+            q = q.float().view(b, self.kv_heads, heads // self.kv_heads, d)  # [B, kv, G, D]
+            cached_k, cached_v = keys[i].float(), values[i].float()  # [B, kv, C, D]
+            # Softmax over the cache and the new position together, without concatenating.
+            scores = torch.einsum("bkgd,bkcd->bkgc", q, cached_k) * scale  # [B, kv, G, C]
+            scores = scores.masked_fill(hidden, float("-inf"))
+            score_new = (q * k.float()).sum(-1, keepdim=True) * scale  # [B, kv, G, 1]
+            top = torch.maximum(scores.amax(-1, keepdim=True), score_new)
+            p, p_new = torch.exp(scores - top), torch.exp(score_new - top)
+            mixed = torch.einsum("bkgc,bkcd->bkgd", p, cached_v) + p_new * v.float()
+            out = mixed / (p.sum(-1, keepdim=True) + p_new)  # [B, kv, G, D]
+            return block.out(out.to(self.dtype).reshape(b, 1, heads * d))
+
+        logits = self._layers(self.decode_weights, x, attend)
+        return logits, torch.stack(new_keys), torch.stack(new_values)
 
     @torch.inference_mode()
     def prefill(self, ids: list[int]) -> torch.Tensor:
@@ -319,8 +406,18 @@ class FastRunner:
     def step(self, embeds: torch.Tensor) -> torch.Tensor:
         if embeds.shape[0] != self._batch:
             raise ValueError(f"step got {embeds.shape[0]} rows, the cache has {self._batch}")
-        self._reserve(self._batch, self._length + 1)
-        logits = self._forward(embeds.to(self.device), self._length)
+        b, n = self._batch, self._length
+        self._reserve(b, n + 1)
+        compiled = self.compiled_steps.get(b)
+        if compiled is None:
+            logits = self._forward(embeds.to(self.device), n)
+        else:
+            position = torch.tensor([n], device=self.device)
+            keys, values = [k[:b] for k in self._k], [v[:b] for v in self._v]
+            logits, new_keys, new_values = compiled(embeds.to(self.device), position, keys, values)
+            self._keys[:, :b, :, n] = new_keys[:, :, :, 0]  # [layers, B, kv_heads, D]
+            self._values[:, :b, :, n] = new_values[:, :, :, 0]
+            logits = check_finite(logits)
         self._length += 1
         return logits
 

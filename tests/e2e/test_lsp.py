@@ -228,9 +228,13 @@ async def test_typing_along_answers_without_model(workspace: Path) -> None:
         )
         along = await inline(client, uri, end_of(text + typed))
         assert along and along[0] == first[len(typed) :]
-        stats = (await command(client, "superposed.stats"))["counters"]
+        full = await command(client, "superposed.stats")
+        stats = full["counters"]
         assert stats["model_calls"] == calls  # no model call
         assert stats["typed_along"] >= 1
+        # The last model call's timing, by phase; the tiny model's runner is never compiled.
+        assert {"prefill", "steps", "total"} <= set(full["lastTimingMs"])
+        assert full["compiledStep"] == "off"
 
 
 async def test_save_teaches_the_codebase_store(workspace: Path) -> None:

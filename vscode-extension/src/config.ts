@@ -15,6 +15,7 @@ export const SERVER_KEYS = [
   'precision',
   'runner',
   'threads',
+  'compile',
   'k',
   'method',
   'maxNewTokens',
@@ -40,6 +41,7 @@ export const RESTART_KEYS = [
   'precision',
   'runner',
   'threads',
+  'compile',
 ] as const;
 
 /** What `WorkspaceConfiguration.inspect` returns, reduced to the levels a user can set. */

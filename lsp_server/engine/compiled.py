@@ -1,0 +1,197 @@
+"""The fast runner's decode step compiled ahead of time, off the request path (issue 7).
+
+``FastRunner.pure_step`` is exported (torch.export, with the cache length dynamic) and
+compiled by AOTInductor into a package on disk: one file per model, precision, row count,
+code version and torch version, in the user cache directory. The server then only loads it
+(a fraction of a second) and hands it to the runner, which steps through it from then on;
+until it is there, steps run eagerly.
+
+Why a separate process: compiling takes one to two minutes of mostly Python work, and a
+Python thread that busy beside the decoding thread holds the GIL so often that an eager
+step measured 5x slower while an in-process torch.compile ran, and 500x slower beside a
+pure Python loop (the default switch interval). The child process runs at a lower priority
+and shares only a CPU core with the server.
+
+    python -m lsp_server.engine.compiled --model smollm2-135m --precision int4   # build
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lsp_server.engine.fast_runner import FastRunner, StepFn
+from lsp_server.engine.model import cache_dir, load_model
+
+log = logging.getLogger(__name__)
+
+COMPILE_MODES = ("background", "off")
+_CODE = ("fast_runner.py", "quant.py", "compiled.py")  # the sources a package is built from
+_NICE = 10  # the builder's priority below the server's
+
+
+def fingerprint(runner: FastRunner, rows: int) -> str:
+    """What a package depends on: the weights, the precision, rows, this code, torch."""
+    digest = hashlib.sha256()
+    for name in _CODE:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    digest.update(f"{runner.precision} {rows} {torch.__version__} {runner.device.type}".encode())
+    digest.update(runner.config_json.encode())
+    for tensor in runner.weight_sample():
+        digest.update(tensor.float().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def package_path(runner: FastRunner, rows: int, directory: Path | None = None) -> Path:
+    """Where the compiled step for ``runner`` and ``rows`` lives."""
+    directory = directory or cache_dir() / "compiled"
+    return directory / f"step-{runner.precision}-{rows}row-{fingerprint(runner, rows)}.pt2"
+
+
+def export_step(runner: FastRunner, rows: int) -> Any:
+    """torch.export of ``runner.pure_step`` for ``rows`` rows, any cache length."""
+
+    class Step(torch.nn.Module):
+        def forward(
+            self, x: torch.Tensor, position: torch.Tensor, keys: Any, values: Any
+        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            return runner.pure_step(x, position, keys, values)
+
+    layers, capacity = runner.layers, 2 * 256  # an example length; any length runs
+    x = runner.embed(torch.zeros(rows, 1, dtype=torch.long))  # [B, 1, H]
+    position = torch.tensor([capacity // 2], device=runner.device)
+    keys = [runner.empty_cache(rows, capacity) for _ in range(layers)]
+    values = [runner.empty_cache(rows, capacity) for _ in range(layers)]  # not aliasing keys
+    length = torch.export.Dim("length", min=2, max=runner.max_context)
+    per_layer = [{2: length}] * layers
+    with torch.inference_mode():
+        return torch.export.export(
+            Step(),
+            (x, position, keys, values),
+            dynamic_shapes=({}, {}, per_layer, per_layer),
+        )
+
+
+def build(runner: FastRunner, rows: int, path: Path) -> Path:
+    """Compile the step into ``path`` (written whole, then renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.partial.pt2")
+    program = export_step(runner, rows)
+    torch._inductor.aoti_compile_and_package(program, package_path=str(partial))
+    partial.replace(path)
+    return path
+
+
+def load(path: Path) -> StepFn:
+    """The compiled step in ``path``."""
+    step: StepFn = torch._inductor.aoti_load_package(str(path))
+    return step
+
+
+class BackgroundCompiler:
+    """Gets a FastRunner its compiled step for ``rows`` rows without blocking requests.
+
+    If the package is on disk it is loaded at once; otherwise a child process builds it
+    (``builder``: the command line that rebuilds this same runner) and a thread waits and
+    installs it. Any failure leaves the runner eager and is logged, with the child's output
+    in ``<package>.log``.
+    """
+
+    def __init__(
+        self,
+        runner: FastRunner,
+        builder: list[str],
+        rows: int = 1,
+        directory: Path | None = None,
+    ) -> None:
+        self.runner = runner
+        self.rows = rows
+        self.path = package_path(runner, rows, directory)
+        self.builder = [*builder, "--rows", str(rows), "--out", str(self.path)]
+        self.error: str | None = None
+        self.seconds: float | None = None  # how long getting the compiled step took
+        self.done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="compile-step", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the step is installed or failed; False on timeout."""
+        return self.done.wait(timeout)
+
+    @property
+    def ready(self) -> bool:
+        return self.rows in self.runner.compiled_steps
+
+    def _run(self) -> None:
+        start = time.perf_counter()
+        try:
+            if not self.path.exists():
+                self._build()
+            if self.path.exists():
+                self.runner.compiled_steps[self.rows] = load(self.path)
+                self.seconds = time.perf_counter() - start
+                log.info("compiled decode step ready after %.0f s: %s", self.seconds, self.path)
+        except (OSError, RuntimeError) as error:
+            self.error = f"loading the compiled step {self.path} failed: {error}"
+            log.warning("%s; decoding stays eager", self.error)
+        finally:
+            self.done.set()
+
+    def _build(self) -> None:
+        log_path = self.path.with_suffix(".log")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log.info("compiling the decode step in the background: %s", " ".join(self.builder))
+        with log_path.open("w") as output:
+            code = subprocess.call(
+                self.builder,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                preexec_fn=lambda: os.nice(_NICE),
+            )
+        if code != 0:
+            self.error = f"compiling the decode step failed (exit {code}); see {log_path}"
+            log.warning("%s; decoding stays eager", self.error)
+
+
+def builder_command(model: str, device: str, dtype: str, precision: str) -> list[str]:
+    """The command line of a child process that builds the package for this runner."""
+    return [
+        sys.executable,
+        "-m",
+        "lsp_server.engine.compiled",
+        *("--model", model, "--device", device, "--dtype", dtype, "--precision", precision),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--precision", default="int4")
+    parser.add_argument("--rows", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="the package (default: the cache directory)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    loaded = load_model(args.model, args.device, args.dtype, threads=1)
+    runner = FastRunner(loaded.model, args.precision)
+    path = args.out or package_path(runner, args.rows)
+    start = time.perf_counter()
+    build(runner, args.rows, path)
+    log.info("built %s in %.0f s", path, time.perf_counter() - start)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

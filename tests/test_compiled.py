@@ -1,0 +1,123 @@
+"""The compiled decode step (compiled.py): the pure step's math, an AOTInductor package built
+and loaded for real on a tiny model, and the background compiler's behaviour around it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from lsp_server.engine import compiled
+from lsp_server.engine.api import Engine
+from lsp_server.engine.fast_runner import FastRunner
+from lsp_server.engine.runner import HFRunner
+from lsp_server.engine.types import EngineError
+from tests.test_fast_runner import ids, script, tiny
+
+
+def test_pure_step_matches_the_reference_runner_call_for_call() -> None:
+    """Installed as the compiled step for every batch size, the pure step (the function that
+    is compiled) gives the reference runner's logits through prefill, batching, selection and
+    rewinds, and leaves the cache as the eager step would."""
+    model = tiny()
+    reference, fast = HFRunner(model), FastRunner(model, "fp32")
+    fast.compiled_steps = {rows: fast.pure_step for rows in (1, 2, 3, 4)}
+    for expected, got in zip(script(reference), script(fast), strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_pure_step_writes_the_same_cache_as_the_eager_step() -> None:
+    model = tiny()
+    eager, pure = FastRunner(model, "fp32"), FastRunner(model, "fp32")
+    pure.compiled_steps[1] = pure.pure_step
+    for runner in (eager, pure):
+        runner.prefill(ids(20))
+        for token in (3, 4, 5):
+            runner.step(runner.embed(torch.tensor([[token]])))
+    for i in range(eager.layers):
+        torch.testing.assert_close(pure._k[i][:, :, :23], eager._k[i][:, :, :23])
+        torch.testing.assert_close(pure._v[i][:, :, :23], eager._v[i][:, :, :23])
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> tuple[FastRunner, Path]:
+    """A tiny int4 runner's step, exported and compiled by AOTInductor (about half a minute)."""
+    runner = FastRunner(tiny(max_positions=2048), "int4")
+    path = compiled.package_path(runner, 1, tmp_path_factory.mktemp("compiled"))
+    return runner, compiled.build(runner, 1, path)
+
+
+def greedy_tokens(runner: FastRunner, prompt: list[int], steps: int) -> list[torch.Tensor]:
+    logits = [runner.prefill(prompt)]
+    for _ in range(steps):
+        token = logits[-1].reshape(-1, logits[-1].shape[-1]).argmax(-1)
+        logits.append(runner.step(runner.embed(token[:, None]))[0])
+    runner.rewind(0)
+    return logits
+
+
+def test_the_compiled_package_steps_like_the_eager_runner(
+    package: tuple[FastRunner, Path],
+) -> None:
+    """The package runs at cache lengths other than the one it was exported with (the length
+    is dynamic), and its logits match the eager step's."""
+    runner, path = package
+    assert path.exists() and not list(path.parent.glob("*.partial.pt2"))
+    for prompt_length in (5, 300, 700):  # caches of 256, 512 and 1024 positions
+        prompt = ids(prompt_length, seed=prompt_length)
+        runner.compiled_steps = {}
+        eager = greedy_tokens(runner, prompt, 6)
+        runner.compiled_steps = {1: compiled.load(path)}
+        fast = greedy_tokens(runner, prompt, 6)
+        for expected, got in zip(eager, fast, strict=True):
+            torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+    runner.compiled_steps = {}
+
+
+def test_the_background_compiler_loads_a_package_that_is_on_disk(
+    package: tuple[FastRunner, Path],
+) -> None:
+    runner, path = package
+    runner.compiled_steps = {}
+    never_run = [sys.executable, "-c", "raise SystemExit('the builder ran')"]
+    compiler = compiled.BackgroundCompiler(runner, never_run, directory=path.parent)
+    assert compiler.path == path
+    assert compiler.wait(60)
+    assert compiler.error is None and compiler.ready and 1 in runner.compiled_steps
+    runner.compiled_steps = {}
+
+
+def test_a_failed_build_leaves_the_runner_eager_and_says_where_the_log_is(
+    tmp_path: Path,
+) -> None:
+    runner = FastRunner(tiny(), "fp32")
+    failing = [sys.executable, "-c", "print('no C++ compiler'); raise SystemExit(3)"]
+    compiler = compiled.BackgroundCompiler(runner, failing, directory=tmp_path)
+    assert compiler.wait(60)
+    assert not compiler.ready and runner.compiled_steps == {}
+    assert compiler.error is not None and "exit 3" in compiler.error
+    log = compiler.path.with_suffix(".log")
+    assert str(log) in compiler.error and "no C++ compiler" in log.read_text()
+    runner.prefill(ids(4))
+    assert runner.step(runner.embed(torch.tensor([[1]]))).shape == (1, runner.vocab_size)
+
+
+def test_the_package_name_follows_the_weights_and_the_precision(tmp_path: Path) -> None:
+    def path(seed: int, precision: str, rows: int = 1) -> Path:
+        return compiled.package_path(FastRunner(tiny(seed=seed), precision), rows, tmp_path)
+
+    assert path(0, "int4") == path(0, "int4")
+    assert len({path(0, "int4"), path(1, "int4"), path(0, "int8"), path(0, "int4", 3)}) == 4
+
+
+def test_an_unknown_compile_mode_is_a_clear_error() -> None:
+    with pytest.raises(EngineError, match="unknown compile mode 'eager'"):
+        Engine.load(compile="eager")
+
+
+def test_the_compile_status_of_an_engine(tiny_loaded: Any) -> None:
+    engine = Engine(tiny_loaded)
+    assert engine.compile_status() == "off"
