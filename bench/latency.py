@@ -13,6 +13,10 @@ steps and prefills are timed alone (``steps``). Medians; the load average is rec
 
     python -m bench.latency --threads 1          # all runners: about 45 min on a loaded 2-core box
     python -m bench.latency --threads 2 --runners hf fast-int4 --settings short --runs 3 --merge
+
+A runner named fast-<precision>-compiled steps through the AOTInductor package of
+lsp_server/engine/compiled.py, for one row and for three; a missing package is built first
+(one to two minutes each, then cached).
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ import torch
 
 from bench.common import RESULTS, ROOT, Stamp, write_json
 from lsp_server.engine.api import Engine
+from lsp_server.engine.compiled import BackgroundCompiler, builder_command
 from lsp_server.engine.fast_runner import PRECISIONS, FastRunner
 from lsp_server.engine.model import LoadedModel, load_model
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.types import DecodeConfig
 
-RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS)]
+# fast-<precision>-compiled: the decode step compiled by AOTInductor (built first if needed)
+RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS), *(f"fast-{p}-compiled" for p in PRECISIONS)]
+COMPILE_TIMEOUT_S = 1200
 SUPERPOSED_K = (1, 2, 3, 4, 8)
 BASELINE_K = 3
 NEW_TOKENS = 10
@@ -59,7 +66,15 @@ def load() -> list[float]:
 def make(loaded: LoadedModel, name: str) -> ModelRunner:
     if name == "hf":
         return HFRunner(loaded.model)
-    return FastRunner(loaded.model, name.removeprefix("fast-"))
+    precision = name.removeprefix("fast-").removesuffix("-compiled")
+    runner = FastRunner(loaded.model, precision)
+    if name.endswith("-compiled"):  # one row (superposed, greedy) and BASELINE_K rows
+        for rows in (1, BASELINE_K):
+            builder = builder_command(loaded.name, loaded.device.type, "auto", precision)
+            compiler = BackgroundCompiler(runner, builder, rows)
+            if not compiler.wait(COMPILE_TIMEOUT_S) or not compiler.ready:
+                raise SystemExit(f"no compiled step for {name}, {rows} rows: {compiler.error}")
+    return runner
 
 
 def code_context(tokenizer: Any, tokens: int) -> str:

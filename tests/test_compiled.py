@@ -51,7 +51,9 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> tuple[FastRunner, Path]
 
 
 def greedy_tokens(runner: FastRunner, prompt: list[int], steps: int) -> list[torch.Tensor]:
-    logits = [runner.prefill(prompt)]
+    # The last three tokens come as a typing user's would: a prefill of a few tokens, which
+    # goes through the compiled step when there is one.
+    logits = [runner.prefill(prompt[:-3]), runner.prefill(prompt[-3:])]
     for _ in range(steps):
         token = logits[-1].reshape(-1, logits[-1].shape[-1]).argmax(-1)
         logits.append(runner.step(runner.embed(token[:, None]))[0])
@@ -70,8 +72,15 @@ def test_the_compiled_package_steps_like_the_eager_runner(
         prompt = ids(prompt_length, seed=prompt_length)
         runner.compiled_steps = {}
         eager = greedy_tokens(runner, prompt, 6)
-        runner.compiled_steps = {1: compiled.load(path)}
+        step, calls = compiled.load(path), []
+
+        def counted(*args: Any, step: Any = step, calls: list = calls) -> Any:
+            calls.append(args[0].shape[1])  # new positions
+            return step(*args)
+
+        runner.compiled_steps = {1: counted}
         fast = greedy_tokens(runner, prompt, 6)
+        assert calls[-7:] == [3] + [1] * 6  # the typed tokens, then every step
         for expected, got in zip(eager, fast, strict=True):
             torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
     runner.compiled_steps = {}

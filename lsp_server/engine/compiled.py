@@ -36,6 +36,7 @@ from lsp_server.engine.model import cache_dir, load_model
 log = logging.getLogger(__name__)
 
 COMPILE_MODES = ("background", "off")
+MAX_TOKENS = 16  # new positions a compiled step takes at once (a decode step: one)
 _CODE = ("fast_runner.py", "quant.py", "compiled.py")  # the sources a package is built from
 _NICE = 10  # the builder's priority below the server's
 
@@ -59,7 +60,8 @@ def package_path(runner: FastRunner, rows: int, directory: Path | None = None) -
 
 
 def export_step(runner: FastRunner, rows: int) -> Any:
-    """torch.export of ``runner.pure_step`` for ``rows`` rows, any cache length."""
+    """torch.export of ``runner.pure_step`` for ``rows`` rows, any cache length and
+    1..MAX_TOKENS new positions."""
 
     class Step(torch.nn.Module):
         def forward(
@@ -67,18 +69,19 @@ def export_step(runner: FastRunner, rows: int) -> Any:
         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             return runner.pure_step(x, position, keys, values)
 
-    layers, capacity = runner.layers, 2 * 256  # an example length; any length runs
-    x = runner.embed(torch.zeros(rows, 1, dtype=torch.long))  # [B, 1, H]
+    layers, capacity = runner.layers, 2 * 256  # example sizes: any cache length runs,
+    x = runner.embed(torch.zeros(rows, 2, dtype=torch.long))  # and 1..MAX_TOKENS new tokens
     position = torch.tensor([capacity // 2], device=runner.device)
     keys = [runner.empty_cache(rows, capacity) for _ in range(layers)]
     values = [runner.empty_cache(rows, capacity) for _ in range(layers)]  # not aliasing keys
     length = torch.export.Dim("length", min=2, max=runner.max_context)
+    tokens = torch.export.Dim("tokens", min=1, max=MAX_TOKENS)
     per_layer = [{2: length}] * layers
     with torch.inference_mode():
         return torch.export.export(
             Step(),
             (x, position, keys, values),
-            dynamic_shapes=({}, {}, per_layer, per_layer),
+            dynamic_shapes=({1: tokens}, {}, per_layer, per_layer),
         )
 
 

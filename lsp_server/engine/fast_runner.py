@@ -350,40 +350,56 @@ class FastRunner:
         keys: list[torch.Tensor],
         values: list[torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One decode step as a pure function, for torch.export and AOTInductor (compiled.py).
+        """A decode step (or a prefill of a few tokens) as a pure function, for torch.export
+        and AOTInductor (compiled.py).
 
-        x [B, 1, H] at ``position`` [1]; keys, values: each layer's whole cache [B, kv_heads,
-        C, D], of which the positions before ``position`` are read (a mask, so C can be any
-        capacity). The step writes nothing: it returns fp32 logits [B, V] (not checked for
-        finiteness) and the new position's keys and values [layers, B, kv_heads, 1, D], for
-        the caller to store.
+        x [B, T, H] at positions ``position`` [1] onwards; keys, values: each layer's whole
+        cache [B, kv_heads, C, D], of which the positions before ``position`` are read (a
+        mask, so C can be any capacity). It writes nothing: it returns fp32 logits [B, V] of
+        the last position (not checked for finiteness) and the new positions' keys and
+        values [layers, B, kv_heads, T, D], for the caller to store.
         """
-        cos, sin = self._cos[position], self._sin[position]  # [1, D]
-        capacity = keys[0].shape[2]
-        hidden = torch.arange(capacity, device=x.device) >= position  # [C] not yet written
+        b, t, _ = x.shape
+        new = position + torch.arange(t, device=x.device)  # [T]
+        cos, sin = self._cos[new], self._sin[new]  # [T, D]
+        hidden = torch.arange(keys[0].shape[2], device=x.device) >= position  # [C] unwritten
+        later = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)  # [T, T] causal
         scale = self.head_dim**-0.5
         new_keys: list[torch.Tensor] = []
         new_values: list[torch.Tensor] = []
 
         def attend(i: int, block: Block, h: torch.Tensor) -> torch.Tensor:
-            q, k, v = self._project(block, h, cos, sin)  # q [B, heads, 1, D]; k, v [B, kv, 1, D]
+            q, k, v = self._project(block, h, cos, sin)  # q [B, heads, T, D]; k, v [B, kv, T, D]
             new_keys.append(k)
             new_values.append(v)
-            b, heads, _, d = q.shape
-            q = q.float().view(b, self.kv_heads, heads // self.kv_heads, d)  # [B, kv, G, D]
+            heads, d = q.shape[1], q.shape[3]
+            q = q.float().view(b, self.kv_heads, heads // self.kv_heads, t, d)  # [B, kv, G, T, D]
             cached_k, cached_v = keys[i].float(), values[i].float()  # [B, kv, C, D]
-            # Softmax over the cache and the new position together, without concatenating.
-            scores = torch.einsum("bkgd,bkcd->bkgc", q, cached_k) * scale  # [B, kv, G, C]
-            scores = scores.masked_fill(hidden, float("-inf"))
-            score_new = (q * k.float()).sum(-1, keepdim=True) * scale  # [B, kv, G, 1]
-            top = torch.maximum(scores.amax(-1, keepdim=True), score_new)
-            p, p_new = torch.exp(scores - top), torch.exp(score_new - top)
-            mixed = torch.einsum("bkgc,bkcd->bkgd", p, cached_v) + p_new * v.float()
-            out = mixed / (p.sum(-1, keepdim=True) + p_new)  # [B, kv, G, D]
-            return block.out(out.to(self.dtype).reshape(b, 1, heads * d))
+            # One softmax over the cache and the new positions, without concatenating them.
+            old = torch.einsum("bkgtd,bkcd->bkgtc", q, cached_k) * scale  # [B, kv, G, T, C]
+            old = old.masked_fill(hidden, float("-inf"))
+            fresh = torch.einsum("bkgtd,bkud->bkgtu", q, k.float()) * scale  # [..., T, T]
+            fresh = fresh.masked_fill(later, float("-inf"))
+            top = torch.maximum(old.amax(-1, keepdim=True), fresh.amax(-1, keepdim=True))
+            p_old, p_new = torch.exp(old - top), torch.exp(fresh - top)
+            mixed = torch.einsum("bkgtc,bkcd->bkgtd", p_old, cached_v)
+            mixed = mixed + torch.einsum("bkgtu,bkud->bkgtd", p_new, v.float())
+            out = mixed / (p_old.sum(-1, keepdim=True) + p_new.sum(-1, keepdim=True))
+            out = out.permute(0, 3, 1, 2, 4).reshape(b, t, heads * d)  # [B, T, heads * D]
+            return block.out(out.to(self.dtype))
 
         logits = self._layers(self.decode_weights, x, attend)
         return logits, torch.stack(new_keys), torch.stack(new_values)
+
+    def _compiled_forward(self, step: StepFn, x: torch.Tensor) -> torch.Tensor:
+        """x [B, T, H] at the next positions through a compiled step; stores the new K, V."""
+        b, t, n = x.shape[0], x.shape[1], self._length
+        position = torch.tensor([n], device=self.device)
+        keys, values = [k[:b] for k in self._k], [v[:b] for v in self._v]
+        logits, new_keys, new_values = step(x.to(self.device), position, keys, values)
+        self._keys[:, :b, :, n : n + t] = new_keys  # [layers, B, kv_heads, T, D]
+        self._values[:, :b, :, n : n + t] = new_values
+        return check_finite(logits)
 
     @torch.inference_mode()
     def prefill(self, ids: list[int]) -> torch.Tensor:
@@ -393,6 +409,13 @@ class FastRunner:
             raise ValueError("prefill extends the single prompt row: rewind first")
         self._reserve(1, self._length + len(ids))
         tokens = torch.tensor([ids], dtype=torch.long, device=self.device)  # [1, T]
+        compiled = self.compiled_steps.get(1)
+        if compiled is not None and len(ids) <= _FEW_TOKENS:  # typing: a few new tokens
+            logits = self._compiled_forward(compiled, self.embed(tokens))
+            self._length += len(ids)
+            if len(self._ids) == self._length - len(ids):
+                self._ids = self._ids + list(ids)
+            return logits[0]
         logits = torch.empty(0)
         for offset in range(0, len(ids), _PREFILL_CHUNK):
             chunk = tokens[:, offset : offset + _PREFILL_CHUNK]  # [1, T']
@@ -412,12 +435,7 @@ class FastRunner:
         if compiled is None:
             logits = self._forward(embeds.to(self.device), n)
         else:
-            position = torch.tensor([n], device=self.device)
-            keys, values = [k[:b] for k in self._k], [v[:b] for v in self._v]
-            logits, new_keys, new_values = compiled(embeds.to(self.device), position, keys, values)
-            self._keys[:, :b, :, n] = new_keys[:, :, :, 0]  # [layers, B, kv_heads, D]
-            self._values[:, :b, :, n] = new_values[:, :, :, 0]
-            logits = check_finite(logits)
+            logits = self._compiled_forward(compiled, embeds)
         self._length += 1
         return logits
 

@@ -1,0 +1,126 @@
+"""One-row matmul kernels on this CPU: how fast each streams weights (decode is bound by it).
+
+A decode step of batch 1 reads every weight once, so the kernel's bandwidth on weights that
+are not in cache sets the step's floor. For the default model's layer shapes (120 distinct
+matrices, 212 MB in bf16, far more than the caches) and its output head, each kernel runs
+one row through every matrix; medians of ``--runs``, one thread, interleaved. A plain fp32
+sum over 256 MB is the machine's streaming bandwidth for reference.
+
+    python -m bench.kernels
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from bench.common import RESULTS, Stamp, write_json
+from lsp_server.engine.quant import Int4Linear, Int8Linear
+
+# SmolLM2-135M: hidden 576, intermediate 1536, 9 query and 3 KV heads of 64, 30 layers.
+LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]  # qkv, out, gate_up, down
+LAYERS = 30
+HEAD = (49152, 576)
+
+
+def kernels(weights: list[torch.Tensor]) -> dict[str, tuple[Callable[[], object], int]]:
+    """name -> (run one row through every weight, bytes of weights read)."""
+    bf16 = [w.to(torch.bfloat16) for w in weights]
+    rows = {w.shape[1]: torch.randn(1, w.shape[1]) for w in weights}
+    rows16 = {k: v.to(torch.bfloat16) for k, v in rows.items()}
+    inputs = [rows16[w.shape[1]] for w in weights]
+    int8 = [Int8Linear(w, None) for w in weights]
+    int4 = [Int4Linear(w, None) for w in weights]
+    n32 = sum(w.numel() * 4 for w in weights)
+    n16 = n32 // 2
+    n8 = sum(q.qweight.numel() + q.scale.numel() * 2 for q in int8)
+    n4 = sum(
+        q.packed.numel() * q.packed.element_size() + q.scales_and_zeros.numel() * 2 for q in int4
+    )
+    return {
+        "fp32 F.linear": (lambda: [F.linear(rows[w.shape[1]], w) for w in weights], n32),
+        "bf16 F.linear": (lambda: [F.linear(rows16[w.shape[1]], w) for w in bf16], n16),
+        "bf16 torch.mv": (lambda: [torch.mv(w, rows16[w.shape[1]][0]) for w in bf16], n16),
+        "int8 _weight_int8pack_mm": (lambda: [q(x) for q, x in zip(int8, inputs, strict=True)], n8),
+        "int4 _weight_int4pack_mm_for_cpu": (
+            lambda: [q(x) for q, x in zip(int4, inputs, strict=True)],
+            n4,
+        ),
+    }
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def measure(weights: list[torch.Tensor], runs: int) -> dict[str, Any]:
+    table = kernels(weights)
+    times: dict[str, list[float]] = {name: [] for name in table}
+    for _ in range(runs):  # interleaved: every kernel sees the same machine load
+        for name, (fn, _) in table.items():
+            times[name].append(median_ms(fn, 1))
+    out = {}
+    for name, (_, nbytes) in table.items():
+        ms = statistics.median(times[name])
+        out[name] = {
+            "ms": round(ms, 2),
+            "MB": round(nbytes / 1e6, 1),
+            "GB/s": round(nbytes / ms / 1e6, 1),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    stamp = Stamp(model="SmolLM2-135M shapes, random weights")
+    torch.manual_seed(0)
+    stream = torch.randn(64 * 2**20)  # 256 MB
+    sums = [median_ms(stream.sum, 1) for _ in range(args.runs)]
+    results: dict[str, Any] = {
+        "fp32 sum, 256 MB (GB/s)": round(stream.numel() * 4 / statistics.median(sums) / 1e6, 1)
+    }
+    del stream
+    layers = [torch.randn(shape) * 0.02 for _ in range(LAYERS) for shape in LAYER_SHAPES]
+    results["layers"] = measure(layers, args.runs)
+    results["head"] = measure([torch.randn(HEAD) * 0.02], args.runs)
+    results["stamp"] = stamp.finish(started)
+    write_json(RESULTS / "kernels.json", results)
+    lines = [
+        "# One-row matmul kernels (bench/kernels.py)",
+        "",
+        f"`{results['stamp']['command']}`: {results['stamp']['date']}, commit "
+        f"{results['stamp']['commit']}, {results['stamp']['machine']}, 1 thread, medians of "
+        f"{args.runs}, load {results['stamp']['load_start']} at start, "
+        f"{results['stamp']['load_end']} at end.",
+        "",
+        f"Streaming bandwidth (fp32 sum over 256 MB): {results['fp32 sum, 256 MB (GB/s)']} GB/s.",
+        "",
+        "| kernel | 30 layers: ms | MB | GB/s | output head: ms | MB | GB/s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in results["layers"]:
+        cells = [
+            results[part][name][key] for part in ("layers", "head") for key in ("ms", "MB", "GB/s")
+        ]
+        lines.append(f"| {name} | " + " | ".join(str(c) for c in cells) + " |")
+    (RESULTS / "kernels.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
