@@ -42,8 +42,11 @@ bench-quick: setup
 	@echo "report: docs/benchmarks-quick.md"
 
 bench: setup
-	if [ -f bench/latency.py ]; then $(BIN)/python -m bench.latency; fi
-	if [ -f bench/ngram.py ]; then $(BIN)/python -m bench.ngram; fi
+	$(BIN)/python -m bench.latency
+	$(BIN)/python -m bench.kernels
+	$(BIN)/python -m bench.fidelity --size medium
+	$(BIN)/python bench/lsp_latency.py
+	$(BIN)/python -m bench.ngram
 	$(BIN)/python -m bench.quality
 	$(BIN)/python -m bench.humaneval
 	$(BIN)/python -m bench.coherence

@@ -164,7 +164,41 @@ def main(argv: list[str] | None = None) -> None:
         }
         print(precision, results["precisions"][precision], flush=True)
     results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / f"fidelity{'-quick' if args.quick else ''}.json", results)
+    name = f"fidelity{'-quick' if args.quick else ''}"
+    write_json(RESULTS / f"{name}.json", results)
+    (RESULTS / f"{name}.md").write_text(markdown(results))
+    print(markdown(results))
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The fidelity table (embedded in docs/benchmarks.md by bench/report.py)."""
+
+    def change(c: dict[str, Any]) -> str:
+        return f"{100 * c['change']:+.1f}% [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}]"
+
+    s = results["stamp"]
+    lines = [
+        "# Fast runner fidelity (bench/fidelity.py)",
+        "",
+        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}. "
+        f"{results['positions']} next-line positions of the held-out standard-library packages, "
+        f"{results['prompt_tokens']}-token prompts, {results['new_tokens']} new tokens; the "
+        "reference is the transformers runner in fp32. Agreement: teacher-forced greedy "
+        "argmax equal to the reference's (target >= 95%). Perplexity change: the reference "
+        "model's perplexity of this runner's drafts against that of the reference runner's "
+        "drafts (target < 2%), with a 95% bootstrap interval over positions.",
+        "",
+        "| precision | agreement | greedy drafts identical | perplexity change, greedy "
+        "drafts | perplexity change, superposed k=3 drafts |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for precision, r in results["precisions"].items():
+        lines.append(
+            f"| {precision} | {100 * r['agreement']:.1f}% | "
+            f"{100 * r['greedy_drafts_identical']:.0f}% | {change(r['greedy_perplexity'])} | "
+            f"{change(r['superposed_perplexity'])} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -536,6 +536,8 @@ def other_results(name: str, script: str) -> list[str]:
 def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 4. Speed", ""]
     out += other_results("latency", "latency")
+    out += other_results("kernels", "kernels")
+    out += other_results("fidelity", "fidelity")
     out += other_results("lsp_latency", "lsp_latency")
     if q is not None:
         main = next(iter(q["methods"].values()))

@@ -105,8 +105,8 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     context = CursorContext.at(text, cursor_offset(text, args.line, args.col))
     started = time.perf_counter()
     engine = load_engine(
-        ModelSettings(
-            args.model, args.device, args.dtype, args.precision, args.runner, args.threads
+        ModelSettings(  # one request: nothing to compile for
+            args.model, args.device, args.dtype, args.precision, args.runner, args.threads, "off"
         )
     )
     load_ms = (time.perf_counter() - started) * 1e3

@@ -58,7 +58,7 @@ def index_sample(tokenizer: Any, db: Path) -> tuple[Any, dict[str, Any]]:
 
 def run(model: str, k: int) -> dict[str, Any]:
     started = time.perf_counter()
-    engine = load_engine(ModelSettings(model=model))
+    engine = load_engine(ModelSettings(model=model, compile="off"))  # a few requests
     load_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="superposed-demo-") as tmp:
         store, summary = index_sample(engine.tokenizer, Path(tmp) / "demo.sqlite")

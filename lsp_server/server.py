@@ -327,6 +327,7 @@ class SuperposedServer(LanguageServer):
             "counters": dict(self.counters),
             "stores": self.stores.stats(self._roots()) if self.stores else None,
             "compiledStep": engine.compile_status() if engine else None,
+            "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
         }
 

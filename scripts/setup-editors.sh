@@ -32,10 +32,11 @@ export npm_config_nodedir="$NODE_DIR"
 
 log() { echo "setup-editors: $*" >&2; }
 
-# 1. Debian packages (root on this machine; otherwise sudo).
+# 1. Debian packages (root on this machine; otherwise sudo): the editors' and a C++ compiler.
 need_apt=()
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 dpkg -s libkrb5-dev >/dev/null 2>&1 || need_apt+=(libkrb5-dev)
+command -v g++ >/dev/null || need_apt+=(g++)  # torch.compile (AOTInductor): the decode step
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo

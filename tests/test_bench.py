@@ -212,3 +212,58 @@ def test_generic_renders_lists_of_rows_as_tables() -> None:
     assert "| k | ms |" in text and "| 3 | 30 |" in text
     assert report.pct({"mean": 0.5, "lo": 0.25, "hi": 0.75, "n": 4}) == "50.0 [25.0, 75.0]"
     assert report.pct({"mean": float("nan"), "lo": 0, "hi": 0, "n": 0}) == "n/a"
+
+
+# ----- fast-path benchmarks (issue 7) ----------------------------------------------------------
+
+
+def test_perplexity_change_is_the_ratio_of_per_token_perplexities() -> None:
+    from bench.fidelity import perplexity_change
+
+    # 2 positions of 4 tokens: the fast drafts cost 0.4 nats more in all.
+    out = perplexity_change([2.2, 2.2], [2.0, 2.0], [4, 4])
+    assert out["change"] == pytest.approx(math.exp(0.4 / 8) - 1)
+    assert out["lo"] <= out["change"] <= out["hi"] and out["n"] == 2
+    assert perplexity_change([1.0], [1.0], [3])["change"] == 0.0
+
+
+def test_teacher_forced_greedy_reads_the_forced_tokens() -> None:
+    """Forced tokens, not the runner's own argmax, are fed back, so agreement counts each
+    position once; the free-running variant feeds its own argmax."""
+    from bench.fidelity import greedy
+
+    class Runner:  # logits whose argmax is the last input token + 1
+        def __init__(self) -> None:
+            self.fed: list[int] = []
+
+        def prefill(self, ids: list[int]) -> torch.Tensor:
+            return torch.nn.functional.one_hot(torch.tensor(ids[-1] + 1), 50).float()
+
+        def embed(self, ids: torch.Tensor) -> torch.Tensor:
+            return ids
+
+        def step(self, token: torch.Tensor) -> torch.Tensor:
+            self.fed.append(int(token))
+            return torch.nn.functional.one_hot(token[0, 0] + 1, 50).float()[None]
+
+        def rewind(self, length: int) -> None:
+            pass
+
+    free, forced = Runner(), Runner()
+    assert greedy(free, [3], 4) == [4, 5, 6, 7] and free.fed == [4, 5, 6]
+    assert greedy(forced, [3], 4, forced=[10, 20, 30, 40]) == [4, 11, 21, 31]
+    assert forced.fed == [10, 20, 30]
+
+
+def test_the_typing_target_compares_medians_of_the_same_calls() -> None:
+    import bench.lsp_latency as L
+
+    calls = [(300.0, {"steps": 200.0, "prefill": 50.0}), (100.0, {"steps": 90.0, "prefill": 5.0})]
+    calls.append((200.0, {"steps": 150.0, "prefill": 20.0}))
+    out = L.typing_target(calls)
+    assert out["p50_request_ms"] == 200.0 and out["p50_steps_ms"] == 150.0
+    assert out["ratio_p50"] == pytest.approx(200 / 150) and out["calls"] == 3
+    rows = ["x" * 99] * 100  # 100 characters a line with its newline
+    assert L.prompt_1500_line(rows) == 54  # the first line after 5,400 characters
+    with pytest.raises(ValueError, match="too short"):
+        L.prompt_1500_line(rows[:10])

@@ -105,6 +105,11 @@ class Engine:
             return "ready"
         return f"failed: {compiler.error}" if compiler.error else "building"
 
+    @property
+    def compiled_calls(self) -> int:
+        """Forwards that ran through the compiled step so far."""
+        return getattr(self.runner, "compiled_calls", 0)
+
     def prompt(
         self,
         text: str,

@@ -18,6 +18,7 @@ and shares only a CPU core with the server.
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import logging
 import os
@@ -155,16 +156,20 @@ class BackgroundCompiler:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("compiling the decode step in the background: %s", " ".join(self.builder))
         with log_path.open("w") as output:
-            code = subprocess.call(
-                self.builder,
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                preexec_fn=lambda: os.nice(_NICE),
+            child = subprocess.Popen(
+                self.builder, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
             )
+            atexit.register(_stop, child)  # a server that exits takes its build with it
+            code = child.wait()
+            atexit.unregister(_stop)
         if code != 0:
             self.error = f"compiling the decode step failed (exit {code}); see {log_path}"
             log.warning("%s; decoding stays eager", self.error)
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
 
 
 def builder_command(model: str, device: str, dtype: str, precision: str) -> list[str]:
@@ -187,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="the package (default: the cache directory)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if hasattr(os, "nice"):
+        os.nice(_NICE)  # the server, which started this build, comes first
     loaded = load_model(args.model, args.device, args.dtype, threads=1)
     runner = FastRunner(loaded.model, args.precision)
     path = args.out or package_path(runner, args.rows)

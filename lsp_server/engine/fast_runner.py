@@ -201,6 +201,7 @@ class FastRunner:
         # Compiled decode steps (FastRunner.pure_step) by rows, installed by compiled.py;
         # a step with no compiled one for its rows runs eagerly.
         self.compiled_steps: dict[int, StepFn] = {}
+        self.compiled_calls = 0  # forwards that went through one
         self._ids: list[int] = []  # prompt tokens in row 0 of the cache
         self._length = 0
         self._batch = 1
@@ -397,6 +398,7 @@ class FastRunner:
         position = torch.tensor([n], device=self.device)
         keys, values = [k[:b] for k in self._k], [v[:b] for v in self._v]
         logits, new_keys, new_values = step(x.to(self.device), position, keys, values)
+        self.compiled_calls += 1
         self._keys[:, :b, :, n : n + t] = new_keys  # [layers, B, kv_heads, T, D]
         self._values[:, :b, :, n : n + t] = new_values
         return check_finite(logits)

@@ -60,7 +60,7 @@ vim.cmd('filetype on')
 local superposed = require('superposed')
 superposed.setup({
   python = cfg.python,
-  settings = { k = 3, codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { k = 3, compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 vim.cmd.edit(cfg.file)
 local buf = vim.api.nvim_get_current_buf()

@@ -149,6 +149,7 @@ def session(tmp_path: Path, tools: None) -> Iterator[Session]:
         "editor.inlineSuggest.showToolbar": "always",  # "1/3": the k drafts, in the screenshot
         "superposed.pythonPath": sys.executable,
         "superposed.k": 3,
+        "superposed.compile": "off",  # no compile child beside the editor (tested elsewhere)
         "superposed.codebaseDb": str(stores / "codebase.sqlite"),
         "superposed.userDb": str(stores / "user.sqlite"),
     }
