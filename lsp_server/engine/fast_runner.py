@@ -374,16 +374,17 @@ class FastRunner:
             new_keys.append(k)
             new_values.append(v)
             heads, d = q.shape[1], q.shape[3]
-            q = q.float().view(b, self.kv_heads, heads // self.kv_heads, t, d)  # [B, kv, G, T, D]
-            cached_k, cached_v = keys[i].float(), values[i].float()  # [B, kv, C, D]
+            q = q.view(b, self.kv_heads, heads // self.kv_heads, t, d)  # [B, kv, G, T, D]
             # One softmax over the cache and the new positions, without concatenating them.
-            old = torch.einsum("bkgtd,bkcd->bkgtc", q, cached_k) * scale  # [B, kv, G, T, C]
+            # The cache is read in its own dtype, as the eager step's SDPA does: converting
+            # it to fp32 first tripled the memory traffic of a long context.
+            old = torch.einsum("bkgtd,bkcd->bkgtc", q, keys[i]).float() * scale  # [B,kv,G,T,C]
             old = old.masked_fill(hidden, float("-inf"))
-            fresh = torch.einsum("bkgtd,bkud->bkgtu", q, k.float()) * scale  # [..., T, T]
+            fresh = torch.einsum("bkgtd,bkud->bkgtu", q.float(), k.float()) * scale  # [.., T, T]
             fresh = fresh.masked_fill(later, float("-inf"))
             top = torch.maximum(old.amax(-1, keepdim=True), fresh.amax(-1, keepdim=True))
             p_old, p_new = torch.exp(old - top), torch.exp(fresh - top)
-            mixed = torch.einsum("bkgtc,bkcd->bkgtd", p_old, cached_v)
+            mixed = torch.einsum("bkgtc,bkcd->bkgtd", p_old.to(self.dtype), values[i]).float()
             mixed = mixed + torch.einsum("bkgtu,bkud->bkgtd", p_new, v.float())
             out = mixed / (p_old.sum(-1, keepdim=True) + p_new.sum(-1, keepdim=True))
             out = out.permute(0, 3, 1, 2, 4).reshape(b, t, heads * d)  # [B, T, heads * D]
