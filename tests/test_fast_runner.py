@@ -189,3 +189,18 @@ def test_misuse_raises_clear_errors() -> None:
     fast.rewind(10)
     with pytest.raises(EngineError, match="context"):
         fast.prefill(ids(60))
+
+
+def test_a_new_prompt_gets_a_cache_of_its_own_size() -> None:
+    """After a long prompt, rewinding to nothing frees the cache, so a short prompt's steps
+    (which, compiled, read every cached position) do not pay for the long one."""
+    runner = FastRunner(tiny(), "fp32")
+    runner.prefill(ids(600))
+    runner.expand(3)
+    assert runner._k[0].shape[:3] == (3, runner.kv_heads, 640)
+    runner.rewind(10)  # typing on: the cache stays
+    assert runner._k[0].shape[2] == 640
+    runner.rewind(0)
+    runner.prefill(ids(20))
+    assert runner._k[0].shape[:3] == (1, runner.kv_heads, 128)
+    assert runner.step(runner.embed(torch.tensor([[1]]))).shape == (1, VOCAB)

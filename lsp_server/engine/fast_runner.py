@@ -275,6 +275,11 @@ class FastRunner:
         self._batch = 1  # row 0 holds the prompt: the other rows are dropped
         self._length = max(0, min(length, self._length))
         self._ids = self._ids[: self._length]
+        if self._length == 0 and not self.static_cache:
+            # A new prompt: let the cache fit it. A compiled step reads every position the
+            # cache holds, so one long prompt would otherwise slow every later short one.
+            self._keys, self._values = self._new_cache(1, 0), self._new_cache(1, 0)
+            self._k, self._v = list(self._keys), list(self._values)
 
     # --- the forward ----------------------------------------------------------------------
 
