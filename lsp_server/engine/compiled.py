@@ -70,14 +70,14 @@ def export_step(runner: FastRunner, rows: int) -> Any:
         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             return runner.pure_step(x, position, keys, values)
 
-    layers, capacity = runner.layers, 2 * 256  # example sizes: any cache length runs,
+    capacity = 2 * 256  # example sizes: any cache length runs,
     x = runner.embed(torch.zeros(rows, 2, dtype=torch.long))  # and 1..MAX_TOKENS new tokens
     position = torch.tensor([capacity // 2], device=runner.device)
-    keys = [runner.empty_cache(rows, capacity) for _ in range(layers)]
-    values = [runner.empty_cache(rows, capacity) for _ in range(layers)]  # not aliasing keys
+    keys = list(runner.new_cache(rows, capacity))  # each [B, kv_heads, C, D]
+    values = list(runner.new_cache(rows, capacity))  # not aliasing keys
     length = torch.export.Dim("length", min=2, max=runner.max_context)
     tokens = torch.export.Dim("tokens", min=1, max=MAX_TOKENS)
-    per_layer = [{2: length}] * layers
+    per_layer = [{2: length}] * runner.layers
     with torch.inference_mode():
         return torch.export.export(
             Step(),

@@ -191,7 +191,7 @@ class FastRunner:
         self.layers = len(self.decode_weights.blocks)
         # The KV cache: one tensor [layers, R, kv_heads, C, D] for K and one for V, so a
         # compiled step's new keys are stored in one copy; _k[i], _v[i] are layer i's views.
-        self._keys, self._values = self._new_cache(1, 0), self._new_cache(1, 0)
+        self._keys, self._values = self.new_cache(1, 0), self.new_cache(1, 0)
         self._k, self._v = list(self._keys), list(self._values)
         # The rotary table for the whole context, made once (a compiled step holds it).
         positions = torch.arange(self.max_context, device=self.device)[None]  # [1, L]
@@ -212,11 +212,7 @@ class FastRunner:
         """The first values of every parameter of the model the runner was built from."""
         return self._sample
 
-    def empty_cache(self, rows: int, length: int) -> torch.Tensor:
-        """One layer's zeroed K (or V) tensor [rows, kv_heads, length, D]."""
-        return self._new_cache(rows, length)[0]
-
-    def _new_cache(self, rows: int, length: int) -> torch.Tensor:
+    def new_cache(self, rows: int, length: int) -> torch.Tensor:
         """[layers, rows, kv_heads, length, D] of zeros."""
         shape = (self.layers, rows, self.kv_heads, length, self.head_dim)
         return torch.zeros(shape, dtype=self.dtype, device=self.device)
@@ -237,7 +233,7 @@ class FastRunner:
         elif length > have_length:  # no doubling: a compiled step reads every position
             new_length = min(-(-length // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
         n = self._length
-        keys, values = self._new_cache(new_rows, new_length), self._new_cache(new_rows, new_length)
+        keys, values = self.new_cache(new_rows, new_length), self.new_cache(new_rows, new_length)
         keys[:, :have_rows, :, :n] = self._keys[:, :, :, :n]
         values[:, :have_rows, :, :n] = self._values[:, :, :, :n]
         self._keys, self._values = keys, values
@@ -278,7 +274,7 @@ class FastRunner:
         if self._length == 0 and not self.static_cache:
             # A new prompt: let the cache fit it. A compiled step reads every position the
             # cache holds, so one long prompt would otherwise slow every later short one.
-            self._keys, self._values = self._new_cache(1, 0), self._new_cache(1, 0)
+            self._keys, self._values = self.new_cache(1, 0), self.new_cache(1, 0)
             self._k, self._v = list(self._keys), list(self._values)
 
     # --- the forward ----------------------------------------------------------------------
@@ -421,14 +417,11 @@ class FastRunner:
         if compiled is not None and len(ids) <= _FEW_TOKENS:  # typing: a few new tokens
             logits = self._compiled_forward(compiled, self.embed(tokens))
             self._length += len(ids)
-            if len(self._ids) == self._length - len(ids):
-                self._ids = self._ids + list(ids)
-            return logits[0]
-        logits = torch.empty(0)
-        for offset in range(0, len(ids), _PREFILL_CHUNK):
-            chunk = tokens[:, offset : offset + _PREFILL_CHUNK]  # [1, T']
-            logits = self._forward(self.embed(chunk), self._length)
-            self._length += chunk.shape[1]
+        else:
+            for offset in range(0, len(ids), _PREFILL_CHUNK):
+                chunk = tokens[:, offset : offset + _PREFILL_CHUNK]  # [1, T']
+                logits = self._forward(self.embed(chunk), self._length)
+                self._length += chunk.shape[1]
         if len(self._ids) == self._length - len(ids):  # row 0 is all prompt: remember its tokens
             self._ids = self._ids + list(ids)
         return logits[0]
