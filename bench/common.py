@@ -467,6 +467,26 @@ def run_parser(description: str, sizes: Mapping[str, Any]) -> argparse.ArgumentP
     return parser
 
 
+COMPILE_TIMEOUT_S = 1200  # to build a missing compiled step (one to three minutes each)
+
+
+def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
+    """A FastRunner for ``variant``: a precision, or "<precision>-compiled", which steps
+    ``rows``-row batches through the compiled step (built first if it is not cached)."""
+    from lsp_server.engine.compiled import BackgroundCompiler, builder_command
+    from lsp_server.engine.fast_runner import FastRunner
+
+    precision = variant.removesuffix("-compiled")
+    runner = FastRunner(loaded.model, precision)
+    if variant.endswith("-compiled"):
+        builder = builder_command(loaded.name, loaded.device.type, "auto", precision)
+        for n in rows:
+            compiler = BackgroundCompiler(runner, builder, n)
+            if not compiler.wait(COMPILE_TIMEOUT_S) or not compiler.ready:
+                raise SystemExit(f"no compiled step for {variant}, {n} rows: {compiler.error}")
+    return runner
+
+
 def load_engine(args: argparse.Namespace) -> tuple[Any, Stamp]:
     """The engine the parsed arguments ask for, and the stamp its results carry."""
     from lsp_server.engine.api import Engine

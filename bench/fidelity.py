@@ -27,6 +27,7 @@ from bench.common import (
     RESULTS,
     Stamp,
     bootstrap_ci,
+    fast_runner,
     library_files,
     read_text,
     run_parser,
@@ -35,9 +36,7 @@ from bench.common import (
     write_json,
 )
 from lsp_server.engine.api import Engine
-from lsp_server.engine.compiled import BackgroundCompiler, builder_command
-from lsp_server.engine.fast_runner import PRECISIONS, FastRunner
-from lsp_server.engine.model import DEFAULT_MODEL
+from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.prompt import Prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.superposed import superposed_decode
@@ -46,19 +45,6 @@ from lsp_server.engine.types import DecodeConfig
 SIZES = {"quick": 12, "medium": 64, "full": 200}
 # The fast runner at each precision, and int4 through its compiled step (what a server serves).
 VARIANTS = [*PRECISIONS, "int4-compiled"]
-COMPILE_TIMEOUT_S = 1200
-
-
-def fast_runner(model: Any, variant: str) -> FastRunner:
-    """The fast runner of ``variant``: a precision, or "<precision>-compiled"."""
-    precision = variant.removesuffix("-compiled")
-    runner = FastRunner(model, precision)
-    if variant.endswith("-compiled"):
-        builder = builder_command(DEFAULT_MODEL, runner.device.type, "auto", precision)
-        compiler = BackgroundCompiler(runner, builder)
-        if not compiler.wait(COMPILE_TIMEOUT_S) or not compiler.ready:
-            raise SystemExit(f"no compiled step for {variant}: {compiler.error}")
-    return runner
 
 
 def greedy(
@@ -153,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         "precisions": {},
     }
     for precision in args.precisions:
-        fast = fast_runner(model, precision)
+        fast = fast_runner(engine.loaded, precision)
         with torch.inference_mode():
             forced = [greedy(fast, p, n, r) for p, r in zip(prompts, ref_greedy, strict=True)]
             free = [greedy(fast, p, n) for p in prompts]

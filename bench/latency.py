@@ -32,17 +32,15 @@ from typing import Any
 
 import torch
 
-from bench.common import RESULTS, ROOT, Stamp, write_json
+from bench.common import RESULTS, ROOT, Stamp, fast_runner, write_json
 from lsp_server.engine.api import Engine
-from lsp_server.engine.compiled import BackgroundCompiler, builder_command
-from lsp_server.engine.fast_runner import PRECISIONS, FastRunner
+from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.model import LoadedModel, load_model
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.types import DecodeConfig
 
 # fast-<precision>-compiled: the decode step compiled by AOTInductor (built first if needed)
 RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS), *(f"fast-{p}-compiled" for p in PRECISIONS)]
-COMPILE_TIMEOUT_S = 1200
 SUPERPOSED_K = (1, 2, 3, 4, 8)
 BASELINE_K = 3
 NEW_TOKENS = 10
@@ -66,15 +64,8 @@ def load() -> list[float]:
 def make(loaded: LoadedModel, name: str) -> ModelRunner:
     if name == "hf":
         return HFRunner(loaded.model)
-    precision = name.removeprefix("fast-").removesuffix("-compiled")
-    runner = FastRunner(loaded.model, precision)
-    if name.endswith("-compiled"):  # one row (superposed, greedy) and BASELINE_K rows
-        for rows in (1, BASELINE_K):
-            builder = builder_command(loaded.name, loaded.device.type, "auto", precision)
-            compiler = BackgroundCompiler(runner, builder, rows)
-            if not compiler.wait(COMPILE_TIMEOUT_S) or not compiler.ready:
-                raise SystemExit(f"no compiled step for {name}, {rows} rows: {compiler.error}")
-    return runner
+    # compiled: one row (superposed, greedy, sequential nucleus) and BASELINE_K (batched, beam)
+    return fast_runner(loaded, name.removeprefix("fast-"), rows=(1, BASELINE_K))
 
 
 def code_context(tokenizer: Any, tokens: int) -> str:
