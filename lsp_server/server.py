@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -329,7 +330,24 @@ class SuperposedServer(LanguageServer):
             "compiledStep": engine.compile_status() if engine else None,
             "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
+            "memoryMb": memory_mb(),
         }
+
+
+def memory_mb() -> dict[str, float | None]:
+    """This process's resident memory now and at its peak, in MiB (None where unknown)."""
+    peak: float | None = None
+    now: float | None = None
+    try:
+        import resource
+
+        scale = 2**20 if sys.platform == "darwin" else 2**10  # ru_maxrss: bytes or KiB
+        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale, 1)
+        with open("/proc/self/statm") as statm:  # Linux: pages
+            now = round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (ImportError, OSError, ValueError):
+        pass
+    return {"rss": now, "peak": peak}
 
 
 def _path_of(uri: str) -> Path | None:

@@ -100,6 +100,10 @@ class Engine:
             raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
         loaded = load_model(model, device, dtype, threads)
         engine = cls(loaded, runner=make_runner(loaded.model, runner, precision))
+        if isinstance(engine.runner, FastRunner):
+            # The fast runner holds its own copies (quantized decode, bf16 prefill): the fp32
+            # master, 0.5 GB for the default model, would only take memory from here on.
+            loaded.model = None
         if compile == "background" and isinstance(engine.runner, FastRunner):
             engine.start_compiler(builder_command(model, device, dtype, engine.runner.precision))
         return engine
