@@ -347,6 +347,8 @@ def memory_mb() -> dict[str, float | None]:
             now = round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
     except (ImportError, OSError, ValueError):
         pass
+    if peak is not None and now is not None:
+        peak = max(peak, now)  # the kernel's high-water mark can lag the current size
     return {"rss": now, "peak": peak}
 
 
