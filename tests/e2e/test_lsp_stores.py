@@ -20,8 +20,8 @@ from pytest_lsp import LanguageClient
 
 from ngram_db import NgramStore
 from tests.e2e.test_lsp import (
-    K,
     SAMPLE,
+    K,
     command,
     end_of,
     inline,
@@ -31,7 +31,7 @@ from tests.e2e.test_lsp import (
     wait_until_ready,
 )
 
-PEM = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5\n-----END EC PRIVATE KEY-----\n"
+PEM = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nu\n-----END EC PRIVATE KEY-----\n"
 PROMPT = SAMPLE + "\ndef helper():\n    "
 
 
