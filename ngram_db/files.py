@@ -193,8 +193,8 @@ def list_candidates(
 def skip_reason(rel: str, skip_secrets: bool = True) -> str | None:
     """Why index_repo would skip a file by its name (None: it would not).
 
-    ``rel`` is the path relative to the workspace root, with / separators. The language
-    server asks this before update_file, so that saving a .env file never indexes it.
+    ``rel`` is the path relative to the workspace root, with / separators. The name rules
+    only: ``save_skip_reason`` adds the ignore files, the size and the text.
     """
     specs = [("ignored folder", _IGNORED_DIRS_SPEC), ("generated", _GENERATED_SPEC)]
     if skip_secrets:
