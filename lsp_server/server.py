@@ -57,7 +57,7 @@ CMD_INDEX = "superposed.indexWorkspace"
 CMD_STATS = "superposed.stats"
 CMD_ACCEPT = "superposed.accept"
 CMD_FORGET = "superposed.forget"
-ACCEPT_WAIT_S = 1.0  # superposed.accept answers after this at most; the write goes on queued
+ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
 LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
 
