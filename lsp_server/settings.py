@@ -72,7 +72,7 @@ class StoreSettings:
     user_weight: float = 0.3  # weight of the user store against the codebase store
     index_on_save: bool = True
     # Saved files larger than this (UTF-8 bytes) are not learned: index-repo's default limit.
-    # Counting a 20 MB file took 20-25 s and 3 GB of memory (issue 12).
+    # Uncapped, one 20 MB save took 45 s, 2.8 GB at peak and kept 1.8 GB (bench/save_cost.py).
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
 
 
