@@ -59,6 +59,7 @@ CMD_ACCEPT = "superposed.accept"
 CMD_FORGET = "superposed.forget"
 ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
+SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
 LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
 
 
@@ -460,6 +461,14 @@ async def initialized(ls: SuperposedServer, params: types.InitializedParams) -> 
     ls.loop = asyncio.get_running_loop()
     await ls.apply_options(ls.init_options)
     await ls.start_loading()
+
+
+@SERVER.feature(types.SHUTDOWN)
+async def shutdown(ls: SuperposedServer, params: None) -> None:
+    """Queued saves are written before the server exits (a lock may have held them back)."""
+    loop = asyncio.get_running_loop()
+    if not await loop.run_in_executor(None, ls.writes.drain, SHUTDOWN_WAIT_S):
+        log.warning("shutdown: %d store write(s) not written", ls.writes.pending())
 
 
 @SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

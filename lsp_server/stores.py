@@ -353,6 +353,11 @@ class WriteQueue:
         with self._cond:
             return len(self._items)
 
+    def drain(self, timeout: float) -> bool:
+        """Wait until every queued write has run (or ``timeout`` s): True if none is left."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._items, timeout)
+
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -373,5 +378,6 @@ class WriteQueue:
             with self._cond:
                 if self._items.get(key) is item:  # not replaced by a newer write meanwhile
                     del self._items[key]
+                self._cond.notify_all()
             if done is not None:
                 done(result, error)

@@ -285,3 +285,31 @@ async def test_saves_and_accepts_survive_a_long_lock(workspace: Path, tmp_path: 
                 break
             await asyncio.sleep(0.1)
         assert user["files"] == 3
+
+
+async def test_a_save_held_back_by_a_lock_is_written_before_exit(
+    workspace: Path, tmp_path: Path
+) -> None:
+    codebase_db, user_db = tmp_path / "cb.sqlite", tmp_path / "user.sqlite"
+    options = {"k": K, "codebaseDb": str(codebase_db), "userDb": str(user_db)}
+    holders: list[sqlite3.Connection] = []
+    async with session(workspace, options, SUPERPOSED_BUSY_TIMEOUT_MS="300") as client:
+        save(client, open_doc(client, workspace / "app.py", SAMPLE))
+        await wait_for_counter(client, "saves_indexed", 1)
+        for path in (codebase_db, user_db):
+            holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")
+            holders.append(holder)
+        (workspace / "last.py").write_text("def last():\n    return 4\n")
+        save(client, open_doc(client, workspace / "last.py", "def last():\n    return 4\n"))
+        await asyncio.sleep(0.5)  # the write met the lock and waits to be retried
+
+        def release() -> None:
+            for holder in holders:
+                holder.rollback()
+                holder.close()
+
+        asyncio.get_running_loop().call_later(1.5, release)  # while the server shuts down
+    for path in (codebase_db, user_db):
+        with sqlite3.connect(path) as check:
+            assert check.execute("SELECT count(*) FROM files").fetchone()[0] == 2, path
