@@ -171,7 +171,8 @@ def store_error(name: str, err: sqlite3.Error) -> NgramStoreError:
     if code in _BUSY_CODES:
         return StoreBusy(
             f"{name} is locked: another writer held it for over {BUSY_TIMEOUT_MS // 1000} s "
-            f"({err}); nothing was written: try again once the other writer is done"
+            f"({err}); this write was not made, earlier ones are kept: try again once the "
+            "other writer is done"
         )
     if code in _CORRUPT_CODES:
         return StoreCorrupt(
