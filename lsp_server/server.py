@@ -26,7 +26,8 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -310,17 +311,19 @@ class SuperposedServer(LanguageServer):
     def _queue_save(self, path: Path, text: str) -> None:
         stores, roots, loop = self.stores, self._roots(), asyncio.get_running_loop()
         assert stores is not None
+        future = self.writes.submit(f"save:{path}", partial(stores.update_file, path, text, roots))
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._saved, path, f))
 
-        def done(reason: Any, error: BaseException | None) -> None:
-            if error is not None:
-                return
-            if reason is None:
-                loop.call_soon_threadsafe(self.counters.update, ["saves_indexed"])
-            else:
-                log.info("not learned: %s (%s)", path, reason)
-                loop.call_soon_threadsafe(self.counters.update, ["saves_skipped"])
-
-        self.writes.submit(f"save:{path}", lambda: stores.update_file(path, text, roots), done)
+    def _saved(self, path: Path, future: Future[Any]) -> None:
+        """A queued save has run: count it (a replaced or failed one is not counted)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        reason = future.result()
+        if reason is None:
+            self.counters["saves_indexed"] += 1
+        else:
+            log.info("not learned: %s (%s)", path, reason)
+            self.counters["saves_skipped"] += 1
 
     def _apply_early_saves(self) -> None:
         """The stores are ready: learn the files saved while the model was loading."""
@@ -328,25 +331,10 @@ class SuperposedServer(LanguageServer):
         for path, text in early.values():
             self._queue_save(path, text)
 
-    async def _queued(self, key: str, write: Callable[[], Any], wait_s: float) -> tuple[bool, Any]:
-        """Queue a store write and wait for it up to ``wait_s``: (finished, result)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-
-        def finish(result: Any, error: BaseException | None) -> None:
-            def settle() -> None:
-                if future.done():
-                    return
-                if error is None:
-                    future.set_result(result)
-                else:
-                    future.set_exception(error)
-
-            loop.call_soon_threadsafe(settle)
-
-        self.writes.submit(key, write, finish)
+    async def _written(self, future: Future[Any], wait_s: float) -> tuple[bool, Any]:
+        """Wait up to ``wait_s`` for a queued write: (finished, result); it goes on regardless."""
         try:
-            return True, await asyncio.wait_for(asyncio.shield(future), wait_s)
+            return True, await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), wait_s)
         except TimeoutError:
             return False, None
 
@@ -364,9 +352,8 @@ class SuperposedServer(LanguageServer):
             return {"learned": False}
         learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
         self.counters["accepted"] += 1
-        finished, ok = await self._queued(
-            name, lambda: stores.learn_text(learned, name), ACCEPT_WAIT_S
-        )
+        future = self.writes.submit(name, partial(stores.learn_text, learned, name))
+        finished, ok = await self._written(future, ACCEPT_WAIT_S)
         return {"learned": bool(ok)} if finished else {"learned": True, "queued": True}
 
     async def forget(self, args: list[Any]) -> dict[str, Any]:
@@ -386,10 +373,8 @@ class SuperposedServer(LanguageServer):
         if item is not None and path is None:
             return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
         roots = self._roots()
-        key = f"forget:{uuid.uuid4()}"
-        finished, result = await self._queued(
-            key, lambda: stores.forget(path, roots), FORGET_WAIT_S
-        )
+        future = self.writes.submit(f"forget:{uuid.uuid4()}", partial(stores.forget, path, roots))
+        finished, result = await self._written(future, FORGET_WAIT_S)
         return result if finished else {"queued": True}
 
     async def index_workspace(self) -> dict[str, Any]:

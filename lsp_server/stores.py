@@ -15,12 +15,14 @@ is reported once (through ``report``) and left out; the other store keeps servin
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -323,31 +325,32 @@ def accepted_name() -> str:
     return f"{ACCEPTED_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
 
 
-Done = Callable[[Any, BaseException | None], None]  # (result, error) of a queued write
-
-
 class WriteQueue:
     """Store writes on one thread, in order; a write that meets a lock is retried, not lost.
 
     A write is keyed (a saved file's path, an accepted draft's name): a newer write under
-    the same key replaces one still waiting. A write that raises StoreBusy (another process
-    held the lock for longer than the busy timeout) stays first in line and runs again after
-    ``retry_s``; any other error is logged and the write dropped (the stores reported it).
+    the same key replaces one still waiting (whose future is cancelled). A write that raises
+    StoreBusy (another process held the lock for longer than the busy timeout) stays first in
+    line and runs again after ``retry_s``; any other error ends its future (and is logged).
     """
 
     def __init__(self, retry_s: float = 1.0) -> None:
         self._retry_s = retry_s
-        self._items: OrderedDict[str, tuple[Callable[[], Any], Done | None]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Callable[[], Any], Future[Any]]] = OrderedDict()
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, key: str, write: Callable[[], Any], done: Done | None = None) -> None:
-        """Queue ``write``; ``done(result, error)`` runs on the writer thread afterwards."""
+    def submit(self, key: str, write: Callable[[], Any]) -> Future[Any]:
+        """Queue ``write``; the future holds its result once it has run."""
+        future: Future[Any] = Future()
         with self._cond:
-            self._items.pop(key, None)
-            self._items[key] = (write, done)
-            self._cond.notify()
+            replaced = self._items.pop(key, None)
+            self._items[key] = (write, future)
+            self._cond.notify_all()
+        if replaced is not None:
+            replaced[1].cancel()
+        return future
 
     def pending(self) -> int:
         with self._cond:
@@ -364,8 +367,7 @@ class WriteQueue:
                 while not self._items:
                     self._cond.wait()
                 key, item = next(iter(self._items.items()))
-            write, done = item
-            result, error = None, None
+            write, future = item
             try:
                 result = write()
             except StoreBusy as err:
@@ -374,10 +376,17 @@ class WriteQueue:
                 continue
             except Exception as err:  # a bug: log it, keep serving the other writes
                 log.exception("store write %s failed", key)
-                error = err
+                with self._cond:
+                    self._done(key, item)
+                with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
+                    future.set_exception(err)
+                continue
             with self._cond:
-                if self._items.get(key) is item:  # not replaced by a newer write meanwhile
-                    del self._items[key]
-                self._cond.notify_all()
-            if done is not None:
-                done(result, error)
+                self._done(key, item)
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(result)
+
+    def _done(self, key: str, item: tuple[Callable[[], Any], Future[Any]]) -> None:
+        if self._items.get(key) is item:  # not replaced by a newer write meanwhile
+            del self._items[key]
+        self._cond.notify_all()

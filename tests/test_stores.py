@@ -3,7 +3,6 @@ what happens when a store cannot be used, and the write queue. Issue 12, items 4
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -164,8 +163,6 @@ def test_a_store_damaged_inside_is_left_out_at_the_first_failing_read(
 def test_the_write_queue_retries_a_busy_write_until_it_lands() -> None:
     queue = WriteQueue(retry_s=0.01)
     attempts: list[int] = []
-    finished = threading.Event()
-    results: list[Any] = []
 
     def write() -> str:
         attempts.append(1)
@@ -173,11 +170,6 @@ def test_the_write_queue_retries_a_busy_write_until_it_lands() -> None:
             raise StoreBusy("locked")
         return "written"
 
-    def done(result: Any, error: BaseException | None) -> None:
-        results.append((result, error))
-        finished.set()
-
-    queue.submit("save:a", write, done)
-    assert finished.wait(5)
-    assert len(attempts) == 3 and results == [("written", None)]
-    assert queue.pending() == 0
+    assert queue.submit("save:a", write).result(timeout=5) == "written"
+    assert len(attempts) == 3
+    assert queue.drain(1) and queue.pending() == 0
