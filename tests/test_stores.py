@@ -90,6 +90,8 @@ def test_paths_outside_the_workspace_are_not_learned(
     for path in attempts:
         assert stores.update_file(path, "root:$6$hash\n", [ws]) == "outside the workspace"
     assert not (tmp_path / "data" / "user.sqlite").exists()
+    # completing in the other repository's file reads only stores that exist
+    stores.source_for(outside / "shadow", [ws], {2: 1.0})
     assert not (tmp_path / "cache" / "ngrams").exists()  # no store for the other repository
 
 
