@@ -134,13 +134,15 @@ class GitignoreRules:
     def ignored(self, rel: str) -> bool:
         """Whether ``rel`` (relative to the root, / separators; a folder ends with /) is ignored."""
         parts = rel.rstrip("/").split("/")
-        for depth in range(len(parts)):
+        ignored = False
+        for depth in range(len(parts)):  # a deeper .gitignore overrides (``!`` re-includes)
             folder = "/".join(parts[:depth])
             spec = self._spec(folder)
             below = rel[len(folder) + 1 :] if folder else rel
-            if spec is not None and spec.match_file(below):
-                return True
-        return False
+            verdict = spec.check_file(below).include if spec is not None else None
+            if verdict is not None:
+                ignored = verdict
+        return ignored
 
 
 def walk_files(root: Path, ignored_dirs: pathspec.PathSpec) -> list[str]:

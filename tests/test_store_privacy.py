@@ -128,7 +128,8 @@ def test_gitignore_is_respected_outside_git(tmp_path: Path) -> None:
     (root / "logs").mkdir(parents=True)
     (root / "pkg").mkdir()
     (root / ".gitignore").write_text("*.log\nlogs/\n")
-    (root / "pkg" / ".gitignore").write_text("local_*.py\n")
+    (root / "pkg" / ".gitignore").write_text("local_*.py\n!keep.log\n")
+    (root / "pkg" / "keep.log").write_text("kept: a deeper rule re-includes it\n")
     (root / "app.py").write_text("x = 1\n")
     (root / "run.log").write_text("started\n")
     (root / "logs" / "today.txt").write_text("ok\n")
@@ -137,7 +138,7 @@ def test_gitignore_is_respected_outside_git(tmp_path: Path) -> None:
     with NgramStore.open(":memory:", BYTES) as store:
         index_repo(root, store, progress=False)
         names = sorted(Path(p).relative_to(root.resolve()).as_posix() for p in store.paths())
-    assert names == [".gitignore", "app.py", "pkg/.gitignore", "pkg/mod.py"]
+    assert names == [".gitignore", "app.py", "pkg/.gitignore", "pkg/keep.log", "pkg/mod.py"]
 
 
 @pytest.mark.parametrize("in_git", [False, True])
