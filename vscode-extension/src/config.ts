@@ -29,6 +29,7 @@ export const SERVER_KEYS = [
   'userStore',
   'userWeight',
   'indexOnSave',
+  'maxFileBytes',
   'lineMode',
 ] as const;
 

@@ -1,7 +1,7 @@
 /** Superposed Completions: starts superposed-lsp and wires its commands and status bar. */
 import * as vscode from 'vscode';
 
-import { indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
+import { forget, indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
 import { needsRestart, SECTION } from './config';
 import { Server } from './server';
 import { type ServerState, statusView } from './state';
@@ -50,6 +50,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('superposed.restart', restart),
     vscode.commands.registerCommand('superposed.showLog', () => output.show(true)),
     vscode.commands.registerCommand('superposed.showStats', () => showStats(srv, output)),
+    vscode.commands.registerCommand('superposed.forgetFile', () => forget(srv, output, 'file')),
+    vscode.commands.registerCommand('superposed.forgetUserStore', () =>
+      forget(srv, output, 'user'),
+    ),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (needsRestart((section) => event.affectsConfiguration(section))) {
         void restart();
