@@ -43,6 +43,7 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.models import load_engine
+from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores
 from ngram_db.errors import NgramStoreError
@@ -67,7 +68,7 @@ class SuperposedServer(LanguageServer):
     """Serves k drafts per request from one engine; learns saved and accepted text."""
 
     def __init__(self) -> None:
-        super().__init__("superposed-lsp", VERSION)
+        super().__init__("superposed-lsp", VERSION, protocol_cls=SuperposedProtocol)
         self.settings = Settings()
         self.engine: Engine | None = None
         self.engine_error: str | None = None
