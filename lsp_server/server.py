@@ -26,10 +26,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from lsp_server.completion import (
     Answer,
@@ -98,6 +100,8 @@ class SuperposedServer(LanguageServer):
                 types.ShowMessageParams(type=types.MessageType.Warning, message=error)
             )
         old, self.settings = self.settings, settings
+        if settings != old:
+            self.cache.clear()  # drafts shown under the old settings (k, method) are stale
         if self._load_started and settings.model != old.model:
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
@@ -166,16 +170,26 @@ class SuperposedServer(LanguageServer):
         Empty when the document is not open or the model is not ready.
         """
         self.counters["requests"] += 1
-        document = self.workspace.text_documents.get(uri)
+        document = self.open_document(uri)
         if document is None:
             return "", []  # unknown or closed document: nothing to complete
         context = CursorContext.at(document.source, document.offset_at_position(position))
         line = context.before[context.before.rfind("\n") + 1 :]
         return line, await self._suggest(uri, context)
 
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The document the client opened at ``uri``, however it percent-encodes the URI.
+
+        pygls keys open documents by the unquoted URI (``file:///a%20b/x.py`` is ``file:///a
+        b/x.py``); its lookup falls back to a document read from disk, which has no version.
+        """
+        document = self.workspace.get_text_document(uri)
+        return document if document.version is not None else None
+
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
-        self._cancel(uri)  # this request supersedes older ones for the document
-        along = self.cache.along(uri, context)
+        key = _doc_key(uri)
+        self._cancel(key)  # this request supersedes older ones for the document
+        along = self.cache.along(key, context)
         if along is not None:
             self.counters["typed_along"] += 1
             return along
@@ -183,7 +197,7 @@ class SuperposedServer(LanguageServer):
             self.counters["not_ready"] += 1
             return []
         cancel = threading.Event()
-        self._inflight[uri] = cancel
+        self._inflight[key] = cancel
         settings = self.settings
         ngram = self._ngram_source(uri, settings)
         loop = asyncio.get_running_loop()
@@ -195,11 +209,11 @@ class SuperposedServer(LanguageServer):
             cancel.set()
             raise
         finally:
-            if self._inflight.get(uri) is cancel:
-                del self._inflight[uri]
+            if self._inflight.get(key) is cancel:
+                del self._inflight[key]
         if answer is None or cancel.is_set():
             return []  # superseded: a newer request answers instead
-        self.cache.remember(uri, context.before, answer.suggestions)
+        self.cache.remember(key, context.before, answer.suggestions)
         return answer.suggestions
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
@@ -269,7 +283,7 @@ class SuperposedServer(LanguageServer):
 
     async def learn_file(self, uri: str) -> None:
         """didSave: count the saved document's text into its stores, off the event loop."""
-        document = self.workspace.text_documents.get(uri)
+        document = self.open_document(uri)
         path = _path_of(uri)
         if document is None or path is None or self.stores is None:
             return
@@ -333,6 +347,11 @@ class SuperposedServer(LanguageServer):
         }
 
 
+def _doc_key(uri: str) -> str:
+    """One key per document for the caches, as pygls keys its open documents."""
+    return unquote(uri)
+
+
 def _path_of(uri: str) -> Path | None:
     path = to_fs_path(uri) if uri.startswith("file:") else None
     return Path(path) if path else None
@@ -387,8 +406,9 @@ async def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls._cancel(params.text_document.uri)
-    ls.cache.forget(params.text_document.uri)
+    key = _doc_key(params.text_document.uri)
+    ls._cancel(key)
+    ls.cache.forget(key)
 
 
 # -- completion -----------------------------------------------------------------------------
