@@ -57,6 +57,12 @@ CMD_INDEX = "superposed.indexWorkspace"
 CMD_STATS = "superposed.stats"
 CMD_ACCEPT = "superposed.accept"
 LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
+# Where a client that completes as you type (Neovim 0.11's autotrigger, Helix, Emacs) asks on
+# its own: where the rest of a line is worth drafting. After a space ends a word ("return ",
+# "x = ", "if "), and after the characters that open an attribute, a call, an index, a literal
+# or a value. Not after letters: the list would chase every keystroke, and the typing-along
+# cache already answers those while a shown draft still matches.
+TRIGGER_CHARACTERS = [" ", ".", "(", "[", "{", ",", ":", "="]
 
 
 def _env_seconds(name: str) -> float:
@@ -448,7 +454,10 @@ def _snippets_supported(ls: SuperposedServer) -> bool:
     return bool(item and item.snippet_support)
 
 
-@SERVER.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+@SERVER.feature(
+    types.TEXT_DOCUMENT_COMPLETION,
+    types.CompletionOptions(resolve_provider=False, trigger_characters=TRIGGER_CHARACTERS),
+)
 async def completion(ls: SuperposedServer, params: types.CompletionParams) -> types.CompletionList:
     uri, pos = params.text_document.uri, params.position
     line, suggestions = await ls.suggest(uri, pos)
