@@ -36,7 +36,7 @@ HEADER = b"Content-Length:"
 # body ended earlier: its Content-Length was too large.
 NEXT_HEADER = re.compile(rb"Content-Length: *\d{1,12}\r\n")
 NEXT_HEADER_BYTES = 32  # longest match of NEXT_HEADER
-HEADER_LINES = re.compile(rb"[A-Za-z][A-Za-z0-9-]*:[^\r\n]*\r\n")  # e.g. Content-Type
+HEADER_LINES = re.compile(rb"[A-Za-z][A-Za-z0-9-]{0,63}:[^\r\n]{0,1024}\r\n")  # Content-Type
 
 
 class ByteSource(Protocol):
@@ -58,6 +58,7 @@ class FramedStdin:
         self._buf = bytearray()
         self._lines: list[bytes] = []
         self._body = b""
+        self._skipped = 0  # bytes skipped since the last message, reported once
 
     def readline(self) -> bytes:
         if not self._lines:
@@ -80,11 +81,16 @@ class FramedStdin:
         return bool(chunk)
 
     def _drop(self, n: int) -> None:
-        """Drops ``n`` bytes before a header; says so if they were more than other headers."""
+        """Drops ``n`` bytes before a header; counts them if they were more than headers."""
         skipped = bytes(self._buf[:n])
         del self._buf[:n]
-        if HEADER_LINES.sub(b"", skipped).strip():
-            log.error("skipped %d bytes of input that were not a message", len(skipped))
+        if len(skipped) > MAX_HEADER_BYTES or HEADER_LINES.sub(b"", skipped).strip():
+            self._skipped += len(skipped)
+
+    def _report_skipped(self) -> None:
+        if self._skipped:
+            log.error("skipped %d bytes of input that were not a message", self._skipped)
+            self._skipped = 0
 
     def _next_body(self) -> bytes | None:
         """The next message's body, or None at end of input."""
@@ -93,9 +99,11 @@ class FramedStdin:
             if at < 0:  # keep only what may be the start of a header
                 self._drop(max(0, len(self._buf) - len(HEADER)))
                 if not self._fill():
+                    self._report_skipped()
                     return None
                 continue
             self._drop(at)
+            self._report_skipped()
             end = self._buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(self._buf) > MAX_HEADER_BYTES:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+
+import pytest
 
 from lsp_server.protocol import FramedStdin
 
@@ -71,3 +74,13 @@ def test_a_body_may_hold_header_text_in_its_strings() -> None:
 
 def test_end_of_input_inside_a_body_ends_the_stream() -> None:
     assert bodies(frame(message(1)) + frame(message(2))[:-3]) == [message(1)]
+
+
+def test_skipped_input_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    junk = b"x" * (1 << 20)  # many reads' worth
+    with caplog.at_level(logging.ERROR, logger="lsp_server.protocol"):
+        assert bodies(frame(message(1), b"huge") + junk + frame(message(2))) == [message(2)]
+    assert [r.getMessage() for r in caplog.records] == [
+        "Content-Length 'huge' is not a length from 1 to 1048576 bytes: message skipped",
+        f"skipped {len(message(1)) + len(junk)} bytes of input that were not a message",
+    ]
