@@ -181,12 +181,14 @@ class SuperposedProtocol(LanguageServerProtocol):
         method = data["method"]
         if not _valid_id(data["id"]):  # JSON-RPC: Invalid Request, answered with a null id
             message = f"{method}: the request id must be an integer or a string"
+            log.warning("rejected a request with id %r: %s", data["id"], message)
             self._reject(None, types.ErrorCodes.InvalidRequest, message)
             return _Answered()
         try:
             return super().structure_message(data)
         except JsonRpcException as exc:
             message = f"invalid params for {method}: {_one_line(exc)}"
+            log.warning("rejected request %r: %s", data["id"], message)
             self._reject(data["id"], types.ErrorCodes.InvalidParams, message)
             return _Answered()
 
@@ -194,6 +196,7 @@ class SuperposedProtocol(LanguageServerProtocol):
         if not isinstance(message, _Answered):
             super().handle_message(message)
 
-    def _reject(self, msg_id: Any, code: int, message: str) -> None:
-        log.warning("rejected request %r: %s", msg_id, message)
-        self._send_response(msg_id, error=types.ResponseError(code=code, message=message))
+    def _reject(self, msg_id: int | str | None, code: int, message: str) -> None:
+        """An error response; written as a dict, since pygls's converter would drop a null id."""
+        error = {"code": code, "message": message}
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})

@@ -192,7 +192,9 @@ def test_invalid_positions_get_invalid_params(client: RawClient, position: Any) 
 @pytest.mark.parametrize("bad_id", [{"a": 1}, [1], 1.5, True])
 def test_request_with_a_bad_id_gets_a_one_line_error(client: RawClient, bad_id: Any) -> None:
     client.send({"id": bad_id, "method": "workspace/executeCommand", "params": {"command": "x"}})
-    error = client.answer(None)["error"]  # JSON-RPC: an id that cannot be read answers null
+    response = client.answer(None)  # JSON-RPC: an id that cannot be read is answered as null
+    assert "id" in response and response["id"] is None
+    error = response["error"]
     assert error["code"] == -32600, error  # InvalidRequest
     assert "request id" in error["message"] and "\n" not in error["message"]
     assert not error.get("data"), error
