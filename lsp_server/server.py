@@ -31,10 +31,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from lsp_server.completion import (
     Answer,
@@ -48,6 +50,7 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.models import load_engine
+from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores, WriteQueue, accepted_name
 from ngram_db.errors import NgramStoreError
@@ -63,6 +66,12 @@ ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still wait
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
 SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
 LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
+# Where a client that completes as you type (Neovim 0.11's autotrigger, Helix, Emacs) asks on
+# its own: where the rest of a line is worth drafting. After a space ends a word ("return ",
+# "x = ", "if "), and after the characters that open an attribute, a call, an index, a literal
+# or a value. Not after letters: the list would chase every keystroke, and the typing-along
+# cache already answers those while a shown draft still matches.
+TRIGGER_CHARACTERS = [" ", ".", "(", "[", "{", ",", ":", "="]
 
 
 def _env_seconds(name: str) -> float:
@@ -76,7 +85,7 @@ class SuperposedServer(LanguageServer):
     """Serves k drafts per request from one engine; learns saved and accepted text."""
 
     def __init__(self) -> None:
-        super().__init__("superposed-lsp", VERSION)
+        super().__init__("superposed-lsp", VERSION, protocol_cls=SuperposedProtocol)
         self.settings = Settings()
         self.engine: Engine | None = None
         self.engine_error: str | None = None
@@ -108,6 +117,8 @@ class SuperposedServer(LanguageServer):
                 types.ShowMessageParams(type=types.MessageType.Warning, message=error)
             )
         old, self.settings = self.settings, settings
+        if settings != old:
+            self.cache.clear()  # drafts shown under the old settings (k, method) are stale
         if self._load_started and settings.model != old.model:
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
@@ -195,16 +206,26 @@ class SuperposedServer(LanguageServer):
         Empty when the document is not open or the model is not ready.
         """
         self.counters["requests"] += 1
-        document = self.workspace.text_documents.get(uri)
+        document = self.open_document(uri)
         if document is None:
             return "", []  # unknown or closed document: nothing to complete
         context = CursorContext.at(document.source, document.offset_at_position(position))
         line = context.before[context.before.rfind("\n") + 1 :]
         return line, await self._suggest(uri, context)
 
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The document the client opened at ``uri``, however it percent-encodes the URI.
+
+        pygls keys open documents by the unquoted URI (``file:///a%20b/x.py`` is ``file:///a
+        b/x.py``); its lookup falls back to a document read from disk, which has no version.
+        """
+        document = self.workspace.get_text_document(uri)
+        return document if document.version is not None else None
+
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
-        self._cancel(uri)  # this request supersedes older ones for the document
-        along = self.cache.along(uri, context)
+        key = _doc_key(uri)
+        self._cancel(key)  # this request supersedes older ones for the document
+        along = self.cache.along(key, context)
         if along is not None:
             self.counters["typed_along"] += 1
             return along
@@ -212,7 +233,7 @@ class SuperposedServer(LanguageServer):
             self.counters["not_ready"] += 1
             return []
         cancel = threading.Event()
-        self._inflight[uri] = cancel
+        self._inflight[key] = cancel
         settings = self.settings
         ngram = self._ngram_source(uri, settings)
         loop = asyncio.get_running_loop()
@@ -224,11 +245,11 @@ class SuperposedServer(LanguageServer):
             cancel.set()
             raise
         finally:
-            if self._inflight.get(uri) is cancel:
-                del self._inflight[uri]
+            if self._inflight.get(key) is cancel:
+                del self._inflight[key]
         if answer is None or cancel.is_set():
             return []  # superseded: a newer request answers instead
-        self.cache.remember(uri, context.before, answer.suggestions)
+        self.cache.remember(key, context.before, answer.suggestions)
         return answer.suggestions
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
@@ -298,7 +319,7 @@ class SuperposedServer(LanguageServer):
 
     async def learn_file(self, uri: str) -> None:
         """didSave: queue the saved document's text for its stores (off the event loop)."""
-        document = self.workspace.text_documents.get(uri)
+        document = self.open_document(uri)
         path = _path_of(uri)
         if document is None or path is None or not self.settings.stores.index_on_save:
             return
@@ -440,6 +461,11 @@ def memory_mb() -> dict[str, float | None]:
     return {"rss": now, "peak": peak}
 
 
+def _doc_key(uri: str) -> str:
+    """One key per document for the caches, as pygls keys its open documents."""
+    return unquote(uri)
+
+
 def _path_of(uri: str) -> Path | None:
     path = to_fs_path(uri) if uri.startswith("file:") else None
     return Path(path) if path else None
@@ -502,8 +528,9 @@ async def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls._cancel(params.text_document.uri)
-    ls.cache.forget(params.text_document.uri)
+    key = _doc_key(params.text_document.uri)
+    ls._cancel(key)
+    ls.cache.forget(key)
 
 
 # -- completion -----------------------------------------------------------------------------
@@ -543,7 +570,10 @@ def _snippets_supported(ls: SuperposedServer) -> bool:
     return bool(item and item.snippet_support)
 
 
-@SERVER.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+@SERVER.feature(
+    types.TEXT_DOCUMENT_COMPLETION,
+    types.CompletionOptions(resolve_provider=False, trigger_characters=TRIGGER_CHARACTERS),
+)
 async def completion(ls: SuperposedServer, params: types.CompletionParams) -> types.CompletionList:
     uri, pos = params.text_document.uri, params.position
     line, suggestions = await ls.suggest(uri, pos)
