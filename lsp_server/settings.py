@@ -25,6 +25,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
 RUNNERS = ("auto", "hf", "fast")
 COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
+DEFAULT_DEBOUNCE_MS = 0
 
 
 @dataclass
@@ -58,6 +59,10 @@ class DecodingSettings:
     # first prefill costs ~6 ms per token on a 2-core CPU with the default model (about 6 s
     # at 1024); nearby requests then reuse it (bench/results/lsp_latency.md).
     max_prompt_tokens: int = 1024
+    # Milliseconds a request waits for a newer one for the same document before decoding
+    # (a newer one replaces it unanswered); 0: decode at once. The default comes from
+    # bench/lsp_debounce.py (bench/results/lsp_debounce.md).
+    debounce_ms: int = DEFAULT_DEBOUNCE_MS
 
 
 @dataclass
@@ -182,6 +187,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
+    "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),
     "orders": ("stores", "orders", _orders),
     "codebaseDb": ("stores", "codebase_db", _optional_path),
     "userDb": ("stores", "user_db", _optional_path),

@@ -20,6 +20,7 @@ export const SERVER_KEYS = [
   'method',
   'maxNewTokens',
   'maxPromptTokens',
+  'debounceMs',
   'alpha',
   'temperature',
   'lambdas',
