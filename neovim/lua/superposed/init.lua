@@ -28,6 +28,9 @@ M.defaults = {
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
+  -- 'auto': ghost text on 0.12+, the built-in popup on 0.11; 'none': the plugin shows nothing
+  -- and maps no keys, for nvim-cmp or blink.cmp (their LSP source lists the drafts).
+  ui = 'auto',
   -- Insert-mode keys; false disables one.
   keys = {
     trigger = '<C-Space>', -- ask for drafts now
@@ -304,7 +307,9 @@ M.disabled = {}
 
 --- Turns the drafts on or off in one buffer (the client stays attached: saves are still learned).
 local function enable_in(client, bufnr, on)
-  if has_inline() then
+  if M.options.ui == 'none' then
+    return
+  elseif has_inline() then
     vim.lsp.inline_completion.enable(on, { bufnr = bufnr })
   elseif on then
     attach_completion(client, bufnr)
@@ -353,7 +358,9 @@ function M.attach(client, bufnr)
   if M.state.kind == 'stopped' then
     M.state = { kind = 'starting' }
   end
-  if has_inline() then
+  if M.options.ui == 'none' then
+    return
+  elseif has_inline() then
     attach_inline(client, bufnr)
   else
     attach_completion(client, bufnr)
