@@ -3,7 +3,7 @@
 The built .vsix is installed into code-server; the user's steps are played by
 vscode-extension/e2e/driver.mjs (Playwright): wait for "ready" in the status bar, run
 "Superposed: Index Workspace", type in a Python file, Alt+\\ for the inline suggestion,
-Alt+] for the next draft, Tab to accept, Ctrl+S. The assertions are here, against the server's
+Alt+] for the next draft, Ctrl+Right to accept its next word, Tab to accept the rest, Ctrl+S. The assertions are here, against the server's
 own answers (logged by the extension) and the files and stores on disk.
 
 Nothing is installed here: `make editors` (scripts/setup-editors.sh) does that.
@@ -220,6 +220,16 @@ def logged_drafts(user_data: Path) -> list[list[str]]:
     return answers
 
 
+def logged_parts(user_data: Path) -> list[str]:
+    """What the extension sent to superposed.accept for partial accepts, from its log."""
+    parts = []
+    for log in sorted(user_data.glob("logs/**/*Superposed*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if match := re.search(r"accepted part: (\".*\")$", line):
+                parts.append(json.loads(match.group(1)))
+    return parts
+
+
 @functools.cache
 def tokenizer() -> Any:
     """The default model's tokenizer: stores refuse to open with another."""
@@ -276,9 +286,13 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
     assert matching, f"ghost texts {ghost1!r}, {ghost2!r} not among the answers {answers}"
     assert matching[-1][1] == ghost2
 
-    # Tab accepted the second draft; the saved file on disk has it after the typed text.
+    # Ctrl+Right inserted the second draft's next word, and the extension sent exactly that
+    # part to the server's accept command; Tab accepted the rest shown after it.
+    parts = logged_parts(session.user_data)
+    assert len(parts) == 1 and parts[0].strip(), parts
+    assert ghost2.startswith(parts[0]) and parts[0] != ghost2
     saved = (session.workspace / "geometry.py").read_text()
-    assert saved.rstrip("\n") == SOURCE + TYPED + ghost2
+    assert saved.rstrip("\n") == SOURCE + TYPED + parts[0] + result["ghostAfterWord"]
 
     # The save updated the codebase store with the file as saved (off the server's event loop,
     # so allow it a moment); Index Workspace had put the other file there too.

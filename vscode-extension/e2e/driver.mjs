@@ -1,6 +1,7 @@
 // Drives a real VS Code (code-server) in headless Chromium through the user's steps:
 // wait for the server, index the workspace, open a file, type, trigger the inline suggestion,
-// read the ghost text, cycle to the next draft (Alt+]), accept it (Tab) and save.
+// read the ghost text, cycle to the next draft (Alt+]), accept its next word (Ctrl+Right,
+// Superposed: Accept Next Word of the Draft), accept the rest (Tab) and save.
 //
 //   node driver.mjs config.json      (config: see tests/e2e/test_vscode_editor.py)
 //
@@ -144,7 +145,11 @@ try {
   await page.keyboard.press('Alt+BracketRight');
   result.ghost2 = await stableGhost(page, result.ghost1);
 
-  step('accept (Tab) and save');
+  step('accept the next word (Ctrl+Right)');
+  await page.keyboard.press('Control+ArrowRight');
+  result.ghostAfterWord = await stableGhost(page, result.ghost2);
+
+  step('accept the rest (Tab) and save');
   await page.keyboard.press('Tab');
   await page.waitForTimeout(500);
   await page.keyboard.press('Control+S');
