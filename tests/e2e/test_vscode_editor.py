@@ -3,8 +3,9 @@
 The built .vsix is installed into code-server; the user's steps are played by
 vscode-extension/e2e/driver.mjs (Playwright): wait for "ready" in the status bar, run
 "Superposed: Index Workspace", type in a Python file, Alt+\\ for the inline suggestion,
-Alt+] for the next draft, Ctrl+Right to accept its next word, Tab to accept the rest, Ctrl+S. The assertions are here, against the server's
-own answers (logged by the extension) and the files and stores on disk.
+Alt+] for the next draft, Ctrl+Right to accept its next word, Tab to accept the rest,
+Ctrl+S. The assertions are here, against the server's own answers (logged by the extension)
+and the files and stores on disk.
 
 Nothing is installed here: `make editors` (scripts/setup-editors.sh) does that.
 SUPERPOSED_UPDATE_DOCS=1 copies the ghost-text screenshot to docs/images/ for the README.
