@@ -64,6 +64,7 @@ def perimeter_of_rectangle(width, height):
 def perimeter_of_square(side):
 """
 TYPED = "    return "
+TYPED_WHEN_OFF = "\n    area = "  # after Toggle Completions for This Language
 HELPERS = '''def describe_square(side):
     """A square's area and perimeter."""
     return {"area": area_of_square(side), "perimeter": perimeter_of_square(side)}
@@ -147,6 +148,7 @@ def session(tmp_path: Path, tools: None) -> Iterator[Session]:
         "editor.autoClosingQuotes": "never",
         "editor.autoIndent": "none",
         "editor.inlineSuggest.enabled": True,
+        "files.autoSave": "off",  # the text typed after the save stays unsaved
         "editor.inlineSuggest.showToolbar": "always",  # "1/3": the k drafts, in the screenshot
         "superposed.pythonPath": sys.executable,
         "superposed.k": 3,
@@ -221,6 +223,16 @@ def logged_drafts(user_data: Path) -> list[list[str]]:
     return answers
 
 
+def answer_lines(user_data: Path) -> list[str]:
+    """The extension's log lines of inline answers ("drafts at FILE:LINE:COL: [...]")."""
+    return [
+        line
+        for log in sorted(user_data.glob("logs/**/*Superposed*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if "drafts at " in line
+    ]
+
+
 def logged_parts(user_data: Path) -> list[str]:
     """What the extension sent to superposed.accept for partial accepts, from its log."""
     parts = []
@@ -250,6 +262,7 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
         "url": session.url,
         "file": "geometry.py",
         "type": TYPED,
+        "typeWhenOff": TYPED_WHEN_OFF,
         "browserProfile": str(tmp_path / "chromium-profile"),
         "chromium": str(CHROMIUM),
         "timeoutMs": 240_000,
@@ -305,6 +318,11 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
     assert stored_hash(session.codebase_db, session.workspace / "report.py") == content_hash(
         HELPERS
     )
+    # Toggle Completions for This Language: no ghost text, and no request reached the server
+    # for the line typed after it (the extension logs every answer).
+    assert result["ghostWhenOff"] == ""
+    lines_off = len((SOURCE + TYPED).split("\n")) + 1  # 1-based: the line typed after the toggle
+    assert not any(f"geometry.py:{lines_off}:" in line for line in answer_lines(session.user_data))
     assert SCREENSHOT.exists()
     if os.environ.get("SUPERPOSED_UPDATE_DOCS"):
         shutil.copy(SCREENSHOT, DOCS_SCREENSHOT)
