@@ -101,7 +101,8 @@ class SuperposedServer(LanguageServer):
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
             # On the engine thread, between decodes: a decode never reads a closed store.
-            self._decoder.submit(self.stores.configure, settings.stores)
+            reopen = self._decoder.submit(self.stores.configure, settings.stores)
+            reopen.add_done_callback(_log_failure)
 
     async def start_loading(self) -> None:
         """Load the model (and open the stores) on the engine thread, reporting progress."""
