@@ -35,7 +35,7 @@ import torch
 from bench.common import RESULTS, ROOT, Stamp, fast_runner, write_json
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
-from lsp_server.engine.model import LoadedModel, load_model
+from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.types import DecodeConfig
 
@@ -57,6 +57,12 @@ METHODS: list[tuple[str, str, int]] = [
 ]
 
 
+def model_label(model: str, device: torch.device) -> str:
+    """The model, and the GPU when one runs it, as the results name them."""
+    name = "SmolLM2-135M-Instruct" if model == DEFAULT_MODEL else Path(model).name
+    return f"{name} on {torch.cuda.get_device_name(device)}" if device.type == "cuda" else name
+
+
 def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -76,11 +82,18 @@ def code_context(tokenizer: Any, tokens: int) -> str:
     return str(tokenizer.decode(ids))
 
 
+def sync() -> None:
+    """Wait for the GPU's queued work, so that a timing covers it (a no-op on a CPU)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def median_ms(fn: Callable[[], object], runs: int) -> float:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         fn()
+        sync()
         times.append((time.perf_counter() - start) * 1e3)
     return round(statistics.median(times), 2)
 
@@ -137,6 +150,7 @@ def time_steps(runner: ModelRunner, ids: list[int], runs: int) -> dict[str, floa
             start = time.perf_counter()
             for _ in range(STEPS):
                 runner.step(embeds)
+            sync()
             times.append((time.perf_counter() - start) * 1e3 / STEPS)
             runner.rewind(512)
 
@@ -152,8 +166,9 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Latency (bench/latency.py)",
         "",
-        "**Measured under load**, on a 2-core machine shared with other jobs: compare the ratios,",
-        "taken side by side in one run (methods interleaved run by run), more than absolute times.",
+        "Measured on the machine each stamp names; **the CPU machine is a 2-core one shared with",
+        "other jobs**: compare the ratios, taken side by side in one run (methods interleaved run",
+        "by run), more than absolute times.",
         f"Milliseconds per request ({NEW_TOKENS} new tokens; the prompt is cached except in",
         '"greedy, cold"); medians. Load average (1/5/15 min) recorded at start and end.',
     ]
@@ -163,7 +178,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", f"## {threads} thread(s)", ""]
         for stamp in part["stamps"]:
             lines.append(
-                f"- `{stamp['command']}`: {stamp['date']}, commit {stamp['commit']}, "
+                f"- `{stamp['command']}`: {stamp['model']}, {stamp['date']}, "
+                f"commit {stamp['commit']}, "
                 f"{stamp['machine']}, medians of {stamp['runs']} runs, load "
                 f"{stamp['load_start']} at start, {stamp['load_end']} at end."
             )
@@ -247,6 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runners", nargs="+", default=RUNNERS, choices=RUNNERS)
     parser.add_argument("--settings", nargs="+", default=["short", "long"], choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=RESULTS / "latency")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="the default, or a model directory")
+    parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda")
     parser.add_argument(
         "--merge", action="store_true", help="add these thread counts to the existing results"
     )
@@ -255,14 +273,14 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, Any] = {"prompt_tokens": {}, "threads": {}}
     if args.merge and json_path.is_file():
         results = json.loads(json_path.read_text())
-    loaded = load_model()
+    loaded = load_model(args.model, args.device)
     texts = {name: code_context(loaded.tokenizer, SETTINGS[name]) for name in args.settings}
     long_ids = loaded.tokenizer.encode(
         code_context(loaded.tokenizer, SETTINGS["long"]), add_special_tokens=False
     )
     for threads in args.threads:
         started = time.perf_counter()
-        stamp = Stamp(model="SmolLM2-135M-Instruct")
+        stamp = Stamp(model=model_label(args.model, loaded.device))
         torch.set_num_threads(threads)
         per_runner: dict[str, Any] = {}
         for name in args.runners:

@@ -252,6 +252,7 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
         while not (await bench.stats())["ready"]:
             await asyncio.sleep(0.2)
         ready_s = time.perf_counter() - started
+        loaded_memory = (await bench.stats())["memoryMb"]  # the model loaded, no request yet
         compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
         # Warm-up: the first request pays one-time costs (allocations, lazy imports).
         await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
@@ -298,6 +299,12 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
         },
         "typing_1500": typing_target(along_1500),
         "compiled_step": compiled_state,
+        # resident MiB: after loading the model, after every request, and the peak
+        "memory_mb": {
+            "loaded": loaded_memory["rss"],
+            "end": stats["memoryMb"]["rss"],
+            "peak": stats["memoryMb"]["peak"],
+        },
         "drafts_per_request_mean": statistics.mean(short["drafts"] + long["drafts"]),
         "counters": stats["counters"],
         "loadavg_after": os.getloadavg(),
@@ -337,6 +344,10 @@ def markdown(result: dict[str, Any]) -> str:
         f"Server start to model ready: {result['server_ready_s']:.1f} s. "
         f"Mean drafts per answer: {result['drafts_per_request_mean']:.2f}. "
         f"Compiled decode step: {result['compiled_step']} (waited for before measuring).",
+        "Server resident memory (MiB): {loaded} after loading the model, {end} after all "
+        "requests, {peak} at the peak (issue 14's target: at most 600 peak).".format(
+            **result.get("memory_mb", {"loaded": "-", "end": "-", "peak": "-"})
+        ),
         "",
         "## Typing along with a 1,500-token prompt (issue 7)",
         "",

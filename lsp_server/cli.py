@@ -157,12 +157,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"timing_ms: {result['timing_ms']}", file=sys.stderr)
         return 0
 
+    from lsp_server.protocol import FramedStdin
     from lsp_server.server import SERVER
 
     if args.tcp:
         SERVER.start_tcp(args.host, args.port)
-    else:
-        SERVER.start_io()
+    else:  # bad frames are skipped with a log line, not trusted (see protocol.py)
+        stdin = FramedStdin(sys.stdin.buffer)  # type: ignore[arg-type]
+        SERVER.start_io(stdin=stdin)  # type: ignore[arg-type]
     return 0
 
 

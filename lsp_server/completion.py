@@ -180,6 +180,9 @@ class TypingCache:
     def forget(self, uri: str) -> None:
         self._shown.pop(uri, None)
 
+    def clear(self) -> None:
+        self._shown.clear()
+
     def along(self, uri: str, context: CursorContext) -> list[Suggestion] | None:
         """What is left of the shown drafts after the characters typed since; None: no match."""
         shown = self._shown.get(uri)

@@ -2,7 +2,10 @@
 
 State-changing handlers run on the event loop and do no blocking work. Model calls run on
 one worker thread (the engine holds one KV cache and is not thread-safe), in request order;
-store writes run on another. A newer request for the same document, ``$/cancelRequest`` or
+store writes (saves, accepted drafts, forgetting) go through a queue on another, which keeps
+and retries a write that meets another process's lock, so no save is lost and no request
+waits for the lock; saves that come before the model (and so the stores) are ready are kept
+and applied once it is. A newer request for the same document, ``$/cancelRequest`` or
 ``didClose`` sets the older request's cancel event; the engine checks it between decoding
 steps, and an answer whose event is set is replaced by an empty one, so a stale answer is
 never sent after a newer one.
@@ -18,18 +21,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from lsp_server.completion import (
     Answer,
@@ -43,8 +50,9 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.models import load_engine
+from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
-from lsp_server.stores import Stores
+from lsp_server.stores import Stores, WriteQueue, accepted_name
 from ngram_db.errors import NgramStoreError
 
 log = logging.getLogger(__name__)
@@ -53,7 +61,17 @@ VERSION = "0.1.0"
 CMD_INDEX = "superposed.indexWorkspace"
 CMD_STATS = "superposed.stats"
 CMD_ACCEPT = "superposed.accept"
+CMD_FORGET = "superposed.forget"
+ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
+FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
+SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
 LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
+# Where a client that completes as you type (Neovim 0.11's autotrigger, Helix, Emacs) asks on
+# its own: where the rest of a line is worth drafting. After a space ends a word ("return ",
+# "x = ", "if "), and after the characters that open an attribute, a call, an index, a literal
+# or a value. Not after letters: the list would chase every keystroke, and the typing-along
+# cache already answers those while a shown draft still matches.
+TRIGGER_CHARACTERS = [" ", ".", "(", "[", "{", ",", ":", "="]
 
 
 def _env_seconds(name: str) -> float:
@@ -67,7 +85,7 @@ class SuperposedServer(LanguageServer):
     """Serves k drafts per request from one engine; learns saved and accepted text."""
 
     def __init__(self) -> None:
-        super().__init__("superposed-lsp", VERSION)
+        super().__init__("superposed-lsp", VERSION, protocol_cls=SuperposedProtocol)
         self.settings = Settings()
         self.engine: Engine | None = None
         self.engine_error: str | None = None
@@ -83,6 +101,8 @@ class SuperposedServer(LanguageServer):
         # One thread for the engine (loads and decodes, in order), one for store writes.
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+        self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
+        self._early_saves: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
         self._load_delay = _env_seconds("SUPERPOSED_TEST_LOAD_DELAY_S")
         self._step_delay = _env_seconds("SUPERPOSED_TEST_STEP_DELAY_S")
 
@@ -97,6 +117,8 @@ class SuperposedServer(LanguageServer):
                 types.ShowMessageParams(type=types.MessageType.Warning, message=error)
             )
         old, self.settings = self.settings, settings
+        if settings != old:
+            self.cache.clear()  # drafts shown under the old settings (k, method) are stale
         if self._load_started and settings.model != old.model:
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
@@ -132,8 +154,9 @@ class SuperposedServer(LanguageServer):
             # The stores count token ids of this model's tokenizer: open them with it.
             if self.stores is not None:
                 self.stores.configure(self.settings.stores)
-            self.stores = Stores(engine.tokenizer, self.settings.stores)
+            self.stores = Stores(engine.tokenizer, self.settings.stores, report=self._say_once)
             self.engine, self.engine_error = engine, None
+            loop.call_soon_threadsafe(self._apply_early_saves)
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
 
@@ -154,6 +177,24 @@ class SuperposedServer(LanguageServer):
             value = types.WorkDoneProgressEnd(message=message)
         getattr(self.work_done_progress, kind)(token, value)
 
+    def _say_once(self, message: str) -> None:
+        """A store problem the user must fix: one message per problem per run (any thread)."""
+
+        def show() -> None:
+            if message not in self._reported:
+                self._reported.add(message)
+                log.warning("%s", message)
+                self.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Warning, message=f"superposed: {message}"
+                    )
+                )
+
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(show)
+        else:
+            log.warning("%s", message)
+
     def _show_error(self, message: str) -> None:
         self.window_show_message(
             types.ShowMessageParams(type=types.MessageType.Error, message=message)
@@ -167,16 +208,26 @@ class SuperposedServer(LanguageServer):
         Empty when the document is not open or the model is not ready.
         """
         self.counters["requests"] += 1
-        document = self.workspace.text_documents.get(uri)
+        document = self.open_document(uri)
         if document is None:
             return "", []  # unknown or closed document: nothing to complete
         context = CursorContext.at(document.source, document.offset_at_position(position))
         line = context.before[context.before.rfind("\n") + 1 :]
         return line, await self._suggest(uri, context)
 
+    def open_document(self, uri: str) -> TextDocument | None:
+        """The document the client opened at ``uri``, however it percent-encodes the URI.
+
+        pygls keys open documents by the unquoted URI (``file:///a%20b/x.py`` is ``file:///a
+        b/x.py``); its lookup falls back to a document read from disk, which has no version.
+        """
+        document = self.workspace.get_text_document(uri)
+        return document if document.version is not None else None
+
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
-        self._cancel(uri)  # this request supersedes older ones for the document
-        along = self.cache.along(uri, context)
+        key = _doc_key(uri)
+        self._cancel(key)  # this request supersedes older ones for the document
+        along = self.cache.along(key, context)
         if along is not None:
             self.counters["typed_along"] += 1
             return along
@@ -184,7 +235,7 @@ class SuperposedServer(LanguageServer):
             self.counters["not_ready"] += 1
             return []
         cancel = threading.Event()
-        self._inflight[uri] = cancel
+        self._inflight[key] = cancel
         settings = self.settings
         loop = asyncio.get_running_loop()
         try:
@@ -200,11 +251,11 @@ class SuperposedServer(LanguageServer):
             cancel.set()
             raise
         finally:
-            if self._inflight.get(uri) is cancel:
-                del self._inflight[uri]
+            if self._inflight.get(key) is cancel:
+                del self._inflight[key]
         if answer is None or cancel.is_set():
             return []  # superseded: a newer request answers instead
-        self.cache.remember(uri, context.before, answer.suggestions)
+        self.cache.remember(key, context.before, answer.suggestions)
         return answer.suggestions
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
@@ -280,29 +331,86 @@ class SuperposedServer(LanguageServer):
     # -- stores ---------------------------------------------------------------------------
 
     async def learn_file(self, uri: str) -> None:
-        """didSave: count the saved document's text into its stores, off the event loop."""
-        document = self.workspace.text_documents.get(uri)
+        """didSave: queue the saved document's text for its stores (off the event loop)."""
+        document = self.open_document(uri)
         path = _path_of(uri)
-        if document is None or path is None or self.stores is None:
+        if document is None or path is None or not self.settings.stores.index_on_save:
             return
-        if not self.settings.stores.index_on_save:
+        text = clean_text(document.source)
+        if self.stores is None:
+            if self.engine_error is None:  # loading: learn it once the stores can open
+                self._early_saves[uri] = (path, text)
             return
-        text, roots, stores = clean_text(document.source), self._roots(), self.stores
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._writer, stores.update_file, path, text, roots)
-        self.counters["saves_indexed"] += 1
+        self._queue_save(path, text)
+
+    def _queue_save(self, path: Path, text: str) -> None:
+        stores, roots, loop = self.stores, self._roots(), asyncio.get_running_loop()
+        assert stores is not None
+        future = self.writes.submit(f"save:{path}", partial(stores.update_file, path, text, roots))
+        future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._saved, path, f))
+
+    def _saved(self, path: Path, future: Future[Any]) -> None:
+        """A queued save has run: count it (a replaced or failed one is not counted)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        reason = future.result()
+        if reason is None:
+            self.counters["saves_indexed"] += 1
+        else:
+            log.info("not learned: %s (%s)", path, reason)
+            self.counters["saves_skipped"] += 1
+
+    def _apply_early_saves(self) -> None:
+        """The stores are ready: learn the files saved while the model was loading."""
+        early, self._early_saves = self._early_saves, {}
+        for path, text in early.values():
+            self._queue_save(path, text)
+
+    async def _written(self, future: Future[Any], wait_s: float) -> tuple[bool, Any]:
+        """Wait up to ``wait_s`` for a queued write: (finished, result); it goes on regardless."""
+        try:
+            return True, await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), wait_s)
+        except TimeoutError:
+            return False, None
 
     async def accept(self, args: list[Any]) -> dict[str, Any]:
-        """superposed.accept: add the accepted draft (with the line before it) to the user store."""
+        """superposed.accept: add the accepted draft (with the line before it) to the user store.
+
+        Answers within ACCEPT_WAIT_S: a write that waits for another writer's lock stays queued.
+        """
         item = args[0] if args and isinstance(args[0], dict) else {}
         text = item.get("text")
-        if not isinstance(text, str) or not text.strip() or self.stores is None:
+        stores = self.stores
+        if not isinstance(text, str) or not text.strip() or stores is None:
             return {"learned": False}
-        learned = clean_text(str(item.get("context", "")) + text)
-        loop = asyncio.get_running_loop()
-        ok = await loop.run_in_executor(self._writer, self.stores.learn_text, learned)
+        if not self.settings.stores.user_store:
+            return {"learned": False}
+        learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
         self.counters["accepted"] += 1
-        return {"learned": bool(ok)}
+        future = self.writes.submit(name, partial(stores.learn_text, learned, name))
+        finished, ok = await self._written(future, ACCEPT_WAIT_S)
+        return {"learned": bool(ok)} if finished else {"learned": True, "queued": True}
+
+    async def forget(self, args: list[Any]) -> dict[str, Any]:
+        """superposed.forget: erase a file or folder (``{"path"}`` or ``{"uri"}``) from the
+        stores, or with no argument clear the user store."""
+        stores = self.stores
+        if stores is None:
+            return {"error": self.engine_error or "the model is still loading: try again"}
+        item = args[0] if args else None
+        path: Path | None = None
+        if isinstance(item, str):
+            path = _path_of(item) if item.startswith("file:") else Path(item)
+        elif isinstance(item, dict) and isinstance(item.get("path"), str):
+            path = Path(item["path"])
+        elif isinstance(item, dict) and isinstance(item.get("uri"), str):
+            path = _path_of(item["uri"])
+        if item is not None and path is None:
+            return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
+        roots = self._roots()
+        future = self.writes.submit(f"forget:{uuid.uuid4()}", partial(stores.forget, path, roots))
+        finished, result = await self._written(future, FORGET_WAIT_S)
+        return result if finished else {"queued": True}
 
     async def index_workspace(self) -> dict[str, Any]:
         """superposed.indexWorkspace: index every folder, reporting $/progress."""
@@ -327,7 +435,9 @@ class SuperposedServer(LanguageServer):
             summary = await loop.run_in_executor(self._writer, stores.index_root, root, report)
             results.append({"root": str(root), **summary})
         if progress:
-            self._progress(token, "end", f"indexed {len(results)} folder(s)")
+            failed = sum("error" in r for r in results)
+            done = f"indexed {len(results) - failed} folder(s)"
+            self._progress(token, "end", done + (f", {failed} failed" if failed else ""))
         return {"indexed": results}
 
     def stats(self) -> dict[str, Any]:
@@ -342,7 +452,31 @@ class SuperposedServer(LanguageServer):
             "compiledStep": engine.compile_status() if engine else None,
             "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
+            "memoryMb": memory_mb(),
         }
+
+
+def memory_mb() -> dict[str, float | None]:
+    """This process's resident memory now and at its peak, in MiB (None where unknown)."""
+    peak: float | None = None
+    now: float | None = None
+    try:
+        import resource
+
+        scale = 2**20 if sys.platform == "darwin" else 2**10  # ru_maxrss: bytes or KiB
+        peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale, 1)
+        with open("/proc/self/statm") as statm:  # Linux: pages
+            now = round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (ImportError, OSError, ValueError):
+        pass
+    if peak is not None and now is not None:
+        peak = max(peak, now)  # the kernel's high-water mark can lag the current size
+    return {"rss": now, "peak": peak}
+
+
+def _doc_key(uri: str) -> str:
+    """One key per document for the caches, as pygls keys its open documents."""
+    return unquote(uri)
 
 
 def _path_of(uri: str) -> Path | None:
@@ -373,6 +507,14 @@ async def initialized(ls: SuperposedServer, params: types.InitializedParams) -> 
     await ls.start_loading()
 
 
+@SERVER.feature(types.SHUTDOWN)
+async def shutdown(ls: SuperposedServer, params: None) -> None:
+    """Queued saves are written before the server exits (a lock may have held them back)."""
+    loop = asyncio.get_running_loop()
+    if not await loop.run_in_executor(None, ls.writes.drain, SHUTDOWN_WAIT_S):
+        log.warning("shutdown: %d store write(s) not written", ls.writes.pending())
+
+
 @SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def did_change_configuration(
     ls: SuperposedServer, params: types.DidChangeConfigurationParams
@@ -399,8 +541,9 @@ async def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls._cancel(params.text_document.uri)
-    ls.cache.forget(params.text_document.uri)
+    key = _doc_key(params.text_document.uri)
+    ls._cancel(key)
+    ls.cache.forget(key)
 
 
 # -- completion -----------------------------------------------------------------------------
@@ -440,7 +583,10 @@ def _snippets_supported(ls: SuperposedServer) -> bool:
     return bool(item and item.snippet_support)
 
 
-@SERVER.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+@SERVER.feature(
+    types.TEXT_DOCUMENT_COMPLETION,
+    types.CompletionOptions(resolve_provider=False, trigger_characters=TRIGGER_CHARACTERS),
+)
 async def completion(ls: SuperposedServer, params: types.CompletionParams) -> types.CompletionList:
     uri, pos = params.text_document.uri, params.position
     line, suggestions = await ls.suggest(uri, pos)
@@ -487,3 +633,8 @@ def stats(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
 @SERVER.command(CMD_ACCEPT)
 async def accept(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
     return await ls.accept(list(args))
+
+
+@SERVER.command(CMD_FORGET)
+async def forget(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
+    return await ls.forget(list(args))

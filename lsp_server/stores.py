@@ -1,30 +1,51 @@
 """The server's view of the n-gram stores: one codebase store per workspace root, one user store.
 
 A thin layer over ``ngram_db``: it decides which store a file belongs to (the workspace
-folder that contains it, else the git repository around it), opens stores lazily, and
-combines the codebase and user stores into the n-gram source the engine re-scores with.
-Every method here may block (SQLite): the server calls them off the event loop, except
-``source_for``, which only opens a store the first time.
+folder that contains it), opens stores lazily, and combines the codebase and user stores
+into the n-gram source the engine re-scores with. Every method here may block (SQLite): the
+server calls them off the event loop, except ``source_for``, which only opens a store the
+first time.
+
+What is learned: a saved file is counted only when its resolved path lies inside a workspace
+folder (not through ``..`` or a symbolic link that leads elsewhere, not a file of another
+repository) and index-repo would index it (``ngram_db.files.save_skip_reason``: no secrets,
+no ignored or generated files, nothing over ``maxFileBytes``). A store that cannot be used
+is reported once (through ``report``) and left out; the other store keeps serving.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, InvalidStateError
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from lsp_server.engine.ngram import NgramSource
+import numpy as np
+
+from lsp_server.engine.ngram import NgramResult, NgramSource
 from lsp_server.settings import StoreSettings
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
+from ngram_db.errors import NgramStoreError, StoreBusy
+from ngram_db.files import save_skip_reason
 
 log = logging.getLogger(__name__)
 
 ACCEPTED_PREFIX = "accepted:"  # the user store's pseudo-files, one per accepted draft
+# Accepted drafts kept in the user store, newest first. A draft with its line is about 20-40
+# tokens, so 1,000 of them weigh about as much as one mid-sized source file: enough to learn
+# the user's recent habits, small enough that old drafts (and anything typed by mistake) fade.
+ACCEPTED_KEEP = 1_000
 
 Progress = Callable[[int, int, str], None]
+Report = Callable[[str], None]  # a problem the user must fix, said once per problem
+T = TypeVar("T")
 
 
 def repo_root(path: Path) -> Path | None:
@@ -35,113 +56,337 @@ def repo_root(path: Path) -> Path | None:
     return None
 
 
-def root_for(path: Path, roots: Sequence[Path]) -> Path | None:
-    """The innermost workspace root that contains ``path``, else its git repository."""
+def workspace_root(path: Path, roots: Sequence[Path]) -> Path | None:
+    """The innermost workspace root that contains ``path`` once both are resolved."""
     path = path.resolve()
     inside = [r.resolve() for r in roots]
     inside = [r for r in inside if path == r or r in path.parents]
-    if inside:
-        return max(inside, key=lambda r: len(r.parts))
-    return repo_root(path.parent)
+    return max(inside, key=lambda r: len(r.parts)) if inside else None
+
+
+def root_for(path: Path, roots: Sequence[Path]) -> Path | None:
+    """The innermost workspace root that contains ``path``, else its git repository."""
+    return workspace_root(path, roots) or repo_root(path.resolve().parent)
+
+
+class _Guarded:
+    """A store's n-gram source that, when the store fails, answers "no support" instead."""
+
+    def __init__(self, source: NgramSource, failed: Callable[[NgramStoreError], None]) -> None:
+        self._source = source
+        self._failed = failed
+
+    @property
+    def orders(self) -> tuple[int, ...]:
+        return self._source.orders
+
+    def probabilities(
+        self, contexts: Sequence[Sequence[int]], candidates: np.ndarray
+    ) -> NgramResult:
+        try:
+            return self._source.probabilities(contexts, candidates)
+        except NgramStoreError as err:  # damaged, say: served without it from now on
+            self._failed(err)
+            d, c = np.asarray(candidates).shape
+            return NgramResult(probs=np.zeros((d, c)), supported=np.zeros(d, dtype=bool))
 
 
 class Stores:
     """Opened stores, keyed by codebase root, plus the user store."""
 
-    def __init__(self, tokenizer: Any, settings: StoreSettings) -> None:
+    def __init__(self, tokenizer: Any, settings: StoreSettings, report: Report | None = None):
         self._tokenizer = tokenizer
         self._settings = settings
-        self._codebase: dict[Path, Any] = {}
-        self._user: Any = None
-        self._lock = threading.Lock()  # opening and swapping stores; SQLite does the rest
+        self._report = report or (lambda message: log.error("%s", message))
+        self._codebase: dict[Path, NgramStore] = {}
+        self._user: NgramStore | None = None
+        self._broken: dict[Path, NgramStoreError] = {}  # store file -> why it is not used
+        self._lock = threading.RLock()  # opening and swapping stores; SQLite does the rest
 
     def configure(self, settings: StoreSettings) -> None:
-        """New settings: stores reopen on next use."""
+        """New settings: stores reopen on next use (and broken ones are tried again)."""
         with self._lock:
             self._settings = settings
             self._close_all()
+            self._broken.clear()
 
     def _close_all(self) -> None:
         for store in [*self._codebase.values(), self._user]:
-            if store is not None and hasattr(store, "close"):
+            if store is not None:
                 store.close()
         self._codebase, self._user = {}, None
 
-    def _open(self, path: Path) -> Any:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return NgramStore.open(path, self._tokenizer, orders=self._settings.orders)
+    # -- opening, and leaving out what fails ----------------------------------------------
 
-    def codebase(self, root: Path, create: bool = True) -> Any:
-        """The codebase store of ``root`` (None if it does not exist and ``create`` is false)."""
+    def _open(self, path: Path) -> NgramStore | None:
+        """The store at ``path``, or None (reported once) when it cannot be used.
+
+        StoreBusy passes through: a lock is not a broken store, the caller retries.
+        """
+        if path in self._broken:
+            return None
+        try:
+            store = NgramStore.open(path, self._tokenizer, orders=self._settings.orders)
+        except StoreBusy:
+            raise
+        except NgramStoreError as err:
+            self._broken[path] = err
+            self._report(f"n-gram store not used: {err}")
+            return None
+        for notice in store.notices:
+            self._report(notice)
+        return store
+
+    def _failed(self, store: NgramStore, err: NgramStoreError) -> None:
+        """A store failed while in use: close it and leave it out until settings change."""
+        if isinstance(err, StoreBusy):
+            return  # another writer: the store is fine
+        with self._lock:
+            if store.path is None or store.path in self._broken:
+                return
+            self._broken[store.path] = err
+            self._codebase = {r: s for r, s in self._codebase.items() if s is not store}
+            if self._user is store:
+                self._user = None
+        store.close()
+        self._report(f"n-gram store not used: {err}")
+
+    def _use(self, store: NgramStore, action: Callable[[], T]) -> T | None:
+        """Run ``action`` on ``store``; None if the store failed (StoreBusy passes through)."""
+        try:
+            return action()
+        except StoreBusy:
+            raise
+        except NgramStoreError as err:
+            self._failed(store, err)
+            return None
+
+    def _codebase_path(self, root: Path) -> Path:
+        configured = self._settings.codebase_db
+        return Path(configured) if configured else codebase_db_path(root)
+
+    def _user_path(self) -> Path:
+        configured = self._settings.user_db
+        return Path(configured) if configured else user_db_path()
+
+    def codebase(self, root: Path, create: bool = True) -> NgramStore | None:
+        """The codebase store of ``root``; None if it cannot be used, or if it does not exist
+        and ``create`` is false."""
         with self._lock:
             if root not in self._codebase:
-                configured = self._settings.codebase_db
-                path = Path(configured) if configured else codebase_db_path(root)
+                path = self._codebase_path(root)
                 if not create and not path.exists():
                     return None
-                self._codebase[root] = self._open(path)
+                store = self._open(path)
+                if store is None:
+                    return None
+                self._codebase[root] = store
             return self._codebase[root]
 
-    def user(self) -> Any:
-        """The user store, or None when disabled."""
+    def user(self) -> NgramStore | None:
+        """The user store, or None when disabled or unusable."""
         if not self._settings.user_store:
             return None
         with self._lock:
             if self._user is None:
-                configured = self._settings.user_db
-                path = Path(configured) if configured else user_db_path()
-                self._user = self._open(path)
+                self._user = self._open(self._user_path())
             return self._user
+
+    # -- reading ----------------------------------------------------------------------------
 
     def source_for(
         self, path: Path | None, roots: Sequence[Path], lambdas: Mapping[int, float]
     ) -> NgramSource | None:
         """The n-gram source for completing in ``path``: its codebase store and the user store.
 
-        Raises NgramStoreError when a store cannot be opened (the message says what to do).
+        A file outside the workspace reads its repository's store only if one exists.
         """
-        root = root_for(path, roots) if path is not None else (roots[0] if roots else None)
-        store = self.codebase(root) if root is not None else None
-        user_store = self.user()
-        codebase = store.source(lambdas) if store is not None else None
-        user = user_store.source(lambdas) if user_store is not None else None
+        if path is None:
+            root, create = (roots[0] if roots else None), True
+        else:
+            inside = workspace_root(path, roots)
+            root, create = (inside, True) if inside else (root_for(path, roots), False)
+        try:
+            store = self.codebase(root, create) if root is not None else None
+            user_store = self.user()
+        except StoreBusy:  # creating a store waits for a writer: serve without it this time
+            return None
+        codebase = self._guarded(store, lambdas) if store is not None else None
+        user = self._guarded(user_store, lambdas) if user_store is not None else None
         if codebase is None:
             return user
         if user is None:
             return codebase
         return CombinedSource(codebase, user, user_weight=self._settings.user_weight)
 
-    def update_file(self, path: Path, text: str, roots: Sequence[Path]) -> None:
-        """A saved file's new text replaces its old contribution (codebase and user stores)."""
-        root = root_for(path, roots)
-        key = str(path.resolve())  # index_repo's keys: absolute, resolved
-        if root is not None:
-            self.codebase(root).update_file(key, text)
-        user = self.user()
-        if user is not None:
-            user.update_file(key, text)
+    def _guarded(self, store: NgramStore, lambdas: Mapping[int, float]) -> NgramSource:
+        return _Guarded(store.source(lambdas), lambda err: self._failed(store, err))
 
-    def learn_text(self, text: str) -> bool:
-        """Add accepted text to the user store; False when the user store is disabled."""
+    # -- writing (StoreBusy passes through: the caller queues and retries) -----------------
+
+    def update_file(self, path: Path, text: str, roots: Sequence[Path]) -> str | None:
+        """A saved file's new text replaces its old contribution (codebase and user stores).
+
+        Returns why it was not learned (its old contribution is then removed), or None.
+        """
+        root = workspace_root(path, roots)
+        if root is None:
+            return "outside the workspace"
+        resolved = path.resolve()
+        key = str(resolved)  # index_repo's keys: absolute, resolved
+        reason = save_skip_reason(resolved, root, text, self._settings.max_file_bytes)
+        for store in (self.codebase(root), self.user()):
+            if store is None:
+                continue
+            if reason is None:
+                self._use(store, partial(store.update_file, key, text))
+            else:
+                self._use(store, partial(store.remove_file, key))
+        return reason
+
+    def learn_text(self, text: str, name: str | None = None) -> bool:
+        """Add accepted text to the user store; False when the user store is disabled.
+
+        ``name`` identifies the draft (a retry with the same name writes nothing twice).
+        Only the newest ACCEPTED_KEEP drafts are kept.
+        """
         user = self.user()
         if user is None:
             return False
+        name = name or accepted_name()
         # The store counts files exactly: each accepted draft is a pseudo-file of its own.
-        user.update_file(f"{ACCEPTED_PREFIX}{uuid.uuid4()}", text)
+        if self._use(user, lambda: user.update_file(name, text)) is None:
+            return False
+        self._use(user, lambda: user.prune(ACCEPTED_PREFIX, ACCEPTED_KEEP))
         return True
+
+    def forget(self, path: Path | None, roots: Sequence[Path]) -> dict[str, Any]:
+        """Erase ``path`` (a file or folder) from the user store and its codebase store;
+        None: clear the whole user store. Returns what was removed, per store."""
+        removed: dict[str, int] = {}
+        user = self.user()
+        if path is None:
+            if user is not None:
+                removed[str(user.path)] = self._use(user, user.clear) or 0
+            return {"removed": removed}
+        target = path.resolve()
+        root = workspace_root(target, roots)
+        stores = [user, self.codebase(root, create=False) if root is not None else None]
+        for store in stores:
+            if store is not None:
+                removed[str(store.path)] = self._use(store, partial(store.forget, target)) or 0
+        return {"removed": removed}
 
     def index_root(self, root: Path, progress: Progress | None = None) -> dict[str, Any]:
         """Index (incrementally) every file of ``root`` into its codebase store."""
-        summary = index_repo(root, self.codebase(root), progress=progress or False)
+        try:
+            store = self.codebase(root)
+        except StoreBusy as err:
+            return {"error": str(err)}
+        if store is None:
+            return {"error": self.problem(self._codebase_path(root))}
+        try:
+            summary = index_repo(root, store, progress=progress or False)
+        except NgramStoreError as err:
+            self._failed(store, err)
+            return {"error": str(err)}
         return summary.as_dict()
 
+    def problem(self, path: Path) -> str:
+        """Why the store at ``path`` is not used."""
+        err = self._broken.get(path)
+        return f"n-gram store not used: {err}" if err else f"n-gram store {path} not available"
+
     def stats(self, roots: Sequence[Path]) -> dict[str, Any]:
-        out: dict[str, Any] = {"codebase": {}, "user": None}
+        """Each store's statistics, or ``{"path", "error"}`` for a store that is not used."""
+        codebase: dict[str, Any] = {}
         for root in roots:
-            store = self.codebase(root, create=False)
-            if store is not None:
-                out["codebase"][str(root)] = store.stats()
-        user = self.user()
-        if user is not None:
-            out["user"] = user.stats()
-        return out
+            entry = self._stats(self._codebase_path(root), partial(self.codebase, root, False))
+            if entry is not None:
+                codebase[str(root)] = entry
+        user = self._stats(self._user_path(), self.user) if self._settings.user_store else None
+        return {"codebase": codebase, "user": user}
+
+    def _stats(self, path: Path, get: Callable[[], NgramStore | None]) -> dict[str, Any] | None:
+        try:
+            store = get()
+        except StoreBusy as err:
+            return {"path": str(path), "error": str(err)}
+        if store is None:
+            return (
+                {"path": str(path), "error": self.problem(path)} if path in self._broken else None
+            )
+        stats = self._use(store, store.stats)
+        return stats if stats is not None else {"path": str(path), "error": self.problem(path)}
+
+
+def accepted_name() -> str:
+    """A new accepted draft's pseudo-file name; names sort by time (oldest first)."""
+    return f"{ACCEPTED_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+
+
+class WriteQueue:
+    """Store writes on one thread, in order; a write that meets a lock is retried, not lost.
+
+    A write is keyed (a saved file's path, an accepted draft's name): a newer write under
+    the same key replaces one still waiting (whose future is cancelled). A write that raises
+    StoreBusy (another process held the lock for longer than the busy timeout) stays first in
+    line and runs again after ``retry_s``; any other error ends its future (and is logged).
+    """
+
+    def __init__(self, retry_s: float = 1.0) -> None:
+        self._retry_s = retry_s
+        self._items: OrderedDict[str, tuple[Callable[[], Any], Future[Any]]] = OrderedDict()
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, key: str, write: Callable[[], Any]) -> Future[Any]:
+        """Queue ``write``; the future holds its result once it has run."""
+        future: Future[Any] = Future()
+        with self._cond:
+            replaced = self._items.pop(key, None)
+            self._items[key] = (write, future)
+            self._cond.notify_all()
+        if replaced is not None:
+            replaced[1].cancel()
+        return future
+
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every queued write has run (or ``timeout`` s): True if none is left."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._items, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait()
+                key, item = next(iter(self._items.items()))
+            write, future = item
+            try:
+                result = write()
+            except StoreBusy as err:
+                log.warning("store busy, will retry %s: %s", key, err)
+                time.sleep(self._retry_s)
+                continue
+            except Exception as err:  # a bug: log it, keep serving the other writes
+                log.exception("store write %s failed", key)
+                with self._cond:
+                    self._done(key, item)
+                with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
+                    future.set_exception(err)
+                continue
+            with self._cond:
+                self._done(key, item)
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(result)
+
+    def _done(self, key: str, item: tuple[Callable[[], Any], Future[Any]]) -> None:
+        if self._items.get(key) is item:  # not replaced by a newer write meanwhile
+            del self._items[key]
+        self._cond.notify_all()

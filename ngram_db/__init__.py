@@ -2,16 +2,19 @@
 
 The language server's API::
 
-    from ngram_db import NgramStore, CombinedSource, codebase_db_path, user_db_path, skip_reason
+    from ngram_db import NgramStore, CombinedSource, codebase_db_path, user_db_path
+    from ngram_db import save_skip_reason
 
     # tokenizer: the model's (LoadedModel.tokenizer, a transformers tokenizer)
     codebase = NgramStore.open(codebase_db_path(workspace_root), tokenizer)  # orders 2..6
     user = NgramStore.open(user_db_path(), tokenizer)
 
-    if skip_reason(relative_posix_path) is None:   # never index .env, *.pem, node_modules/...
-        codebase.update_file(path, text)   # on save: exact, one transaction; False if unchanged
+    # on save: index-repo's rules (names, .gitignore, size, secrets in the text); None: index
+    if save_skip_reason(resolved_path, resolved_root, text) is None:
+        codebase.update_file(path, text)   # exact, one transaction; False if unchanged
     codebase.remove_file(path)         # on delete; False if unknown
     codebase.rename_file(old, new)     # on rename: counts unchanged
+    user.forget(path_or_folder)        # erase a file or a folder's files; user.clear(): all
     codebase.stats()                   # {"files", "tokens", "ngrams": {n: distinct}, "bytes", ...}
 
     # engine's NgramSource (lsp_server.engine.ngram): default lambdas, or others via .source()
@@ -28,8 +31,11 @@ file at once (WAL, BEGIN IMMEDIATE, a 60 s busy timeout). Lookups read through a
 connection, so they never wait for a write in progress (an index_repo chunk, a save).
 IndexSummary.as_dict() gives the summary as plain data.
 
-Errors (``ngram_db.errors``, all NgramStoreError): NotAStore (corrupt or foreign file, never
-overwritten; suggests --rebuild), TokenizerMismatch (names both fingerprints), OrdersMismatch,
+Store files are private (0600, folders created 0700). Errors (``ngram_db.errors``, all
+NgramStoreError): NotAStore (a foreign file, never overwritten; suggests --rebuild),
+StoreCorrupt (a NotAStore damaged inside, found at the first failing read), StoreBusy (another
+writer held the lock past the busy timeout: retry), StoreUnwritable (permissions, a folder that
+cannot be created, a full disk), TokenizerMismatch (names both fingerprints), OrdersMismatch,
 SchemaMismatch, BadOrders.
 
 Modules: ``keys`` (token tuples as 64-bit keys, vectorised counting), ``store`` (all SQL),
@@ -45,7 +51,7 @@ from ngram_db.errors import (
     SchemaMismatch,
     TokenizerMismatch,
 )
-from ngram_db.files import skip_reason
+from ngram_db.files import save_skip_reason, skip_reason
 from ngram_db.indexer import IndexSummary, index_repo
 from ngram_db.paths import codebase_db_path, user_db_path
 from ngram_db.store import DEFAULT_ORDERS, NgramStore, StoreSource
@@ -67,6 +73,7 @@ __all__ = [
     "TokenizerMismatch",
     "codebase_db_path",
     "index_repo",
+    "save_skip_reason",
     "skip_reason",
     "user_db_path",
 ]

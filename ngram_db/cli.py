@@ -2,6 +2,8 @@
 
     index-repo PATH [--db FILE] [--scope codebase|user] [--orders 2-6] [--include GLOB]
                [--exclude GLOB] [--max-file-bytes N] [--model NAME] [--rebuild] [--stats]
+    index-repo PATH --forget [--scope user | --db FILE]   # erase a file or folder from a store
+    index-repo --clear [--scope user | --db FILE | PATH]   # erase everything a store holds
 
 The command opens the store, calls ``index_repo`` and turns the library's errors into one
 message and exit status 1.
@@ -33,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="index-repo",
         description="Index the token n-grams of a source tree into an SQLite store.",
     )
-    p.add_argument("path", type=Path, help="the folder to index")
+    p.add_argument("path", type=Path, nargs="?",
+                   help="the folder to index (--forget: the file or folder to forget)")  # fmt: skip
     p.add_argument("--db", type=Path, help="store file (default: chosen by --scope)")
     p.add_argument(
         "--scope",
@@ -53,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="whose tokenizer: default model, model folder or hub id")  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="delete the store and start over")
     p.add_argument("--stats", action="store_true", help="print the store's statistics and exit")
+    p.add_argument("--forget", action="store_true",
+                   help="remove PATH (a file, or every file under a folder) from the store and "
+                   "erase it from disk, then exit")  # fmt: skip
+    p.add_argument("--clear", action="store_true",
+                   help="remove everything from the store, erasing it from disk; exit")  # fmt: skip
     p.add_argument("--index-secrets", action="store_true",
                    help="also index files that often hold secrets (.env, *.pem)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -85,20 +93,44 @@ def load_tokenizer(model: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    root: Path = args.path
-    if not root.is_dir():
+    root: Path | None = args.path
+    chosen = args.db is not None or args.scope == "user"
+    if root is None and not (args.clear and chosen):
+        parser.error("give PATH (or, with --clear, --db FILE or --scope user)")
+    if root is not None and not root.is_dir() and not args.forget:
         print(f"index-repo: error: {root} is not a folder", file=sys.stderr)
         return 1
-    db = args.db or (codebase_db_path(root) if args.scope == "codebase" else user_db_path())
+    if args.forget and not chosen and root is not None and not root.is_dir():
+        print(
+            f"index-repo: error: {root} is not a folder: to forget a file, name the store "
+            "with --scope user or --db FILE",
+            file=sys.stderr,
+        )
+        return 1
+    if args.db is not None:
+        db = args.db
+    elif args.scope == "user" or root is None:
+        db = user_db_path()
+    else:
+        db = codebase_db_path(root)
+    if (args.forget or args.clear) and not Path(db).exists():
+        print(f"index-repo: nothing to forget: there is no store at {db}")
+        return 0
     try:
         orders = None if args.orders is None else parse_orders(args.orders)
         tokenizer = load_tokenizer(args.model)
         with NgramStore.open(db, tokenizer, orders, rebuild=args.rebuild) as store:
+            for notice in store.notices:
+                print(f"index-repo: note: {notice}", file=sys.stderr)
             if args.stats:
                 print(json.dumps(store.stats(), indent=2))
                 return 0
+            if args.forget or args.clear:
+                return _forget(store, root, args.clear)
+            assert root is not None
             summary = index_repo(
                 root,
                 store,
@@ -120,6 +152,19 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:
         print(summary.format())
+    return 0
+
+
+def _forget(store: NgramStore, path: Path | None, everything: bool) -> int:
+    """--forget / --clear: remove files from the store and erase them from disk."""
+    if everything:
+        removed = store.clear()
+        print(f"cleared {store.path}: {removed} file(s) forgotten")
+    else:
+        assert path is not None
+        target = path.expanduser().resolve()
+        removed = store.forget(target)
+        print(f"forgot {removed} file(s) at or under {target} in {store.path}")
     return 0
 
 

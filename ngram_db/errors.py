@@ -25,3 +25,15 @@ class OrdersMismatch(NgramStoreError):
 
 class BadOrders(NgramStoreError):
     """The n-gram orders are not valid."""
+
+
+class StoreCorrupt(NotAStore):
+    """The store is damaged inside (its header is intact); it was left untouched."""
+
+
+class StoreBusy(NgramStoreError):
+    """Another writer held the store's lock for longer than the busy timeout; nothing was lost."""
+
+
+class StoreUnwritable(NgramStoreError):
+    """The store or its folder cannot be created, opened or written (permissions, disk)."""

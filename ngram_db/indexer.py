@@ -103,7 +103,12 @@ def _chunks(candidates: Sequence[Candidate], chunk_bytes: int) -> Iterator[list[
 
 
 def _prepare(
-    store: NgramStore, chunk: list[Candidate], root: Path, known: dict[str, str], max_bytes: int
+    store: NgramStore,
+    chunk: list[Candidate],
+    root: Path,
+    known: dict[str, str],
+    max_bytes: int,
+    skip_secrets: bool = True,
 ) -> _Chunk:
     """Read a chunk's files, keep the changed ones and tokenize them (runs in the worker)."""
     todo: list[tuple[str, str, str]] = []
@@ -112,7 +117,7 @@ def _prepare(
     unchanged = 0
     for cand in chunk:
         try:
-            text = read_text(cand, root, max_bytes)
+            text = read_text(cand, root, max_bytes, skip_secrets)
         except Skipped as why:
             skipped.append(str(why))
             continue
@@ -166,7 +171,7 @@ def index_repo(
         chunks = _chunks(candidates, chunk_bytes)
         # the worker reads and tokenizes up to LOOKAHEAD chunks ahead while this thread writes
         queue: deque[Future[_Chunk]] = deque(
-            pool.submit(_prepare, store, c, root_path, known, max_file_bytes)
+            pool.submit(_prepare, store, c, root_path, known, max_file_bytes, skip_secrets)
             for c in itertools.islice(chunks, LOOKAHEAD)
         )
         unwritten: list[FileTokens] = []
@@ -175,7 +180,9 @@ def index_repo(
                 chunk = queue.popleft().result()
                 for nxt in itertools.islice(chunks, 1):
                     queue.append(
-                        pool.submit(_prepare, store, nxt, root_path, known, max_file_bytes)
+                        pool.submit(
+                            _prepare, store, nxt, root_path, known, max_file_bytes, skip_secrets
+                        )
                     )
                 unwritten.extend(chunk.files)
                 tokenized += sum(len(f.ids) for f in chunk.files)

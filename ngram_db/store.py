@@ -11,6 +11,11 @@ All SQL of the package lives in this module. Tables:
 
 Every write is one ``BEGIN IMMEDIATE`` transaction (it takes the write lock up front, so
 two processes wait on the busy timeout instead of failing), in WAL mode.
+
+Store files hold every indexed file's tokens (they decode back to the text): they are created
+0600 in folders created 0700, whatever the umask (SQLite gives -wal/-shm the database's mode).
+SQLite's errors become the named errors of ``ngram_db.errors``: StoreCorrupt (damaged inside),
+StoreBusy (locked longer than the busy timeout), StoreUnwritable (permissions, disk).
 """
 
 from __future__ import annotations
@@ -30,9 +35,13 @@ import sqlite_utils
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
 from ngram_db import keys as K
 from ngram_db.errors import (
+    NgramStoreError,
     NotAStore,
     OrdersMismatch,
     SchemaMismatch,
+    StoreBusy,
+    StoreCorrupt,
+    StoreUnwritable,
     TokenizerMismatch,
 )
 from ngram_db.records import (
@@ -49,7 +58,11 @@ __all__ = ["FileTokens", "NgramStore", "StoreSource", "content_hash", "parse_ord
 
 SCHEMA_VERSION = 1
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
-BUSY_TIMEOUT_MS = 60_000
+# How long a write waits for another writer's lock; SUPERPOSED_BUSY_TIMEOUT_MS overrides it
+# (tests use a short one to show what happens after the wait).
+BUSY_TIMEOUT_MS = int(os.environ.get("SUPERPOSED_BUSY_TIMEOUT_MS") or 60_000)
+FILE_MODE = 0o600  # store files: readable by their owner only
+DIR_MODE = 0o700  # folders created for stores
 CACHE_KIB = 64 * 1024
 MMAP_BYTES = 1 << 30
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -100,6 +113,84 @@ def delete_store_files(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and its missing parents with mode 0700 (whatever the umask).
+
+    Raises StoreUnwritable (what to fix) when a folder cannot be created.
+    """
+    missing: list[Path] = []
+    here = folder
+    while not here.exists() and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    try:
+        for path in reversed(missing):
+            path.mkdir(mode=DIR_MODE, exist_ok=True)
+            os.chmod(path, DIR_MODE)
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+    except OSError as err:
+        raise StoreUnwritable(
+            f"cannot create the folder {folder} for an n-gram store ({err.strerror or err}): "
+            "make it writable, or choose another store path (superposed.codebaseDb / "
+            "superposed.userDb in the editor, --db for index-repo)"
+        ) from err
+
+
+def _create_private(file: Path) -> None:
+    """Create an absent store file with mode 0600; make existing store files 0600."""
+    try:
+        if not file.exists():
+            os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    except FileExistsError:
+        pass  # another process created it meanwhile
+    except OSError as err:
+        raise StoreUnwritable(
+            f"cannot create the n-gram store {file} ({err.strerror or err}): make its folder "
+            "writable, or choose another store path (superposed.codebaseDb / superposed.userDb "
+            "in the editor, --db for index-repo)"
+        ) from err
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        side = Path(f"{file}{suffix}")
+        try:
+            if side.exists() and side.stat().st_mode & 0o077:
+                os.chmod(side, FILE_MODE)
+        except OSError:
+            pass  # not ours to change (another user's file): SQLite says what it can do
+
+
+# SQLite's primary result codes (sqlite3.h) that name what went wrong
+_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+_CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_ACCESS_CODES = {3, 8, 10, 13, 14, 23}  # PERM, READONLY, IOERR, FULL, CANTOPEN, AUTH
+
+
+def store_error(name: str, err: sqlite3.Error) -> NgramStoreError:
+    """The named error (and what to do) for an SQLite error on store ``name``."""
+    code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in _BUSY_CODES:
+        return StoreBusy(
+            f"{name} is locked: another writer held it for over {BUSY_TIMEOUT_MS // 1000} s "
+            f"({err}); this write was not made, earlier ones are kept: try again once the "
+            "other writer is done"
+        )
+    if code in _CORRUPT_CODES:
+        return StoreCorrupt(
+            f"{name} is damaged ({err}); it was left untouched: run index-repo with "
+            "--rebuild to replace it (or delete it)"
+        )
+    if code in _ACCESS_CODES:
+        return StoreUnwritable(
+            f"{name} cannot be opened or written ({err}): check that the file and its folder "
+            "are writable by you and the disk has room, or choose another store path "
+            "(superposed.codebaseDb / superposed.userDb, --db for index-repo)"
+        )
+    return NotAStore(
+        f"{name} is not a usable n-gram store ({err}); it was left untouched: run "
+        "index-repo with --rebuild to replace it, or use --db elsewhere"
+    )
+
+
 class NgramStore:
     """One n-gram store file (or an in-memory one): the engine's NgramSource over its counts."""
 
@@ -119,9 +210,11 @@ class NgramStore:
         self._reader = conn if path is None else _connect(str(path), query_only=True)
         self._read_lock = self._lock if path is None else threading.Lock()
         self.path = path
+        self.name = ":memory:" if path is None else str(path)
         self.tokenizer = tokenizer
         self._orders = orders
         self._lambdas = _lambda_array(orders, lambdas)
+        self.notices: list[str] = []  # what the user should know about opening it (once)
 
     # ----- opening -----------------------------------------------------------------------
 
@@ -144,11 +237,18 @@ class NgramStore:
         wanted = None if orders is None else parse_orders(orders)
         memory = os.fspath(path) == ":memory:"
         file = None if memory else Path(path).expanduser()
+        notices: list[str] = []
         if file is not None:
             if rebuild:
                 delete_store_files(file)
             _check_header(file)
-            file.parent.mkdir(parents=True, exist_ok=True)
+            if file.is_file() and file.stat().st_size == 0:
+                notices.append(
+                    f"{file} was empty (0 bytes), so a new store was started in its place: "
+                    "if it held an index, run index-repo to fill it again"
+                )
+            make_private_dirs(file.parent)
+            _create_private(file)
         conn: sqlite3.Connection | None = None
         try:
             conn = _connect(":memory:" if file is None else str(file))
@@ -157,18 +257,24 @@ class NgramStore:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             store = cls(conn, file, tok, stored, lambdas)
-        except sqlite3.DatabaseError as err:
+        except sqlite3.Error as err:
             if conn is not None:
                 conn.close()
-            raise NotAStore(
-                f"{file} is not a usable n-gram store ({err}); it was left untouched: run "
-                "index-repo with --rebuild to replace it, or use --db elsewhere"
-            ) from err
+            raise store_error(str(file), err) from err
         except BaseException:
             if conn is not None:
                 conn.close()
             raise
+        store.notices = notices
         return store
+
+    @contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        """SQLite's errors as the store's named errors (each says what to do)."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            raise store_error(self.name, err) from err
 
     def close(self) -> None:
         with self._lock, self._read_lock:
@@ -251,7 +357,7 @@ class NgramStore:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         keys += keys[:1] * (-len(keys) % _LOOKUP_PAD)  # few distinct statements to cache
         found: dict[int, tuple[int, int]] = {}
-        with self._read_lock:
+        with self._read_lock, self._sqlite_errors():
             for start in range(0, len(keys), _MAX_PARAMS):
                 chunk = keys[start : start + _MAX_PARAMS]
                 for key, g, c in self._reader.execute(_select_keys(len(chunk)), chunk):
@@ -303,9 +409,60 @@ class NgramStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        with self._lock, self.conn:  # commits, or rolls back on an exception
+        with self._sqlite_errors(), self._lock, self.conn:  # commits, or rolls back
             self.conn.execute("BEGIN IMMEDIATE")
             yield
+
+    # ----- forgetting ------------------------------------------------------------------------
+
+    def paths(self, prefix: str = "") -> list[str]:
+        """Stored file keys that start with ``prefix``, sorted."""
+        with self._lock, self._sqlite_errors():
+            rows = self.conn.execute(
+                "SELECT path FROM files WHERE substr(path, 1, ?) = ? ORDER BY path",
+                [len(prefix), prefix],
+            )
+            return [path for (path,) in rows]
+
+    def forget(self, path: str | os.PathLike[str]) -> int:
+        """Remove a file, or every file under a folder, erasing it from disk; returns how many."""
+        key = path_key(path)
+        under = self.paths(key.rstrip("/\\") + os.sep) if key else []
+        gone = [p for p in [key, *under] if p]
+        with self._erasing():
+            return self.write([], removed=gone)
+
+    def prune(self, prefix: str, keep: int) -> int:
+        """Keep the ``keep`` last (by sorted key) files whose key starts with ``prefix``."""
+        paths = self.paths(prefix)
+        old = paths[: max(0, len(paths) - keep)]
+        if not old:
+            return 0
+        with self._erasing():
+            return self.write([], removed=old)
+
+    def clear(self) -> int:
+        """Forget every file and count, erasing them from disk; returns files removed."""
+        with self._erasing(), self._transaction():
+            files = self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
+            self.conn.execute("DELETE FROM grams")
+            self.conn.execute("DELETE FROM files")
+        with self._lock, self._sqlite_errors():
+            self.conn.execute("VACUUM")  # drop the freed pages from the file
+        return int(files)
+
+    @contextmanager
+    def _erasing(self) -> Iterator[None]:
+        """Deletions overwrite the freed content, and the WAL is folded back at the end."""
+        with self._lock, self._sqlite_errors():
+            self.conn.execute("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            with self._lock, self._sqlite_errors():
+                self.conn.execute("PRAGMA secure_delete = OFF")
+                if self.path is not None:
+                    self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _write_locked(self, files: Sequence[FileTokens], removed: Sequence[str]) -> int:
         files = list({f.path: f for f in files}.values())  # the last content of a path wins
@@ -362,7 +519,7 @@ class NgramStore:
 
     def file_hashes(self, paths: Sequence[str] | None = None) -> dict[str, str]:
         """path -> content sha256 of all stored files (or of the given paths)."""
-        with self._lock:
+        with self._lock, self._sqlite_errors():
             if paths is None:
                 return dict(self.conn.execute("SELECT path, sha256 FROM files"))
             out: dict[str, str] = {}
@@ -374,7 +531,7 @@ class NgramStore:
 
     def file_ids(self, path: str | os.PathLike[str]) -> np.ndarray | None:
         """The stored token ids of a file, or None."""
-        with self._lock:
+        with self._lock, self._sqlite_errors():
             stored = self._stored([path_key(path)])
         entry = stored.get(path_key(path))
         return None if entry is None else entry[1]
@@ -405,7 +562,7 @@ class NgramStore:
 
     def stats(self) -> dict[str, Any]:
         """Files, tokens, distinct n-grams and contexts per order, bytes on disk."""
-        with self._read_lock:
+        with self._read_lock, self._sqlite_errors():
             files, tokens = self._reader.execute(
                 "SELECT count(*), coalesce(sum(tokens), 0) FROM files"
             ).fetchone()
@@ -448,7 +605,7 @@ class NgramStore:
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the database file (after a bulk index)."""
-        with self._lock:
+        with self._lock, self._sqlite_errors():
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 

@@ -130,3 +130,18 @@ def test_an_unknown_compile_mode_is_a_clear_error() -> None:
 def test_the_compile_status_of_an_engine(tiny_loaded: Any) -> None:
     engine = Engine(tiny_loaded)
     assert engine.compile_status() == "off"
+
+
+def test_a_gpu_runner_stays_eager_and_says_why(
+    tiny_loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a CUDA package segfaulted on an H200: compile "background" must not start a
+    builder (nor ever load a package) for a runner on a GPU, and the status says why."""
+    runner = FastRunner(tiny_loaded.model, "fp32")
+    monkeypatch.setattr(runner, "device", torch.device("cuda"))
+    engine = Engine(tiny_loaded, runner=runner)
+    never_run = [sys.executable, "-c", "raise SystemExit('the builder ran')"]
+    engine.start_compiler(never_run)
+    assert engine.compiler is None
+    assert engine.compile_status().startswith("off: the compiled step runs on the CPU only")
+    assert compiled.unsupported_reason(torch.device("cpu")) is None

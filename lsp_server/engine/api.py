@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,12 @@ from typing import Any, cast
 import torch
 
 from lsp_server.engine import baselines
-from lsp_server.engine.compiled import COMPILE_MODES, BackgroundCompiler, builder_command
+from lsp_server.engine.compiled import (
+    COMPILE_MODES,
+    BackgroundCompiler,
+    builder_command,
+    unsupported_reason,
+)
 from lsp_server.engine.fast_runner import FastRunner, make_runner
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
 from lsp_server.engine.ngram import NgramSource
@@ -18,6 +24,8 @@ from lsp_server.engine.prompt import Prompt, build_prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
 from lsp_server.engine.superposed import superposed_decode
 from lsp_server.engine.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
+
+log = logging.getLogger(__name__)
 
 Method = Callable[..., list[Draft]]
 
@@ -70,6 +78,7 @@ class Engine:
         self.runner: ModelRunner = runner if runner is not None else HFRunner(loaded.model)
         self.max_context = self.runner.max_context
         self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
+        self.compile_off_reason = ""  # why compile "background" left decoding eager
 
     @classmethod
     def load(
@@ -91,16 +100,29 @@ class Engine:
             raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
         loaded = load_model(model, device, dtype, threads)
         engine = cls(loaded, runner=make_runner(loaded.model, runner, precision))
+        if isinstance(engine.runner, FastRunner):
+            # The fast runner holds its own copies (quantized decode, bf16 prefill): the fp32
+            # master, 0.5 GB for the default model, would only take memory from here on.
+            loaded.model = None
         if compile == "background" and isinstance(engine.runner, FastRunner):
-            builder = builder_command(model, device, dtype, engine.runner.precision)
-            engine.compiler = BackgroundCompiler(engine.runner, builder)
+            engine.start_compiler(builder_command(model, device, dtype, engine.runner.precision))
         return engine
+
+    def start_compiler(self, builder: list[str]) -> None:
+        """Have the fast runner's decode step compiled in the background, where it can be."""
+        assert isinstance(self.runner, FastRunner)
+        reason = unsupported_reason(self.runner.device)
+        if reason is not None:
+            log.warning("compile background: %s", reason)
+            self.compile_off_reason = reason
+            return
+        self.compiler = BackgroundCompiler(self.runner, builder)
 
     def compile_status(self) -> str:
         """off | building | ready | failed: <why> (the background-compiled decode step)."""
         compiler = self.compiler
         if compiler is None:
-            return "off"
+            return f"off: {self.compile_off_reason}" if self.compile_off_reason else "off"
         if compiler.ready:
             return "ready"
         return f"failed: {compiler.error}" if compiler.error else "building"

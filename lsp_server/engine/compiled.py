@@ -42,6 +42,21 @@ _CODE = ("fast_runner.py", "quant.py", "compiled.py")  # the sources a package i
 _NICE = 10  # the builder's priority below the server's
 
 
+def unsupported_reason(device: torch.device) -> str | None:
+    """Why the compiled step cannot serve on ``device``, or None where it can (the CPU).
+
+    Measured on an NVIDIA H200 (torch 2.11, CUDA 13): the package builds, but loading it
+    (``aoti_load_package``) killed the process with a segmentation fault, also in a fresh
+    process. A crash in the server is far worse than an eager step, so GPUs stay eager.
+    """
+    if device.type == "cpu":
+        return None
+    return (
+        f"the compiled step runs on the CPU only (loading an AOTInductor package on "
+        f"{device.type} crashed the process on an H200); decoding stays eager"
+    )
+
+
 def fingerprint(runner: FastRunner, rows: int) -> str:
     """What a package depends on: the weights, the precision, rows, this code, torch."""
     digest = hashlib.sha256()

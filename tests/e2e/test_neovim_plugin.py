@@ -154,7 +154,7 @@ def test_popup_lists_drafts_next_accept_save(tmp_path: Path) -> None:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    workspace = tmp_path / "workspace"
+    workspace = tmp_path / "my project+ü"  # percent-encoded in the URIs Neovim sends
     workspace.mkdir()
     (workspace / "pyproject.toml").write_text('[project]\nname = "shapes"\n')
     (workspace / "geometry.py").write_text(SOURCE)

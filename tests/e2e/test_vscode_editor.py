@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -125,7 +126,7 @@ class Session:
 @pytest.fixture
 def session(tmp_path: Path, tools: None) -> Iterator[Session]:
     """A workspace, and code-server serving it with the extension installed and configured."""
-    workspace = tmp_path / "workspace"
+    workspace = tmp_path / "my project+ü"  # percent-encoded in the URIs VS Code sends
     workspace.mkdir()
     (workspace / "geometry.py").write_text(SOURCE)
     (workspace / "report.py").write_text(HELPERS)
@@ -198,7 +199,7 @@ def session(tmp_path: Path, tools: None) -> Iterator[Session]:
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", time.monotonic() + 120)
         yield Session(
-            url=f"http://127.0.0.1:{port}/?folder={workspace}",
+            url=f"http://127.0.0.1:{port}/?folder={urllib.parse.quote(str(workspace))}",
             workspace=workspace,
             user_data=user_data,
             codebase_db=stores / "codebase.sqlite",

@@ -55,3 +55,19 @@ def test_choices_are_the_servers() -> None:
     }
     for key, allowed in choices.items():
         assert declared()[key]["enum"] == list(allowed), key
+
+
+def test_every_listed_language_activates_the_extension() -> None:
+    """The default languages activate it by name; languages a user adds, by any language opening.
+
+    VS Code reads no setting before activation, so a language added to superposed.languages can
+    only activate the extension through the generic "onLanguage" event; the extension then starts
+    the server for files in the listed languages only (wantsServer in config.ts, unit-tested in
+    vscode-extension/test).
+    """
+    events = MANIFEST["activationEvents"]
+    defaults = declared()["languages"]["default"]
+    assert isinstance(defaults, list) and defaults
+    for language in defaults:
+        assert f"onLanguage:{language}" in events, language
+    assert "onLanguage" in events

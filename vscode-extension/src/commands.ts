@@ -24,6 +24,34 @@ export async function indexWorkspace(srv: Server, output: vscode.LogOutputChanne
   }
 }
 
+/** Erases the current file (or, without one, everything) from the stores: superposed.forget. */
+export async function forget(
+  srv: Server,
+  output: vscode.LogOutputChannel,
+  what: 'file' | 'user',
+): Promise<void> {
+  const uri = vscode.window.activeTextEditor?.document.uri;
+  if (what === 'file' && uri?.scheme !== 'file') {
+    void showError('Superposed: open the file to forget first.', output);
+    return;
+  }
+  let result: { removed?: Record<string, number>; error?: string } | null;
+  try {
+    const args = what === 'file' ? [{ uri: uri?.toString() }] : [];
+    result = (await srv.execute('superposed.forget', ...args)) as typeof result;
+  } catch (err) {
+    void showError(`Superposed: forgetting failed (${String(err)}).`, output);
+    return;
+  }
+  output.info(`forget: ${JSON.stringify(result)}`);
+  if (result?.error) {
+    void showError(`Superposed: forgetting failed (${result.error}).`, output);
+  } else {
+    const files = Object.values(result?.removed ?? {}).reduce((a, b) => a + b, 0);
+    void vscode.window.showInformationMessage(`Superposed: ${files} stored file(s) erased.`);
+  }
+}
+
 export async function showStats(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
   const stats = await srv.refreshStats();
   if (stats === undefined) {

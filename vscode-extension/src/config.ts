@@ -30,12 +30,17 @@ export const SERVER_KEYS = [
   'userStore',
   'userWeight',
   'indexOnSave',
+  'maxFileBytes',
   'lineMode',
 ] as const;
 
-/** Settings that need a new server process: the interpreter, and what the model load reads. */
+/**
+ * Settings that need a new server process: the interpreter, what the model load reads, and the
+ * languages (the language client's document selector is fixed when it starts).
+ */
 export const RESTART_KEYS = [
   'pythonPath',
+  'languages',
   'model',
   'device',
   'dtype',
@@ -68,6 +73,18 @@ export function serverSettings(
     }
   }
   return out;
+}
+
+/**
+ * Whether a document should start the server. The extension activates on a document of any
+ * language (package.json: the generic `onLanguage` event), since `superposed.languages` is the
+ * user's; it starts the server, which loads a model, only for a file in one of those languages.
+ */
+export function wantsServer(
+  languages: readonly string[],
+  document: { languageId: string; uri: { scheme: string } },
+): boolean {
+  return document.uri.scheme === 'file' && languages.includes(document.languageId);
 }
 
 /** Whether a configuration change (tested with `affectsConfiguration`) needs a restart. */

@@ -1,8 +1,8 @@
 /** Superposed Completions: starts superposed-lsp and wires its commands and status bar. */
 import * as vscode from 'vscode';
 
-import { indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
-import { needsRestart, SECTION } from './config';
+import { forget, indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
+import { needsRestart, SECTION, wantsServer } from './config';
 import { acceptPart, isDisabled, toggleLanguage } from './partial';
 import { Server } from './server';
 import { type ServerState, statusView } from './state';
@@ -14,7 +14,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   status.name = 'Superposed';
   status.command = 'superposed.showLog';
-  status.show();
   let current: ServerState = { kind: 'starting' };
   const show = (state: ServerState): void => {
     current = state;
@@ -40,11 +39,29 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       show(srv.readyState());
     }
   };
+  // The server starts with the first file in one of superposed.languages (see wantsServer).
+  let started = false;
   const restart = async (): Promise<void> => {
+    started = true;
+    status.show();
     try {
       await srv.restart();
     } catch (err) {
       void showError(`Superposed: the server did not start (${String(err)}).`, output);
+    }
+  };
+  const startFor = (documents: readonly vscode.TextDocument[]): void => {
+    const languages = vscode.workspace.getConfiguration(SECTION).get<string[]>('languages', []);
+    if (!started && documents.some((document) => wantsServer(languages, document))) {
+      void restart();
+    }
+  };
+  // Settings and interpreter changes restart a running server only.
+  const restartIfStarted = async (): Promise<void> => {
+    if (started) {
+      await restart();
+    } else {
+      startFor(vscode.workspace.textDocuments);
     }
   };
 
@@ -62,22 +79,23 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       acceptPart(srv, 'Line', output),
     ),
     vscode.commands.registerCommand('superposed.toggleLanguage', () => toggleLanguage(context)),
+    vscode.commands.registerCommand('superposed.forgetFile', () => forget(srv, output, 'file')),
+    vscode.commands.registerCommand('superposed.forgetUserStore', () =>
+      forget(srv, output, 'user'),
+    ),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (needsRestart((section) => event.affectsConfiguration(section))) {
-        void restart();
+        void restartIfStarted();
       } else if (event.affectsConfiguration(SECTION)) {
         void srv.sendSettings();
       }
     }),
     // The server updates the stores on save, off its event loop: look a moment later.
     vscode.workspace.onDidSaveTextDocument(() => setTimeout(() => void refreshStats(), 2000)),
+    vscode.workspace.onDidOpenTextDocument((document) => startFor([document])),
   );
-  await watchPythonInterpreter(context, restart);
-  try {
-    await srv.start();
-  } catch (err) {
-    void showError(`Superposed: the server did not start (${String(err)}).`, output);
-  }
+  await watchPythonInterpreter(context, restartIfStarted);
+  startFor(vscode.workspace.textDocuments);
 }
 
 export async function deactivate(): Promise<void> {

@@ -14,6 +14,7 @@ import {
   serverCommand,
   serverSettings,
   toggled,
+  wantsServer,
 } from '../src/config';
 import { formatStats, progressKind, statusView } from '../src/state';
 
@@ -66,7 +67,16 @@ test('a change of interpreter or model restarts the server; a change of k does n
   assert.equal(needsRestart(changed(['pythonPath'])), true);
   assert.equal(needsRestart(changed(['model'])), true);
   assert.equal(needsRestart(changed(['dtype'])), true);
+  assert.equal(needsRestart(changed(['languages'])), true); // the document selector
   assert.equal(needsRestart(changed(['k', 'alpha'])), false);
+});
+
+test('a file in one of superposed.languages starts the server; other documents do not', () => {
+  const doc = (languageId: string, scheme = 'file') => ({ languageId, uri: { scheme } });
+  assert.equal(wantsServer(['python'], doc('python')), true);
+  assert.equal(wantsServer(['python', 'rust'], doc('rust')), true);
+  assert.equal(wantsServer(['python'], doc('markdown')), false);
+  assert.equal(wantsServer(['python'], doc('python', 'output')), false); // not a file
 });
 
 test('the interpreter: the setting, else the Python extension, else python3', () => {

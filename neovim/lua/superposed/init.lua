@@ -23,8 +23,8 @@ M.defaults = {
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, k, method, maxNewTokens, alpha,
-  -- temperature, lambdas, orders, codebaseDb, userDb, userStore, userWeight, indexOnSave, lineMode,
-  -- maxPromptTokens, debounceMs.
+  -- temperature, lambdas, orders, codebaseDb, userDb, userStore, userWeight, indexOnSave,
+  -- maxFileBytes, lineMode, maxPromptTokens, debounceMs.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
@@ -198,13 +198,13 @@ local function attach_inline(_, bufnr)
 end
 
 --- Runs one of the server's commands; `on_result(err, result)` is called with its answer.
-function M.execute(command, on_result, bufnr)
+function M.execute(command, on_result, bufnr, arguments)
   local client = client_for(bufnr or 0) or vim.lsp.get_clients({ name = M.name })[1]
   if not client then
     vim.notify('superposed: the server is not running', vim.log.levels.WARN)
     return
   end
-  client:request('workspace/executeCommand', { command = command, arguments = {} }, on_result)
+  client:request('workspace/executeCommand', { command = command, arguments = arguments or {} }, on_result)
 end
 
 --- One line for a statusline: "superposed: loading smollm2-135m 40%", "superposed: ready (smollm2-135m, k=3)".
@@ -261,6 +261,32 @@ function M.index()
       vim.notify('superposed: workspace indexed ' .. summary)
     end
   end)
+end
+
+--- :SuperposedForget [path]: erase a file or folder (default: this buffer's file) from the stores;
+--- :SuperposedForget!: erase everything in the user store (docs/privacy.md).
+function M.forget(opts)
+  local args = {}
+  if not opts.bang then
+    local path = opts.args ~= '' and vim.fn.fnamemodify(opts.args, ':p') or vim.api.nvim_buf_get_name(0)
+    if path == '' then
+      vim.notify('superposed: name a file or folder to forget', vim.log.levels.WARN)
+      return
+    end
+    args = { { path = path } }
+  end
+  M.execute('superposed.forget', function(err, result)
+    if err or (type(result) == 'table' and result.error) then
+      local why = err and tostring(err.message or err) or tostring(result.error)
+      vim.notify('superposed: forgetting failed: ' .. why, vim.log.levels.ERROR)
+    else
+      local files = 0
+      for _, n in pairs(type(result) == 'table' and result.removed or {}) do
+        files = files + n
+      end
+      vim.notify(('superposed: %d stored file(s) erased'):format(files))
+    end
+  end, nil, args)
 end
 
 --- :SuperposedRestart: a new server process for every attached buffer.
@@ -347,6 +373,12 @@ local function setup_global()
   command('SuperposedStatus', M.show_status, { desc = 'superposed: status and store stats' })
   command('SuperposedIndex', M.index, { desc = 'superposed: index the workspace' })
   command('SuperposedRestart', M.restart, { desc = 'superposed: restart the server' })
+  command('SuperposedForget', M.forget, {
+    nargs = '?',
+    bang = true,
+    complete = 'file',
+    desc = 'superposed: erase a file (default: this one) from the stores; ! clears the user store',
+  })
   command('SuperposedToggle', function(args)
     M.toggle(args.args)
   end, { nargs = '?', complete = 'filetype', desc = 'superposed: completions on/off for a filetype' })

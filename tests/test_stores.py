@@ -1,0 +1,177 @@
+"""The server's store layer (lsp_server.stores) on real files: what a save teaches, where,
+what happens when a store cannot be used, and the write queue. Issue 12, items 4-12."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lsp_server import stores as stores_module
+from lsp_server.settings import StoreSettings
+from lsp_server.stores import Stores, WriteQueue
+from ngram_db import ByteTokenizer, NgramStore
+from ngram_db.errors import StoreBusy
+
+BYTES = ByteTokenizer()
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+def make_stores(tmp_path: Path, **settings: Any) -> tuple[Stores, list[str]]:
+    reported: list[str] = []
+    options = {
+        "codebase_db": str(tmp_path / "cache" / "codebase.sqlite"),
+        "user_db": str(tmp_path / "data" / "user.sqlite"),
+        **settings,
+    }
+    return Stores(BYTES, StoreSettings(**options), report=reported.append), reported
+
+
+def stored(path: str | Path) -> list[str]:
+    with NgramStore.open(path, BYTES) as store:
+        return store.paths()
+
+
+def test_saves_learn_only_what_index_repo_would(tmp_path: Path, ws: Path) -> None:
+    stores, _ = make_stores(tmp_path)
+    saves = {
+        ".env": "SECRET=1\n",
+        "keys/deploy": PEM,
+        "node_modules/x/index.js": "module.exports = 1\n",
+        "app.py": "def app():\n    return 1\n",
+    }
+    reasons = {}
+    for rel, text in saves.items():
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(text)
+        reasons[rel] = stores.update_file(ws / rel, text, [ws])
+    assert reasons == {
+        ".env": "secret",
+        "keys/deploy": "secret content",
+        "node_modules/x/index.js": "ignored folder",
+        "app.py": None,
+    }
+    key = str((ws / "app.py").resolve())
+    assert stored(tmp_path / "cache" / "codebase.sqlite") == [key]
+    assert stored(tmp_path / "data" / "user.sqlite") == [key]
+
+
+def test_a_file_that_becomes_a_secret_is_forgotten(tmp_path: Path, ws: Path) -> None:
+    stores, _ = make_stores(tmp_path)
+    path = ws / "notes.txt"
+    assert stores.update_file(path, "just notes\n", [ws]) is None
+    assert stores.update_file(path, "just notes\n" + PEM, [ws]) == "secret content"
+    assert stored(tmp_path / "data" / "user.sqlite") == []
+
+
+def test_paths_outside_the_workspace_are_not_learned(
+    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path / "cache"))
+    stores, _ = make_stores(tmp_path, codebase_db=None)  # a store per repository
+    outside = tmp_path / "elsewhere"
+    (outside / ".git").mkdir(parents=True)  # another repository
+    (outside / "shadow").write_text("root:$6$hash:19000::::::\n")
+    (ws / "link").symlink_to(outside / "shadow")
+    attempts = [
+        ws / ".." / "elsewhere" / "shadow",  # `..` segments
+        ws / "link",  # a symbolic link that leads out
+        outside / "shadow",  # a file of another repository
+    ]
+    for path in attempts:
+        assert stores.update_file(path, "root:$6$hash\n", [ws]) == "outside the workspace"
+    assert not (tmp_path / "data" / "user.sqlite").exists()
+    # completing in the other repository's file reads only stores that exist
+    stores.source_for(outside / "shadow", [ws], {2: 1.0})
+    assert not (tmp_path / "cache" / "ngrams").exists()  # no store for the other repository
+
+
+def test_accepted_drafts_are_bounded(
+    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stores_module, "ACCEPTED_KEEP", 3)
+    stores, _ = make_stores(tmp_path)
+    for i in range(5):
+        assert stores.learn_text(f"draft number {i}\n")
+    user = stores.user()
+    assert user is not None
+    kept = user.paths(stores_module.ACCEPTED_PREFIX)
+    assert len(kept) == 3
+    newest = [BYTES.encode_batch([f"draft number {i}\n"])[0].tolist() for i in (2, 3, 4)]
+    assert [user.file_ids(p).tolist() for p in kept] == newest  # type: ignore[union-attr]
+    assert user.is_consistent()
+
+
+def test_forget_a_path_or_the_whole_user_store(tmp_path: Path, ws: Path) -> None:
+    stores, _ = make_stores(tmp_path)
+    for name in ("a.py", "b.py"):
+        stores.update_file(ws / name, f"{name} = 1\n", [ws])
+    stores.learn_text("accepted draft\n")
+    result = stores.forget(ws / "a.py", [ws])
+    assert set(result["removed"].values()) == {1}  # from both stores
+    assert stored(tmp_path / "cache" / "codebase.sqlite") == [str((ws / "b.py").resolve())]
+    stores.forget(None, [ws])
+    assert stored(tmp_path / "data" / "user.sqlite") == []
+    assert stored(tmp_path / "cache" / "codebase.sqlite") == [str((ws / "b.py").resolve())]
+
+
+def test_an_unusable_store_is_left_out_and_reported_once(tmp_path: Path, ws: Path) -> None:
+    user_db = tmp_path / "data" / "user.sqlite"
+    user_db.parent.mkdir(parents=True)
+    user_db.write_bytes(b"\x93random bytes" * 100)
+    stores, reported = make_stores(tmp_path)
+    for n in range(3):
+        assert stores.update_file(ws / f"f{n}.py", f"x = {n}\n", [ws]) is None
+        source = stores.source_for(ws / "f0.py", [ws], {2: 0.5, 3: 0.5})
+        assert source is not None  # the codebase store still serves
+    assert len(reported) == 1 and "--rebuild" in reported[0] and str(user_db) in reported[0]
+    stats = stores.stats([ws])
+    assert stats["user"]["error"] == f"n-gram store not used: {reported[0].split(': ', 1)[1]}"
+    assert stats["codebase"][str(ws)]["files"] == 3
+    assert user_db.read_bytes() == b"\x93random bytes" * 100  # never overwritten
+
+
+def test_a_store_damaged_inside_is_left_out_at_the_first_failing_read(
+    tmp_path: Path, ws: Path
+) -> None:
+    stores, reported = make_stores(tmp_path, user_store=False)
+    stores.update_file(ws / "a.py", "def foo(x):\n    return x\n" * 2000, [ws])
+    codebase = stores.codebase(ws)
+    assert codebase is not None
+    codebase.checkpoint()
+    path = tmp_path / "cache" / "codebase.sqlite"
+    with path.open("r+b") as f:
+        f.seek(2 * 4096)
+        f.write(b"\xa5" * 4 * 4096)
+    source = stores.source_for(ws / "a.py", [ws], {n: 0.2 for n in range(2, 7)})
+    assert source is not None
+    result = source.probabilities([[1, 2, 3, 4, 5]], np.array([[6, 7]]))
+    assert not result.supported.any()  # served without it, no exception
+    assert len(reported) == 1 and "damaged" in reported[0] and "--rebuild" in reported[0]
+    assert stores.source_for(ws / "a.py", [ws], {2: 1.0}) is None  # no longer used
+    assert stores.index_root(ws)["error"].startswith("n-gram store not used")
+    assert len(reported) == 1
+
+
+def test_the_write_queue_retries_a_busy_write_until_it_lands() -> None:
+    queue = WriteQueue(retry_s=0.01)
+    attempts: list[int] = []
+
+    def write() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise StoreBusy("locked")
+        return "written"
+
+    assert queue.submit("save:a", write).result(timeout=5) == "written"
+    assert len(attempts) == 3
+    assert queue.drain(1) and queue.pending() == 0
