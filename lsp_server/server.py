@@ -122,7 +122,9 @@ class SuperposedServer(LanguageServer):
         if self._load_started and settings.model != old.model:
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
-            self.stores.configure(settings.stores)
+            # On the engine thread, between decodes: a decode never reads a closed store.
+            reopen = self._decoder.submit(self.stores.configure, settings.stores)
+            reopen.add_done_callback(_log_failure)
 
     async def start_loading(self) -> None:
         """Load the model (and open the stores) on the engine thread, reporting progress."""
@@ -235,11 +237,15 @@ class SuperposedServer(LanguageServer):
         cancel = threading.Event()
         self._inflight[key] = cancel
         settings = self.settings
-        ngram = self._ngram_source(uri, settings)
         loop = asyncio.get_running_loop()
         try:
+            if settings.decoding.debounce_ms:  # a newer request may come and take its place
+                await asyncio.sleep(settings.decoding.debounce_ms / 1000)
+                if cancel.is_set():
+                    self.counters["debounced"] += 1
+                    return []
             answer = await loop.run_in_executor(
-                self._decoder, self._decode, context, settings, ngram, cancel
+                self._decoder, self._decode, uri, context, settings, cancel
             )
         except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
             cancel.set()
@@ -253,25 +259,32 @@ class SuperposedServer(LanguageServer):
         return answer.suggestions
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
-        """The stores' n-gram source for a document; None (and one message) if unusable."""
+        """The stores' n-gram source for a document; None (and one message) if unusable.
+
+        On the engine thread, so that a model reload (which reopens the stores, also on that
+        thread) never closes the stores of a decode that is waiting to run.
+        """
         if self.stores is None:
             return None
         try:
             return self.stores.source_for(_path_of(uri), self._roots(), settings.decoding.lambdas)
         except NgramStoreError as err:  # the user must fix it: say so once, serve without
-            if str(err) not in self._reported:
+            if str(err) not in self._reported and self.loop is not None:
                 self._reported.add(str(err))
-                self._show_error(f"superposed: n-gram store unusable: {err}")
+                self.loop.call_soon_threadsafe(
+                    self._show_error, f"superposed: n-gram store unusable: {err}"
+                )
             return None
 
     def _decode(
-        self, context: CursorContext, settings: Settings, ngram: Any, cancel: threading.Event
+        self, uri: str, context: CursorContext, settings: Settings, cancel: threading.Event
     ) -> Answer | None:
         """On the engine thread: one model call, or None if cancelled."""
         engine = self.engine
         if cancel.is_set() or engine is None:
             self.counters["cancelled"] += 1
             return None
+        ngram = self._ngram_source(uri, settings)
         self.counters["model_calls"] += 1
         try:
             answer = decode(

@@ -26,6 +26,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
 RUNNERS = ("auto", "hf", "fast")
 COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
+DEFAULT_DEBOUNCE_MS = 0
 
 
 @dataclass
@@ -59,6 +60,14 @@ class DecodingSettings:
     # first prefill costs ~6 ms per token on a 2-core CPU with the default model (about 6 s
     # at 1024); nearby requests then reuse it (bench/results/lsp_latency.md).
     max_prompt_tokens: int = 1024
+    # Milliseconds a request waits for a newer one for the same document before decoding
+    # (a newer one replaces it unanswered); 0: decode at once. Measured by
+    # bench/lsp_debounce.py (bench/results/lsp_debounce*.md): a debounce saves model calls only
+    # when longer than the time between keystrokes (typing every 150 ms: 200 cut them from 56
+    # to 1 per line, 150 only to 32), and the wait after the last keystroke did not improve
+    # (superseded decodes stop at their next step), while every answer after a pause comes
+    # that much later. So 0: set 150-200 to spend less CPU while typing.
+    debounce_ms: int = DEFAULT_DEBOUNCE_MS
 
 
 @dataclass
@@ -186,6 +195,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
+    "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),
     "orders": ("stores", "orders", _orders),
     "codebaseDb": ("stores", "codebase_db", _optional_path),
     "userDb": ("stores", "user_db", _optional_path),

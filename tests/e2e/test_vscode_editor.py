@@ -3,8 +3,9 @@
 The built .vsix is installed into code-server; the user's steps are played by
 vscode-extension/e2e/driver.mjs (Playwright): wait for "ready" in the status bar, run
 "Superposed: Index Workspace", type in a Python file, Alt+\\ for the inline suggestion,
-Alt+] for the next draft, Tab to accept, Ctrl+S. The assertions are here, against the server's
-own answers (logged by the extension) and the files and stores on disk.
+Alt+] for the next draft, Ctrl+Right to accept its next word, Tab to accept the rest,
+Ctrl+S. The assertions are here, against the server's own answers (logged by the extension)
+and the files and stores on disk.
 
 Nothing is installed here: `make editors` (scripts/setup-editors.sh) does that.
 SUPERPOSED_UPDATE_DOCS=1 copies the ghost-text screenshot to docs/images/ for the README.
@@ -64,6 +65,7 @@ def perimeter_of_rectangle(width, height):
 def perimeter_of_square(side):
 """
 TYPED = "    return "
+TYPED_WHEN_OFF = "\n    area = "  # after Toggle Completions for This Language
 HELPERS = '''def describe_square(side):
     """A square's area and perimeter."""
     return {"area": area_of_square(side), "perimeter": perimeter_of_square(side)}
@@ -147,6 +149,7 @@ def session(tmp_path: Path, tools: None) -> Iterator[Session]:
         "editor.autoClosingQuotes": "never",
         "editor.autoIndent": "none",
         "editor.inlineSuggest.enabled": True,
+        "files.autoSave": "off",  # the text typed after the save stays unsaved
         "editor.inlineSuggest.showToolbar": "always",  # "1/3": the k drafts, in the screenshot
         "superposed.pythonPath": sys.executable,
         "superposed.k": 3,
@@ -221,6 +224,26 @@ def logged_drafts(user_data: Path) -> list[list[str]]:
     return answers
 
 
+def answer_lines(user_data: Path) -> list[str]:
+    """The extension's log lines of inline answers ("drafts at FILE:LINE:COL: [...]")."""
+    return [
+        line
+        for log in sorted(user_data.glob("logs/**/*Superposed*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if "drafts at " in line
+    ]
+
+
+def logged_parts(user_data: Path) -> list[str]:
+    """What the extension sent to superposed.accept for partial accepts, from its log."""
+    parts = []
+    for log in sorted(user_data.glob("logs/**/*Superposed*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if match := re.search(r"accepted part: (\".*\")$", line):
+                parts.append(json.loads(match.group(1)))
+    return parts
+
+
 @functools.cache
 def tokenizer() -> Any:
     """The default model's tokenizer: stores refuse to open with another."""
@@ -240,6 +263,7 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
         "url": session.url,
         "file": "geometry.py",
         "type": TYPED,
+        "typeWhenOff": TYPED_WHEN_OFF,
         "browserProfile": str(tmp_path / "chromium-profile"),
         "chromium": str(CHROMIUM),
         "timeoutMs": 240_000,
@@ -277,9 +301,13 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
     assert matching, f"ghost texts {ghost1!r}, {ghost2!r} not among the answers {answers}"
     assert matching[-1][1] == ghost2
 
-    # Tab accepted the second draft; the saved file on disk has it after the typed text.
+    # Ctrl+Right inserted the second draft's next word, and the extension sent exactly that
+    # part to the server's accept command; Tab accepted the rest shown after it.
+    parts = logged_parts(session.user_data)
+    assert len(parts) == 1 and parts[0].strip(), parts
+    assert ghost2.startswith(parts[0]) and parts[0] != ghost2
     saved = (session.workspace / "geometry.py").read_text()
-    assert saved.rstrip("\n") == SOURCE + TYPED + ghost2
+    assert saved.rstrip("\n") == SOURCE + TYPED + parts[0] + result["ghostAfterWord"]
 
     # The save updated the codebase store with the file as saved (off the server's event loop,
     # so allow it a moment); Index Workspace had put the other file there too.
@@ -291,6 +319,11 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
     assert stored_hash(session.codebase_db, session.workspace / "report.py") == content_hash(
         HELPERS
     )
+    # Toggle Completions for This Language: no ghost text, and no request reached the server
+    # for the line typed after it (the extension logs every answer).
+    assert result["ghostWhenOff"] == ""
+    lines_off = len((SOURCE + TYPED).split("\n")) + 1  # 1-based: the line typed after the toggle
+    assert not any(f"geometry.py:{lines_off}:" in line for line in answer_lines(session.user_data))
     assert SCREENSHOT.exists()
     if os.environ.get("SUPERPOSED_UPDATE_DOCS"):
         shutil.copy(SCREENSHOT, DOCS_SCREENSHOT)

@@ -1,6 +1,8 @@
 // Drives a real VS Code (code-server) in headless Chromium through the user's steps:
 // wait for the server, index the workspace, open a file, type, trigger the inline suggestion,
-// read the ghost text, cycle to the next draft (Alt+]), accept it (Tab) and save.
+// read the ghost text, cycle to the next draft (Alt+]), accept its next word (Ctrl+Right,
+// Superposed: Accept Next Word of the Draft), accept the rest (Tab) and save; then turn the
+// drafts off for the language (Superposed: Toggle Completions for This Language) and type.
 //
 //   node driver.mjs config.json      (config: see tests/e2e/test_vscode_editor.py)
 //
@@ -144,7 +146,11 @@ try {
   await page.keyboard.press('Alt+BracketRight');
   result.ghost2 = await stableGhost(page, result.ghost1);
 
-  step('accept (Tab) and save');
+  step('accept the next word (Ctrl+Right)');
+  await page.keyboard.press('Control+ArrowRight');
+  result.ghostAfterWord = await stableGhost(page, result.ghost2);
+
+  step('accept the rest (Tab) and save');
   await page.keyboard.press('Tab');
   await page.waitForTimeout(500);
   await page.keyboard.press('Control+S');
@@ -152,6 +158,20 @@ try {
   // The status bar's tooltip refreshes the store stats two seconds after a save.
   await page.waitForTimeout(3000);
   result.statusAfterSave = await statusText(page);
+
+  step('toggle completions off for the language');
+  await runCommand(page, 'Superposed: Toggle Completions for This Language');
+  await page
+    .locator('.notifications-toasts .notification-toast', { hasText: 'completions off' })
+    .first()
+    .waitFor({ timeout });
+  await page.keyboard.press('Escape');
+  await editor.click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.type(config.typeWhenOff, { delay: 40 });
+  await page.keyboard.press('Alt+Backslash');
+  await page.waitForTimeout(8000); // an answer takes 1-2 s here; none may come
+  result.ghostWhenOff = await ghostText(page);
   step('done');
 } catch (err) {
   result.error = String(err && err.stack ? err.stack : err);

@@ -20,6 +20,7 @@ export const SERVER_KEYS = [
   'method',
   'maxNewTokens',
   'maxPromptTokens',
+  'debounceMs',
   'alpha',
   'temperature',
   'lambdas',
@@ -130,4 +131,35 @@ export interface ServerCommand {
 /** `python -m lsp_server.cli`: works wherever the package is importable, console script or not. */
 export function serverCommand(python: string, extraArgs: readonly string[] = []): ServerCommand {
   return { command: python, args: ['-m', 'lsp_server.cli', ...extraArgs] };
+}
+
+/** The drafts of the last inline answer in a document, and the line before the cursor then. */
+export interface Answered {
+  line: string;
+  drafts: string[];
+}
+
+/**
+ * The part of one of our drafts that a partial accept inserted, or undefined when the inserted
+ * text is not the next part of any of them (another extension's suggestion, say).
+ * `lineBefore` is the line before the cursor just before the accept: the answer's line plus
+ * what the user typed or accepted since.
+ */
+export function acceptedPart(
+  answered: Answered | undefined,
+  lineBefore: string,
+  inserted: string,
+): string | undefined {
+  if (answered === undefined || inserted === '' || !lineBefore.startsWith(answered.line)) {
+    return undefined;
+  }
+  const since = lineBefore.slice(answered.line.length);
+  return answered.drafts.some((draft) => draft.startsWith(since + inserted)) ? inserted : undefined;
+}
+
+/** The language ids after toggling `language`: removed if present, else added. */
+export function toggled(disabled: readonly string[], language: string): string[] {
+  return disabled.includes(language)
+    ? disabled.filter((id) => id !== language)
+    : [...disabled, language];
 }

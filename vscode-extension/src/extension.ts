@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 
 import { forget, indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
 import { needsRestart, SECTION, wantsServer } from './config';
+import { acceptPart, isDisabled, toggleLanguage } from './partial';
 import { Server } from './server';
 import { type ServerState, statusView } from './state';
 
@@ -20,12 +21,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status.text = view.text;
     status.tooltip = view.tooltip;
   };
-  const srv = new Server(output, (state) => {
-    show(state);
-    if (state.kind === 'ready' && state.stats === undefined) {
-      void refreshStats();
-    }
-  });
+  const srv = new Server(
+    output,
+    (state) => {
+      show(state);
+      if (state.kind === 'ready' && state.stats === undefined) {
+        void refreshStats();
+      }
+    },
+    (language) => isDisabled(context, language),
+  );
   server = srv;
   // The stats shown in the status bar's tooltip, fetched when ready and after each save.
   const refreshStats = async (): Promise<void> => {
@@ -67,6 +72,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('superposed.restart', restart),
     vscode.commands.registerCommand('superposed.showLog', () => output.show(true)),
     vscode.commands.registerCommand('superposed.showStats', () => showStats(srv, output)),
+    vscode.commands.registerCommand('superposed.acceptNextWord', () =>
+      acceptPart(srv, 'Word', output),
+    ),
+    vscode.commands.registerCommand('superposed.acceptNextLine', () =>
+      acceptPart(srv, 'Line', output),
+    ),
+    vscode.commands.registerCommand('superposed.toggleLanguage', () => toggleLanguage(context)),
     vscode.commands.registerCommand('superposed.forgetFile', () => forget(srv, output, 'file')),
     vscode.commands.registerCommand('superposed.forgetUserStore', () =>
       forget(srv, output, 'user'),

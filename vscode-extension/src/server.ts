@@ -16,6 +16,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { resolvePython, SECTION, serverCommand, serverSettings } from './config';
+import { answers } from './partial';
 import { progressKind, type ServerState } from './state';
 
 type Listener = (state: ServerState) => void;
@@ -125,6 +126,7 @@ export class Server {
   constructor(
     private readonly output: vscode.LogOutputChannel,
     private readonly onState: Listener,
+    private readonly isDisabled: (language: string) => boolean = () => false,
   ) {}
 
   async start(): Promise<void> {
@@ -155,6 +157,9 @@ export class Server {
         provideCompletionItem: () => undefined,
         // The log shows what the server suggested (Superposed: Show Log).
         provideInlineCompletionItems: async (document, position, context, token, next) => {
+          if (this.isDisabled(document.languageId)) {
+            return undefined; // Superposed: Toggle Completions for Language
+          }
           const result = await next(document, position, context, token);
           const items = Array.isArray(result) ? result : (result?.items ?? []);
           const drafts = items.map((item) =>
@@ -163,6 +168,8 @@ export class Server {
           const file = vscode.workspace.asRelativePath(document.uri);
           const where = `${file}:${position.line + 1}:${position.character + 1}`;
           this.output.info(`drafts at ${where}: ${JSON.stringify(drafts)}`);
+          const line = document.lineAt(position.line).text.slice(0, position.character);
+          answers.set(document.uri.toString(), { line, drafts });
           return result;
         },
         workspace: {

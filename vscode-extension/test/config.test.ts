@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 
 import {
+  acceptedPart,
   expandPath,
   type Inspected,
   needsRestart,
@@ -12,6 +13,7 @@ import {
   SERVER_KEYS,
   serverCommand,
   serverSettings,
+  toggled,
   wantsServer,
 } from '../src/config';
 import { formatStats, progressKind, statusView } from '../src/state';
@@ -131,4 +133,22 @@ test('stats flatten to one line per value', () => {
     'codebase.tokens: 10',
     'model: "m"',
   ]);
+});
+
+test('acceptedPart: the next part of one of our drafts, after what was typed since', () => {
+  const answered = { line: '    return ', drafts: ['width * height', 'side * side'] };
+  assert.equal(acceptedPart(answered, '    return ', 'width'), 'width');
+  // After accepting "width", the next word continues the same draft.
+  assert.equal(acceptedPart(answered, '    return width', ' *'), ' *');
+  assert.equal(acceptedPart(answered, '    return s', 'ide'), 'ide');
+  // Not ours: another suggestion, another line, nothing inserted, no answer yet.
+  assert.equal(acceptedPart(answered, '    return ', 'area('), undefined);
+  assert.equal(acceptedPart(answered, '    x = ', 'width'), undefined);
+  assert.equal(acceptedPart(answered, '    return ', ''), undefined);
+  assert.equal(acceptedPart(undefined, '    return ', 'width'), undefined);
+});
+
+test('toggled adds a language once and removes it again', () => {
+  assert.deepEqual(toggled([], 'python'), ['python']);
+  assert.deepEqual(toggled(['go', 'python'], 'python'), ['go']);
 });

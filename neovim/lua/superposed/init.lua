@@ -4,6 +4,11 @@
 --- Neovim 0.11:  the drafts as completion items via vim.lsp.completion (the popup).
 ---
 ---   require('superposed').setup({ python = '/path/to/.venv/bin/python', settings = { k = 3 } })
+---
+--- or, without setup(), with the config in lsp/superposed.lua:
+---
+---   vim.lsp.config('superposed', { cmd = { '/path/to/.venv/bin/python', '-m', 'lsp_server.cli' } })
+---   vim.lsp.enable('superposed')
 local M = {}
 
 M.name = 'superposed'
@@ -19,16 +24,21 @@ M.defaults = {
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, k, method, maxNewTokens, alpha,
   -- temperature, lambdas, orders, codebaseDb, userDb, userStore, userWeight, indexOnSave,
-  -- maxFileBytes, lineMode.
+  -- maxFileBytes, lineMode, maxPromptTokens, debounceMs.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
+  -- 'auto': ghost text on 0.12+, the built-in popup on 0.11; 'none': the plugin shows nothing
+  -- and maps no keys, for nvim-cmp or blink.cmp (their LSP source lists the drafts).
+  ui = 'auto',
   -- Insert-mode keys; false disables one.
   keys = {
     trigger = '<C-Space>', -- ask for drafts now
     accept = '<M-CR>', -- accept the current draft (0.11: also <C-y>; 0.12: also <Tab> if free)
     next = '<M-]>', -- next draft
     prev = '<M-[>', -- previous draft
+    accept_word = '<M-Right>', -- accept the draft's next word (as copilot.vim)
+    accept_line = '<M-C-Right>', -- accept the draft's next line
   },
 }
 
@@ -47,6 +57,27 @@ function M.server_cmd(opts)
     return opts.cmd
   end
   return { opts.python, '-m', 'lsp_server.cli' }
+end
+
+--- The part of a draft that "accept next word" inserts: leading blanks and one word, or one run
+--- of punctuation (non-ASCII bytes count as word characters, so a UTF-8 character stays whole).
+function M.next_word(text)
+  return text:match('^%s*[%w_\128-\255]+') or text:match('^%s*[^%w_%s\128-\255]+') or text
+end
+
+--- The part of a draft that "accept next line" inserts: up to the end of its first line (a draft
+--- that starts with a line break: that break and the line after it).
+function M.next_line(text)
+  return text:match('^\n?[^\n]*')
+end
+
+--- The server's accept command for a part of a draft: the user store learns what was inserted.
+local function partial_command(command, part)
+  if not command or type(command.arguments) ~= 'table' or type(command.arguments[1]) ~= 'table' then
+    return command
+  end
+  local argument = vim.tbl_extend('force', command.arguments[1], { text = part })
+  return vim.tbl_extend('force', command, { arguments = { argument } })
 end
 
 local function client_for(bufnr)
@@ -91,6 +122,35 @@ local function attach_completion(client, bufnr)
   if keys.prev then
     vim.keymap.set('i', keys.prev, pum('<C-p>', ''), { buffer = bufnr, expr = true })
   end
+  -- Partial accept of the selected draft (the first if none is): close the popup (<C-e> takes
+  -- back what selecting inserted), insert the part, and run the accept command with it.
+  local function partial(cut)
+    return function()
+      if vim.fn.pumvisible() == 0 then
+        return ''
+      end
+      local info = vim.fn.complete_info({ 'items', 'selected' })
+      local item = info.items[math.max(info.selected, 0) + 1]
+      local lsp_item = item and vim.tbl_get(item, 'user_data', 'nvim', 'lsp', 'completion_item')
+      local command = lsp_item and lsp_item.command
+      local text = command and vim.tbl_get(command, 'arguments', 1, 'text')
+      if type(text) ~= 'string' then
+        return ''
+      end
+      local part = cut(text)
+      vim.schedule(function()
+        vim.api.nvim_put(vim.split(part, '\n', { plain = true }), 'c', false, true)
+        client:exec_cmd(partial_command(command, part), { bufnr = bufnr })
+      end)
+      return '<C-e>'
+    end
+  end
+  if keys.accept_word then
+    vim.keymap.set('i', keys.accept_word, partial(M.next_word), { buffer = bufnr, expr = true })
+  end
+  if keys.accept_line then
+    vim.keymap.set('i', keys.accept_line, partial(M.next_line), { buffer = bufnr, expr = true })
+  end
 end
 
 --- Keymaps for ghost text (0.12+): the drafts are inline completion items.
@@ -108,6 +168,26 @@ local function attach_inline(_, bufnr)
   map(bufnr, keys.prev, function()
     inline.select({ bufnr = bufnr, count = -1 })
   end, 'superposed: previous draft')
+  -- Partial accept: the shown draft, cut to its next word or line; the accept command gets the
+  -- part. The next ghost text (the rest of the draft) comes from the server's typed-along cache.
+  local function partial(cut)
+    return function()
+      inline.get({
+        bufnr = bufnr,
+        on_accept = function(item)
+          if type(item.insert_text) ~= 'string' then
+            return item -- a snippet is accepted whole
+          end
+          local part = cut(item.insert_text)
+          item.insert_text = part
+          item.command = partial_command(item.command, part)
+          return item
+        end,
+      })
+    end
+  end
+  map(bufnr, keys.accept_word, partial(M.next_word), 'superposed: accept next word')
+  map(bufnr, keys.accept_line, partial(M.next_line), 'superposed: accept next line')
   if vim.fn.maparg('<Tab>', 'i') == '' then
     vim.keymap.set('i', '<Tab>', function()
       if not inline.get({ bufnr = bufnr }) then
@@ -248,6 +328,81 @@ local function on_progress(args)
   vim.api.nvim_exec_autocmds('User', { pattern = 'SuperposedStatus', modeline = false })
 end
 
+--- Filetypes whose completions :SuperposedToggle turned off (this session).
+M.disabled = {}
+
+--- Turns the drafts on or off in one buffer (the client stays attached: saves are still learned).
+local function enable_in(client, bufnr, on)
+  if M.options.ui == 'none' then
+    return
+  elseif has_inline() then
+    vim.lsp.inline_completion.enable(on, { bufnr = bufnr })
+  elseif on then
+    attach_completion(client, bufnr)
+  else
+    vim.lsp.completion.enable(false, client.id, bufnr)
+  end
+end
+
+--- :SuperposedToggle [filetype]: completions off (or on again) for a filetype, the current
+--- buffer's by default, in every buffer of it.
+function M.toggle(filetype)
+  local ft = (filetype and filetype ~= '') and filetype or vim.bo.filetype
+  M.disabled[ft] = not M.disabled[ft] or nil
+  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
+    for bufnr in pairs(client.attached_buffers) do
+      if vim.bo[bufnr].filetype == ft then
+        enable_in(client, bufnr, not M.disabled[ft])
+      end
+    end
+  end
+  vim.notify(('superposed: completions %s for %s'):format(M.disabled[ft] and 'off' or 'on', ft))
+end
+
+local global_done = false
+
+--- The user commands and the progress autocmd, once (from setup() or the first attach).
+local function setup_global()
+  if global_done then
+    return
+  end
+  global_done = true
+  local group = vim.api.nvim_create_augroup('superposed', { clear = true })
+  vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = on_progress })
+  local command = vim.api.nvim_create_user_command
+  command('SuperposedStatus', M.show_status, { desc = 'superposed: status and store stats' })
+  command('SuperposedIndex', M.index, { desc = 'superposed: index the workspace' })
+  command('SuperposedRestart', M.restart, { desc = 'superposed: restart the server' })
+  command('SuperposedForget', M.forget, {
+    nargs = '?',
+    bang = true,
+    complete = 'file',
+    desc = 'superposed: erase a file (default: this one) from the stores; ! clears the user store',
+  })
+  command('SuperposedToggle', function(args)
+    M.toggle(args.args)
+  end, { nargs = '?', complete = 'filetype', desc = 'superposed: completions on/off for a filetype' })
+end
+
+--- on_attach of lsp/superposed.lua: the keys, and ghost text (0.12+) or the popup (0.11).
+function M.attach(client, bufnr)
+  setup_global()
+  if M.state.kind == 'stopped' then
+    M.state = { kind = 'starting' }
+  end
+  if M.options.ui == 'none' then
+    return
+  elseif has_inline() then
+    attach_inline(client, bufnr)
+  else
+    attach_completion(client, bufnr)
+  end
+  if M.disabled[vim.bo[bufnr].filetype] then
+    enable_in(client, bufnr, false)
+  end
+end
+
+--- Optional: options (interpreter, settings, keys) on top of lsp/superposed.lua, and enable.
 function M.setup(opts)
   M.options = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts or {})
   local o = M.options
@@ -262,34 +417,7 @@ function M.setup(opts)
     init_options = settings,
     settings = { superposed = settings },
   })
-  local group = vim.api.nvim_create_augroup('superposed', { clear = true })
-  vim.api.nvim_create_autocmd('LspAttach', {
-    group = group,
-    callback = function(args)
-      local client = vim.lsp.get_client_by_id(args.data.client_id)
-      if not client or client.name ~= M.name then
-        return
-      end
-      if M.state.kind == 'stopped' then
-        M.state = { kind = 'starting' }
-      end
-      if has_inline() then
-        attach_inline(client, args.buf)
-      else
-        attach_completion(client, args.buf)
-      end
-    end,
-  })
-  vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = on_progress })
-  vim.api.nvim_create_user_command('SuperposedStatus', M.show_status, { desc = 'superposed: status and store stats' })
-  vim.api.nvim_create_user_command('SuperposedIndex', M.index, { desc = 'superposed: index the workspace' })
-  vim.api.nvim_create_user_command('SuperposedRestart', M.restart, { desc = 'superposed: restart the server' })
-  vim.api.nvim_create_user_command('SuperposedForget', M.forget, {
-    nargs = '?',
-    bang = true,
-    complete = 'file',
-    desc = 'superposed: erase a file (default: this one) from the stores; ! clears the user store',
-  })
+  setup_global()
   vim.lsp.enable(M.name)
 end
 

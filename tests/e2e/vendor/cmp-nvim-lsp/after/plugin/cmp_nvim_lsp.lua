@@ -1,0 +1,1 @@
+require('cmp_nvim_lsp').setup()
