@@ -7,8 +7,12 @@ Protocol-free: the server turns ``Suggestion`` objects into LSP items. The steps
 2. ``TypingCache.along``: if the user typed characters that continue drafts just shown,
    answer from those drafts without calling the model;
 3. ``decode``: ``Engine.complete`` with the settings' method and n-gram source;
-4. ``postprocess``: single-line cut, drop empty and whitespace-only drafts, merge
+4. ``postprocess``: single-line cut, stop each draft where it runs into the text after
+   the cursor (``stop_at_suffix``), drop empty and whitespace-only drafts, merge
    duplicates, drop drafts that only repeat the text after the cursor.
+
+Models trained for fill-in-the-middle also see the text after the cursor in their prompt
+(engine/fim.py; the ``fim`` setting).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lsp_server.engine import fim
 from lsp_server.engine.api import Completion, Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
@@ -31,6 +36,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 CHARS_PER_CONTEXT_TOKEN = 8
 WINDOW_STEPS = 4  # the prompt window's start moves in steps of about 1/4 of its length
 PROMPT_MARGIN = 8  # tokens kept free: the engine's re-tokenization may differ by one or two
+# Characters after the cursor kept for a fill-in-the-middle prompt (which uses at most a
+# quarter of the prompt window, a few thousand characters): bounds the copy on huge files.
+FOLLOWING_CHARS = 32_768
+_OPENING = {")": "(", "]": "[", "}": "{"}
 
 
 @dataclass(frozen=True)
@@ -39,11 +48,16 @@ class CursorContext:
 
     before: str  # all text before the cursor (the prompt comes from its end)
     after: str  # the rest of the cursor's line
+    following: str = ""  # the text after the cursor, up to FOLLOWING_CHARS (for FIM prompts)
 
     @classmethod
     def at(cls, text: str, offset: int) -> CursorContext:
         end = text.find("\n", offset)
-        return cls(before=text[:offset], after=text[offset : len(text) if end < 0 else end])
+        return cls(
+            before=text[:offset],
+            after=text[offset : len(text) if end < 0 else end],
+            following=text[offset : offset + FOLLOWING_CHARS],
+        )
 
 
 @dataclass(frozen=True)
@@ -80,13 +94,56 @@ def first_line(text: str) -> str:
         pos = end + 1
 
 
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def stop_at_suffix(draft: str, after: str) -> str:
+    """The draft cut where it would run into the text after the cursor on its line.
+
+    ``rest`` is ``after`` (the rest of the cursor's line) without surrounding whitespace.
+    In the draft's first line, a position p is where the draft runs into ``rest`` when:
+    the character at p is not whitespace and starts a word or is not a word character
+    (``x`` in ``max`` is no match), the draft's brackets before p are balanced (it closed
+    everything it opened and nothing opened before the cursor), and one of the line from p
+    (trailing whitespace dropped) and ``rest`` begins with the other: the draft types the
+    rest again, or its end is the start of it. At the first such p the draft is cut to what
+    precedes p (trailing whitespace dropped; later lines go too). With ``rest`` ")" the draft
+    "foo)" becomes "foo", "f(a))" becomes "f(a)", and "f(a)" stays (its ")" closes its own
+    "("). Without such a p, or when ``rest`` is empty, the draft is unchanged. Brackets
+    inside string literals count like any other (a known simplification).
+    """
+    rest = after.strip()
+    if not rest:
+        return draft
+    end = draft.find("\n")
+    line = draft if end < 0 else draft[:end]
+    stack: list[str] = []
+    broken = False  # the draft closed a bracket it did not open
+    for p, ch in enumerate(line):
+        boundary = p == 0 or not (_word(ch) and _word(line[p - 1]))
+        if not ch.isspace() and boundary and not stack and not broken:
+            tail = line[p:].rstrip()
+            if tail.startswith(rest) or rest.startswith(tail):
+                return line[:p].rstrip()
+        if ch in "([{":
+            stack.append(ch)
+        elif ch in _OPENING:
+            if stack and stack[-1] == _OPENING[ch]:
+                stack.pop()
+            else:
+                broken = True
+    return draft
+
+
 def postprocess(completion: Completion, after: str, line_mode: str = "single") -> list[Suggestion]:
     """Drafts in the engine's order -> distinct, non-empty suggestions."""
     out: list[Suggestion] = []
     seen: set[str] = set()
     rest = after.strip()
     for draft in completion.drafts:
-        text = first_line(draft.text) if line_mode == "single" else draft.text
+        text = stop_at_suffix(draft.text, after)
+        text = first_line(text) if line_mode == "single" else text
         text = text.rstrip()
         core = text.strip()
         if not core or text in seen:
@@ -144,6 +201,13 @@ def decode(
     """One model call: the drafts for the cursor, post-processed."""
     room = engine.max_context - settings.max_new_tokens - 1
     limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
+    markers = fim.choose(
+        settings.fim,
+        engine.fim_tokens,
+        (engine.name, getattr(engine.tokenizer, "name_or_path", "")),
+    )
+    if markers is not None:  # the window of text before the cursor is the FIM prefix's share
+        limit = fim.budgets(limit)[0]
     text = prompt_text(engine, context.before, limit)
 
     completion = engine.complete(
@@ -154,6 +218,8 @@ def decode(
         stop=StopCondition(single_line=settings.line_mode == "single"),
         cancel=cancel,
         max_prompt_tokens=max_prompt_tokens,
+        fim=markers,
+        text_after_cursor=context.following,
     )
     suggestions = postprocess(completion, context.after, settings.line_mode)
     return Answer(suggestions[: settings.k], completion.timing_ms)

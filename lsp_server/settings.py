@@ -26,6 +26,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
 RUNNERS = ("auto", "hf", "fast")
 COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
+FIM_MODES = ("auto", "on", "off")
 DEFAULT_DEBOUNCE_MS = 0
 
 
@@ -56,6 +57,10 @@ class DecodingSettings:
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     line_mode: str = "single"  # single: each draft ends at the end of its first line
+    # Fill-in-the-middle prompt (the text after the cursor too): auto: for a tokenizer with
+    # FIM tokens, unless the model is known not to be trained for FIM (SmolLM; engine/fim.py);
+    # on: whenever the tokenizer has FIM tokens; off: always left to right.
+    fim: str = "auto"
     # Prompt tokens at most (the most recent ones); 0: all the model's context. A prompt's
     # first prefill costs ~6 ms per token on a 2-core CPU with the default model (about 6 s
     # at 1024); nearby requests then reuse it (bench/results/lsp_latency.md).
@@ -194,6 +199,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
+    "fim": ("decoding", "fim", _choice(FIM_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
     "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),
     "orders": ("stores", "orders", _orders),

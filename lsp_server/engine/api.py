@@ -18,6 +18,7 @@ from lsp_server.engine.compiled import (
     unsupported_reason,
 )
 from lsp_server.engine.fast_runner import FastRunner, make_runner
+from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
@@ -79,6 +80,7 @@ class Engine:
         self.max_context = self.runner.max_context
         self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
         self.compile_off_reason = ""  # why compile "background" left decoding eager
+        self.fim_tokens = fim_tokens(self.tokenizer)  # None: no fill-in-the-middle markers
 
     @classmethod
     def load(
@@ -138,10 +140,17 @@ class Engine:
         max_new_tokens: int,
         heal: bool = True,
         max_prompt_tokens: int | None = None,
+        fim: FimTokens | None = None,
+        after: str = "",
     ) -> Prompt:
-        """The prompt for ``text``, leaving room in the context for the new tokens."""
+        """The prompt for ``text``, leaving room in the context for the new tokens.
+
+        With ``fim`` markers: a prefix-suffix-middle prompt of ``text`` and ``after`` (fim.py).
+        """
         room = self.max_context - max_new_tokens - 1
         limit = room if max_prompt_tokens is None else min(room, max_prompt_tokens)
+        if fim is not None:
+            return build_fim_prompt(self.tokenizer, self.vocab, fim, text, after, limit, heal)
         return build_prompt(self.tokenizer, self.vocab, text, limit, heal=heal)
 
     def complete(
@@ -154,14 +163,27 @@ class Engine:
         cancel: CancelCheck | None = None,
         heal: bool = True,
         max_prompt_tokens: int | None = None,
+        fim: FimTokens | None = None,
+        text_after_cursor: str = "",
     ) -> Completion:
-        """Decode drafts for the cursor at the end of ``text_before_cursor``."""
+        """Decode drafts for the cursor at the end of ``text_before_cursor``.
+
+        ``fim``: the markers of a fill-in-the-middle prompt that also shows the model
+        ``text_after_cursor`` (``fim.choose`` decides); None: left to right.
+        """
         if method not in METHODS:
             raise EngineError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
         cfg = cfg or DecodeConfig()
         cfg.validate()
         start = time.perf_counter()
-        prompt = self.prompt(text_before_cursor, cfg.max_new_tokens, heal, max_prompt_tokens)
+        prompt = self.prompt(
+            text_before_cursor,
+            cfg.max_new_tokens,
+            heal,
+            max_prompt_tokens,
+            fim=fim,
+            after=text_after_cursor,
+        )
         reused = reusable_prefix(self.runner.cached_ids, prompt.ids)
         encoded = time.perf_counter()
         clock = PrefillClock(self.runner)

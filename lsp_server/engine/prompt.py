@@ -40,7 +40,7 @@ def _ends_inside_character(data: bytes) -> bool:
     return bool(decoder.getstate()[0])
 
 
-def _truncate(ids: list[int], vocab: Vocab, max_tokens: int) -> list[int]:
+def truncate(ids: list[int], vocab: Vocab, max_tokens: int) -> list[int]:
     """Keep the most recent ``max_tokens`` tokens, starting at a line boundary when one is near."""
     if len(ids) <= max_tokens:
         return ids
@@ -53,12 +53,10 @@ def _truncate(ids: list[int], vocab: Vocab, max_tokens: int) -> list[int]:
     return window
 
 
-def build_prompt(
-    tokenizer: Any, vocab: Vocab, text: str, max_tokens: int, heal: bool = True
-) -> Prompt:
-    """Encode the text before the cursor into at most ``max_tokens`` ids, healing the last token."""
-    if max_tokens < 2:
-        raise ValueError(f"max_tokens must be at least 2 (got {max_tokens})")
+def encode_healed(
+    tokenizer: Any, vocab: Vocab, text: str, heal: bool = True
+) -> tuple[list[int], bytes]:
+    """The ids of ``text`` less its healed trailing token(s), and the healed bytes."""
     ids = list(tokenizer.encode(text, add_special_tokens=False)) if text else []
     healed = b""
     if heal and ids:
@@ -71,7 +69,17 @@ def build_prompt(
         while len(ids) > 1 and _ends_inside_character(vocab.decode(ids[-4:])):
             healed = vocab.token_bytes[ids[-1]] + healed
             ids = ids[:-1]
-    ids = _truncate(ids, vocab, max_tokens - 1)
+    return ids, healed
+
+
+def build_prompt(
+    tokenizer: Any, vocab: Vocab, text: str, max_tokens: int, heal: bool = True
+) -> Prompt:
+    """Encode the text before the cursor into at most ``max_tokens`` ids, healing the last token."""
+    if max_tokens < 2:
+        raise ValueError(f"max_tokens must be at least 2 (got {max_tokens})")
+    ids, healed = encode_healed(tokenizer, vocab, text, heal)
+    ids = truncate(ids, vocab, max_tokens - 1)
     bos = tokenizer.bos_token_id
     if not ids or (bos is not None and getattr(tokenizer, "add_bos_token", False)):
         ids = [start_token(tokenizer), *ids]
