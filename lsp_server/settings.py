@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lsp_server.engine import fim
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 
@@ -26,7 +27,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
 RUNNERS = ("auto", "hf", "fast")
 COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
-FIM_MODES = ("auto", "on", "off")
+FIM_MODES = fim.FIM_MODES
 DEFAULT_DEBOUNCE_MS = 0
 
 

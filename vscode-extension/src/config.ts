@@ -32,6 +32,7 @@ export const SERVER_KEYS = [
   'indexOnSave',
   'maxFileBytes',
   'lineMode',
+  'fim',
 ] as const;
 
 /**
