@@ -42,6 +42,7 @@ from lsp_server.completion import (
 from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
+from lsp_server.memory import Memory, store_list
 from lsp_server.models import load_engine
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores
@@ -72,6 +73,7 @@ class SuperposedServer(LanguageServer):
         self.engine: Engine | None = None
         self.engine_error: str | None = None
         self.stores: Stores | None = None
+        self.memory: Memory | None = None  # suffix indexes over the stores and open documents
         self.cache = TypingCache()
         self.counters: Counter[str] = Counter()
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
@@ -131,6 +133,7 @@ class SuperposedServer(LanguageServer):
             if self.stores is not None:
                 self.stores.configure(self.settings.stores)
             self.stores = Stores(engine.tokenizer, self.settings.stores)
+            self.memory = Memory(engine.tokenizer)
             self.engine, self.engine_error = engine, None
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
@@ -185,10 +188,11 @@ class SuperposedServer(LanguageServer):
         self._inflight[uri] = cancel
         settings = self.settings
         ngram = self._ngram_source(uri, settings)
+        memory = self._memory_source(uri, context) if settings.decoding.memory else None
         loop = asyncio.get_running_loop()
         try:
             answer = await loop.run_in_executor(
-                self._decoder, self._decode, context, settings, ngram, cancel
+                self._decoder, self._decode, context, settings, ngram, cancel, memory
             )
         except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
             cancel.set()
@@ -213,8 +217,28 @@ class SuperposedServer(LanguageServer):
                 self._show_error(f"superposed: n-gram store unusable: {err}")
             return None
 
+    def _memory_source(self, uri: str, context: CursorContext) -> Callable[[], Any] | None:
+        """What builds the request's memory on the engine thread: a snapshot of the open
+        documents now (pygls keeps them current on didOpen/didChange) and the stores."""
+        if self.memory is None:
+            return None
+        memory, offset = self.memory, len(context.before)
+        documents = {u: d.source for u, d in self.workspace.text_documents.items()}
+        stores: list[Any] = []
+        if self.stores is not None:
+            try:
+                stores = store_list(self.stores, _path_of(uri), self._roots())
+            except NgramStoreError:  # reported by _ngram_source: match the documents only
+                stores = []
+        return lambda: memory.source(uri, offset, documents, stores)
+
     def _decode(
-        self, context: CursorContext, settings: Settings, ngram: Any, cancel: threading.Event
+        self,
+        context: CursorContext,
+        settings: Settings,
+        ngram: Any,
+        cancel: threading.Event,
+        memory: Callable[[], Any] | None = None,
     ) -> Answer | None:
         """On the engine thread: one model call, or None if cancelled."""
         engine = self.engine
@@ -230,6 +254,7 @@ class SuperposedServer(LanguageServer):
                 ngram,
                 cancel=self._cancel_check(cancel),
                 max_prompt_tokens=settings.decoding.max_prompt_tokens or None,
+                memory=memory() if memory is not None else None,
             )
             self.last_timing_ms = answer.timing_ms
             return answer
@@ -278,6 +303,8 @@ class SuperposedServer(LanguageServer):
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._writer, stores.update_file, path, text, roots)
         self.counters["saves_indexed"] += 1
+        if self.memory is not None:
+            self.memory.stores_changed()
 
     async def accept(self, args: list[Any]) -> dict[str, Any]:
         """superposed.accept: add the accepted draft (with the line before it) to the user store."""
@@ -289,6 +316,8 @@ class SuperposedServer(LanguageServer):
         loop = asyncio.get_running_loop()
         ok = await loop.run_in_executor(self._writer, self.stores.learn_text, learned)
         self.counters["accepted"] += 1
+        if self.memory is not None:
+            self.memory.stores_changed()
         return {"learned": bool(ok)}
 
     async def index_workspace(self) -> dict[str, Any]:
@@ -315,6 +344,8 @@ class SuperposedServer(LanguageServer):
             results.append({"root": str(root), **summary})
         if progress:
             self._progress(token, "end", f"indexed {len(results)} folder(s)")
+        if self.memory is not None:
+            self.memory.stores_changed()
         return {"indexed": results}
 
     def stats(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
 RUNNERS = ("auto", "hf", "fast")
 COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
+MIXES = ("interpolate", "loglinear")
 
 
 @dataclass
@@ -51,6 +52,14 @@ class DecodingSettings:
     method: str = "superposed"  # one of METHODS
     max_new_tokens: int = 10  # tokens per draft
     alpha: float = 0.54  # weight of the n-gram probability in the re-score
+    # interpolate: (1 - alpha) p_model + alpha p_ngram (an unseen token keeps the model's
+    # word); loglinear: the paper's mix of log-probabilities, which vetoes unseen tokens
+    mix: str = "interpolate"
+    # Longest matches over the stores' files and the open documents propose and weigh
+    # candidates (lsp_server/memory.py, engine/memory.py).
+    memory: bool = True
+    # Score the final drafts under the model (one batched forward) and order them by it.
+    verify: bool = True
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     line_mode: str = "single"  # single: each draft ends at the end of its first line
@@ -178,6 +187,9 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "method": ("decoding", "method", _choice(METHODS)),
     "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),
     "alpha": ("decoding", "alpha", _float(0.0, 1.0)),
+    "mix": ("decoding", "mix", _choice(MIXES)),
+    "memory": ("decoding", "memory", _bool),
+    "verify": ("decoding", "verify", _bool),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),

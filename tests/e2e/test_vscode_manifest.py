@@ -52,6 +52,7 @@ def test_choices_are_the_servers() -> None:
         "device": settings.DEVICES,
         "dtype": settings.DTYPES,
         "lineMode": settings.LINE_MODES,
+        "mix": settings.MIXES,
     }
     for key, allowed in choices.items():
         assert declared()[key]["enum"] == list(allowed), key
