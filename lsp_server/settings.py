@@ -58,8 +58,10 @@ class DecodingSettings:
     # Longest matches over the stores' files and the open documents propose and weigh
     # candidates (lsp_server/memory.py, engine/memory.py).
     memory: bool = True
-    # Score the final drafts under the model (one batched forward) and order them by it.
-    verify: bool = True
+    # Score the final drafts under the model (one batched forward) and order them by it:
+    # off by default, it costs about as much as the decoding itself on a CPU
+    # (bench/results/latency_memory.json).
+    verify: bool = False
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     line_mode: str = "single"  # single: each draft ends at the end of its first line
