@@ -4,7 +4,7 @@ Superposed decoding looks up the longest suffix of each draft's context in every
 user has (engine/memory.py); this module keeps the indexes (ngram_db.suffix) current:
 
 - one per store (codebase and user), over the token ids the store keeps for every file;
-  built on a background thread at first use and rebuilt after the store changes (a save,
+  built at first use and rebuilt on a background thread after the store changes (a save,
   an accepted draft, an index run); until a rebuild is done the previous one serves;
 - one over the other open documents as the editor has them now (didOpen/didChange, not
   only saved text), rebuilt at request time when one of them changed;
@@ -59,16 +59,22 @@ class Memory:
     # -- stores ----------------------------------------------------------------------------
 
     def store_index(self, store: Any) -> SuffixIndex | None:
-        """The store's current index (None until the first build is done); starts a rebuild
-        in the background when the store changed since."""
+        """The store's current index; starts a rebuild in the background when the store
+        changed since. The first build runs here, in the caller's thread (the engine's): a
+        first request waits for it (about a second per million tokens) rather than decoding
+        without the codebase."""
         with self._lock:
             entry = self._stores.get(store)
+            first = entry is None
             if entry is None:
                 entry = self._stores[store] = _StoreIndex()
             if entry.stale and not entry.building:
                 entry.stale, entry.building = False, True
-                self._builder.submit(self._build, store, entry)
-            return entry.index
+                if not first:
+                    self._builder.submit(self._build, store, entry)
+        if first:
+            self._build(store, entry)
+        return entry.index
 
     def _build(self, store: Any, entry: _StoreIndex) -> None:
         try:

@@ -189,9 +189,7 @@ def test_store_index_follows_saves(tokenizer: Any) -> None:
     memory = Memory(tokenizer)
     ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     store.update_file("/a.py", "alpha = compute_first_value(1)\n")
-    memory.store_index(store)
-    memory.wait()
-    index = memory.store_index(store)
+    index = memory.store_index(store)  # the first build: done before it returns
     assert index is not None
     found = index.match(ids("alpha = compute_first"))
     assert found is not None and found.length >= 4
