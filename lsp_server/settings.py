@@ -50,7 +50,10 @@ class DecodingSettings:
 
     k: int = 3  # drafts per request
     method: str = "superposed"  # one of METHODS
-    max_new_tokens: int = 10  # tokens per draft
+    # Tokens per draft (a draft ends at its line's end before that). On the replay's
+    # validation split 10 tokens cut many lines short; 24 and 32 scored alike
+    # (bench/results/replay_memory_validation.json).
+    max_new_tokens: int = 24
     alpha: float = 0.54  # weight of the n-gram probability in the re-score
     # interpolate: (1 - alpha) p_model + alpha p_ngram (an unseen token keeps the model's
     # word); loglinear: the paper's mix of log-probabilities, which vetoes unseen tokens
