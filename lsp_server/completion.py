@@ -108,6 +108,8 @@ def decode_config(settings: DecodingSettings) -> DecodeConfig:
         temperature=settings.temperature,
         lambdas=dict(settings.lambdas),
         verify=settings.verify,
+        memory_seed=settings.memory_seed,
+        memory_seed_rank=max(0, settings.k - 1),  # the last of the k shown
     )
 
 

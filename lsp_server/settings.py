@@ -61,6 +61,9 @@ class DecodingSettings:
     # Longest matches over the stores' files and the open documents propose and weigh
     # candidates (lsp_server/memory.py, engine/memory.py).
     memory: bool = True
+    # The text before the cursor's longest match, copied to the end of its line, is one of
+    # the k drafts (the last shown, unless decoding found the same).
+    memory_seed: bool = True
     # Score the final drafts under the model (one batched forward) and order them by it:
     # off by default, it costs about as much as the decoding itself on a CPU
     # (bench/results/latency_memory.json).
@@ -194,6 +197,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "alpha": ("decoding", "alpha", _float(0.0, 1.0)),
     "mix": ("decoding", "mix", _choice(MIXES)),
     "memory": ("decoding", "memory", _bool),
+    "memorySeed": ("decoding", "memory_seed", _bool),
     "verify": ("decoding", "verify", _bool),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),

@@ -19,8 +19,10 @@ from collections.abc import Sequence
 
 import torch
 
+from lsp_server.engine.hypotheses import Finisher, Hypothesis
 from lsp_server.engine.ngram import Match, MatchSource
-from lsp_server.engine.types import DecodeConfig
+from lsp_server.engine.types import DecodeConfig, Draft
+from lsp_server.engine.vocab import Vocab
 
 LOOKUP_TOKENS = 256  # context tokens a lookup reads at most
 
@@ -90,3 +92,35 @@ def mix(
         mixed = torch.log((1 - lam) * scores[d].exp() + lam * p_match)
         out[d] = torch.where(torch.isfinite(scores[d]), mixed, scores[d])
     return out
+
+
+def seed(
+    match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher, heal: bytes
+) -> Draft | None:
+    """The prompt's match copied as a draft up to its stop (the line's end), or None when
+    the match is short or its continuation disagrees with the healed text."""
+    if not cfg.memory_seed or match is None or match.length < cfg.memory_seed_length:
+        return None
+    hyp = Hypothesis(heal=heal)
+    for token in match.continuation[: cfg.max_new_tokens]:
+        if token in vocab.eos_ids:
+            break
+        if hyp.heal and token not in vocab.consistent_ids(hyp.heal):
+            return None
+        hyp = hyp.extend(token, 0.0, vocab)
+        draft = finisher.finished(hyp)
+        if draft is not None:
+            return draft if draft.text.strip() else None
+    draft = finisher.unfinished(hyp)
+    return draft if draft.text.strip() and not hyp.heal else None
+
+
+def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[Draft]:
+    """``seeded`` at ``rank`` among the best-first ``drafts`` (at most k), unless one of them
+    already says the same; it takes the score of the draft it displaces."""
+    if seeded is None or any(d.text == seeded.text for d in drafts):
+        return drafts
+    at = min(rank, len(drafts))
+    score = drafts[at].score if at < len(drafts) else (drafts[-1].score if drafts else 0.0)
+    placed = Draft(seeded.text, seeded.token_ids, score, seeded.finished)
+    return [*drafts[:at], placed, *drafts[at:]][:k]

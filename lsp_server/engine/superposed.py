@@ -212,6 +212,7 @@ class SuperposedDecoder:
         try:
             start = Hypothesis(heal=self.prompt.heal)
             match = mem.lookup(self.memory, self.prompt.ids, [[]])[0]
+            seeded = mem.seed(match, cfg, self.vocab, self.finisher, self.prompt.heal)
             alive = self._sort_out(branch(logits, start, cfg, self.vocab, match))
             for step in range(1, cfg.max_new_tokens):
                 if settled(self.finished, alive, cfg.k):
@@ -225,7 +226,7 @@ class SuperposedDecoder:
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
         drafts = self.finished + [self.finisher.unfinished(h) for h in alive]
-        return best_drafts(drafts, cfg.k)
+        return mem.place(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)
 
 
 @torch.inference_mode()

@@ -52,6 +52,11 @@ class DecodeConfig:
     memory_max: float = 0.9
     memory_min_length: int = 3
     memory_proposals: int = 2
+    # The prompt's match (at least memory_seed_length tokens) copied to the end of its line
+    # is a draft, at place memory_seed_rank (0: first) unless a decoded draft says the same.
+    memory_seed: bool = True
+    memory_seed_length: int = 4
+    memory_seed_rank: int = 2
     # Verified drafts: score the final drafts under the model in one batched forward, order
     # them by it and drop drafts more than verify_margin nats per token below the best.
     verify: bool = False

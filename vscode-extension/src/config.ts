@@ -23,6 +23,7 @@ export const SERVER_KEYS = [
   'alpha',
   'mix',
   'memory',
+  'memorySeed',
   'verify',
   'temperature',
   'lambdas',
