@@ -227,3 +227,31 @@ def test_open_documents_follow_edits_and_the_cursor_line_is_left_out(tokenizer: 
     # a closed document is forgotten
     gone = memory.source(here, len(text), {here: text}).match(ids("value = transmogrify_g"))
     assert gone is None or gone.length < 4
+
+
+# --- the seeded draft -------------------------------------------------------------------------
+
+
+def test_place_puts_the_seed_at_its_rank_unless_already_there() -> None:
+    drafts = [Draft("a", [1], -1.0), Draft("b", [2], -2.0), Draft("c", [3], -3.0)]
+    placed = mem.place(drafts, Draft("s", [9], 0.0), rank=1, k=3)
+    assert [d.text for d in placed] == ["a", "s", "b"]
+    assert placed[1].score == -2.0  # the displaced draft's score: the order stays by score
+    assert mem.place(drafts, Draft("b", [2, 2], 0.0), rank=0, k=3) == drafts
+    assert [d.text for d in mem.place([], Draft("s", [9], 0.0), rank=2, k=3)] == ["s"]
+
+
+def test_the_prompt_match_seeds_a_draft_without_proposals(tiny_engine: Engine) -> None:
+    """Proposals off: the seed alone brings the codebase's line into the drafts."""
+    tokenizer = tiny_engine.tokenizer
+    line = " widget.transmogrify(spline_count=42)"
+    source_file = "def frob(widget):\n    return" + line + "\n"
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    prompt = "def frob(widget):\n    return"
+    stop = StopCondition(single_line=True)
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0)
+    seeded = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory)
+    assert [d.text for d in seeded.drafts][2] == line
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seed=False)
+    unseeded = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory)
+    assert line not in [d.text for d in unseeded.drafts]
