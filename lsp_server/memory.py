@@ -32,6 +32,10 @@ from ngram_db.tokenizer import as_tokenizer
 
 log = logging.getLogger(__name__)
 
+# Characters of an open document indexed at most (before and after the cursor's line for
+# the requesting one): a huge generated file would otherwise be tokenized at every change.
+DOCUMENT_CHARS = 400_000
+
 
 class _StoreIndex:
     """A store's suffix index, rebuilt in the background when the store changed."""
@@ -119,7 +123,7 @@ class Memory:
     def _document_ids(self, uri: str) -> np.ndarray:
         text, ids = self._documents[uri]
         if text and not len(ids):
-            ids = self._ids(text)
+            ids = self._ids(text[:DOCUMENT_CHARS])
             self._documents[uri] = (text, ids)
         return ids
 
@@ -136,7 +140,8 @@ class Memory:
         """The requesting document without the cursor's line."""
         start = text.rfind("\n", 0, offset) + 1
         end = text.find("\n", offset)
-        before, after = text[:start], text[end + 1 :] if end >= 0 else ""
+        before = text[max(0, start - DOCUMENT_CHARS) : start]
+        after = text[end + 1 : end + 1 + DOCUMENT_CHARS // 4] if end >= 0 else ""
         key = (hash(before), hash(after))
         cached = self._current.get(uri)
         if cached is None or cached[0] != key:
