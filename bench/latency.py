@@ -17,6 +17,13 @@ steps and prefills are timed alone (``steps``). Medians; the load average is rec
 A runner named fast-<precision>-compiled steps through the AOTInductor package of
 lsp_server/engine/compiled.py, for one row and for three; a missing package is built first
 (one to two minutes each, then cached).
+
+``--memory`` times the memory alone instead (bench/results/latency_memory.json): building
+the suffix index over this repository's Python files, one longest-match lookup against a
+decode step, and server-shaped requests (k=3 plus spares, single line) with and without
+memory and with and without verified drafts, interleaved.
+
+    python -m bench.latency --memory --runners fast-int4 --threads 1
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
 from lsp_server.engine.runner import HFRunner, ModelRunner
-from lsp_server.engine.types import DecodeConfig
+from lsp_server.engine.types import DecodeConfig, StopCondition
+from ngram_db.suffix import MatchSet, SuffixIndex
 
 # fast-<precision>-compiled: the decode step compiled by AOTInductor (built first if needed)
 RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS), *(f"fast-{p}-compiled" for p in PRECISIONS)]
@@ -161,6 +169,83 @@ def time_steps(runner: ModelRunner, ids: list[int], runs: int) -> dict[str, floa
     return out
 
 
+MEMORY_NEW_TOKENS = 24
+MEMORY_CONFIGS = {  # label -> (memory, verify)
+    "no memory, no verify": (False, False),
+    "memory, no verify": (True, False),
+    "no memory, verify": (False, True),
+    "memory, verify": (True, True),
+}
+
+
+def time_memory(engine: Engine, runs: int) -> dict[str, Any]:
+    """The memory's costs: index build, one lookup against one step, whole requests."""
+    tokenizer = engine.tokenizer
+    files = sorted(ROOT.glob("lsp_server/**/*.py")) + sorted(ROOT.glob("ngram_db/*.py"))
+    files += sorted(ROOT.glob("bench/*.py")) + sorted(ROOT.glob("tests/**/*.py"))
+    streams = [tokenizer.encode(p.read_text(), add_special_tokens=False) for p in files]
+    start = time.perf_counter()
+    index = SuffixIndex(streams)
+    build_ms = (time.perf_counter() - start) * 1e3
+    memory = MatchSet([index])
+    # contexts: 64 tokens ending at spread positions of the files (found: the typical case)
+    contexts = [s[i - 64 : i] for s in streams[::3] for i in range(64, len(s), 997)][:200]
+    lookups = []
+    for context in contexts:
+        start = time.perf_counter()
+        memory.match(context)
+        lookups.append((time.perf_counter() - start) * 1e3)
+    ids = streams[0] * 4
+    step = time_steps(engine.runner, ids, runs)["step batch 1, 512 positions"]
+    # Requests: a line start in this repository's engine code, cursor after the indentation.
+    text = code_context(tokenizer, 600)
+    text = text[: text.rfind("\n") + 1] + "        "
+    times: dict[str, list[float]] = {label: [] for label in MEMORY_CONFIGS}
+    verify_ms: list[float] = []
+    stop = StopCondition(single_line=True)
+    engine.complete(text, cfg=DecodeConfig(k=1, max_new_tokens=1))  # cache the prompt
+    for _ in range(runs):
+        for label, (use, check) in MEMORY_CONFIGS.items():
+            cfg = DecodeConfig(k=5, max_new_tokens=MEMORY_NEW_TOKENS, verify=check)
+            start = time.perf_counter()
+            done = engine.complete(text, cfg=cfg, stop=stop, memory=memory if use else None)
+            times[label].append((time.perf_counter() - start) * 1e3)
+            if check:
+                verify_ms.append(done.timing_ms["verify"])
+    medians = {label: round(statistics.median(t), 1) for label, t in times.items()}
+    lookup = statistics.median(lookups)
+    base = medians["no memory, no verify"]
+    return {
+        "index": {"files": len(files), "tokens": len(index), "build_ms": round(build_ms, 1)},
+        "lookup_ms": {
+            "median": round(lookup, 4),
+            "p95": round(sorted(lookups)[int(0.95 * len(lookups))], 4),
+        },
+        "step_batch_1_ms": step,
+        "lookup / step": round(lookup / step, 4),
+        "lookups per step": 5,  # k=3 plus 2 spare drafts, one lookup each
+        "request_median_ms": medians,
+        "verify_median_ms": round(statistics.median(verify_ms), 1),
+        "ratios": {label: round(m / base, 3) for label, m in medians.items()},
+        "new_tokens": MEMORY_NEW_TOKENS,
+        "load": load(),
+    }
+
+
+def memory_main(args: argparse.Namespace) -> None:
+    loaded = load_model()
+    started = time.perf_counter()
+    stamp = Stamp(model="SmolLM2-135M-Instruct")
+    torch.set_num_threads(args.threads[0])
+    results: dict[str, Any] = {"runners": {}}
+    for name in args.runners:
+        engine = Engine(loaded, runner=make(loaded, name))
+        results["runners"][name] = time_memory(engine, args.runs)
+        print(name, json.dumps(results["runners"][name], indent=1), flush=True)
+    results["stamp"] = {**stamp.finish(started), "torch_threads": args.threads[0]}
+    write_json(args.out.with_name("latency_memory.json"), results)
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The tables of latency.md."""
     lines = [
@@ -268,7 +353,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--merge", action="store_true", help="add these thread counts to the existing results"
     )
+    parser.add_argument("--memory", action="store_true", help="time the memory alone")
     args = parser.parse_args(argv)
+    if args.memory:
+        memory_main(args)
+        return
     json_path = args.out.with_suffix(".json")
     results: dict[str, Any] = {"prompt_tokens": {}, "threads": {}}
     if args.merge and json_path.is_file():

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from lsp_server.engine import fim
 from lsp_server.engine.api import Completion, Engine
-from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
 
@@ -161,8 +161,12 @@ def decode_config(settings: DecodingSettings) -> DecodeConfig:
         k=settings.k + SPARE_DRAFTS,
         max_new_tokens=settings.max_new_tokens,
         alpha=settings.alpha,
+        mix=settings.mix,
         temperature=settings.temperature,
         lambdas=dict(settings.lambdas),
+        verify=settings.verify,
+        memory_seed=settings.memory_seed,
+        memory_seed_rank=max(0, settings.k - 1),  # the last of the k shown
     )
 
 
@@ -197,8 +201,12 @@ def decode(
     ngram: NgramSource | None = None,
     cancel: CancelCheck | None = None,
     max_prompt_tokens: int | None = None,
+    memory: MatchSource | None = None,
 ) -> Answer:
-    """One model call: the drafts for the cursor, post-processed."""
+    """One model call: the drafts for the cursor, post-processed.
+
+    memory: longest matches over the user's code (used when settings.memory is on).
+    """
     room = engine.max_context - settings.max_new_tokens - 1
     limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
     markers = fim.choose(
@@ -220,6 +228,7 @@ def decode(
         max_prompt_tokens=max_prompt_tokens,
         fim=markers,
         text_after_cursor=context.following,
+        memory=memory if settings.memory else None,
     )
     suggestions = postprocess(completion, context.after, settings.line_mode)
     return Answer(suggestions[: settings.k], completion.timing_ms)

@@ -49,6 +49,7 @@ from lsp_server.completion import (
 from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
+from lsp_server.memory import Memory, store_list
 from lsp_server.models import load_engine
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
@@ -90,6 +91,7 @@ class SuperposedServer(LanguageServer):
         self.engine: Engine | None = None
         self.engine_error: str | None = None
         self.stores: Stores | None = None
+        self.memory: Memory | None = None  # suffix indexes over the stores and open documents
         self.cache = TypingCache()
         self.counters: Counter[str] = Counter()
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
@@ -155,6 +157,7 @@ class SuperposedServer(LanguageServer):
             if self.stores is not None:
                 self.stores.configure(self.settings.stores)
             self.stores = Stores(engine.tokenizer, self.settings.stores, report=self._say_once)
+            self.memory = Memory(engine.tokenizer)
             self.engine, self.engine_error = engine, None
             loop.call_soon_threadsafe(self._apply_early_saves)
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
@@ -237,6 +240,7 @@ class SuperposedServer(LanguageServer):
         cancel = threading.Event()
         self._inflight[key] = cancel
         settings = self.settings
+        memory = self._memory_source(uri, context) if settings.decoding.memory else None
         loop = asyncio.get_running_loop()
         try:
             if settings.decoding.debounce_ms:  # a newer request may come and take its place
@@ -245,7 +249,7 @@ class SuperposedServer(LanguageServer):
                     self.counters["debounced"] += 1
                     return []
             answer = await loop.run_in_executor(
-                self._decoder, self._decode, uri, context, settings, cancel
+                self._decoder, self._decode, uri, context, settings, cancel, memory
             )
         except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
             cancel.set()
@@ -276,8 +280,33 @@ class SuperposedServer(LanguageServer):
                 )
             return None
 
+    def _memory_source(self, uri: str, context: CursorContext) -> Callable[[], Any] | None:
+        """What builds the request's memory on the engine thread: a snapshot of the open
+        documents now (pygls keeps them current on didOpen/didChange) and, there, the
+        stores (like _ngram_source, so that a model reload never closes them under it)."""
+        if self.memory is None:
+            return None
+        memory, offset = self.memory, len(context.before)
+        documents = {u: d.source for u, d in self.workspace.text_documents.items()}
+
+        def build() -> Any:
+            stores: list[Any] = []
+            if self.stores is not None:
+                try:
+                    stores = store_list(self.stores, _path_of(uri), self._roots())
+                except NgramStoreError:  # reported by _ngram_source: match the documents only
+                    stores = []
+            return memory.source(uri, offset, documents, stores)
+
+        return build
+
     def _decode(
-        self, uri: str, context: CursorContext, settings: Settings, cancel: threading.Event
+        self,
+        uri: str,
+        context: CursorContext,
+        settings: Settings,
+        cancel: threading.Event,
+        memory: Callable[[], Any] | None = None,
     ) -> Answer | None:
         """On the engine thread: one model call, or None if cancelled."""
         engine = self.engine
@@ -294,6 +323,7 @@ class SuperposedServer(LanguageServer):
                 ngram,
                 cancel=self._cancel_check(cancel),
                 max_prompt_tokens=settings.decoding.max_prompt_tokens or None,
+                memory=memory() if memory is not None else None,
             )
             self.last_timing_ms = answer.timing_ms
             return answer
@@ -356,6 +386,7 @@ class SuperposedServer(LanguageServer):
         reason = future.result()
         if reason is None:
             self.counters["saves_indexed"] += 1
+            self._stores_changed()
         else:
             log.info("not learned: %s (%s)", path, reason)
             self.counters["saves_skipped"] += 1
@@ -388,6 +419,7 @@ class SuperposedServer(LanguageServer):
         learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
         self.counters["accepted"] += 1
         future = self.writes.submit(name, partial(stores.learn_text, learned, name))
+        future.add_done_callback(lambda _: self._stores_changed())
         finished, ok = await self._written(future, ACCEPT_WAIT_S)
         return {"learned": bool(ok)} if finished else {"learned": True, "queued": True}
 
@@ -409,8 +441,16 @@ class SuperposedServer(LanguageServer):
             return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
         roots = self._roots()
         future = self.writes.submit(f"forget:{uuid.uuid4()}", partial(stores.forget, path, roots))
+        future.add_done_callback(lambda _: self._stores_changed(forgotten=True))
         finished, result = await self._written(future, FORGET_WAIT_S)
         return result if finished else {"queued": True}
+
+    def _stores_changed(self, forgotten: bool = False) -> None:
+        """A store was written (any thread): the memory's indexes of it are out of date.
+
+        After a forget they are dropped, so that nothing erased is ever proposed again."""
+        if self.memory is not None:
+            self.memory.stores_changed(forgotten=forgotten)
 
     async def index_workspace(self) -> dict[str, Any]:
         """superposed.indexWorkspace: index every folder, reporting $/progress."""
@@ -438,6 +478,7 @@ class SuperposedServer(LanguageServer):
             failed = sum("error" in r for r in results)
             done = f"indexed {len(results) - failed} folder(s)"
             self._progress(token, "end", done + (f", {failed} failed" if failed else ""))
+        self._stores_changed()
         return {"indexed": results}
 
     def stats(self) -> dict[str, Any]:

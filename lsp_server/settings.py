@@ -29,6 +29,7 @@ COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
 FIM_MODES = fim.FIM_MODES
 DEFAULT_DEBOUNCE_MS = 0
+MIXES = ("interpolate", "loglinear")
 
 
 @dataclass
@@ -53,8 +54,24 @@ class DecodingSettings:
 
     k: int = 3  # drafts per request
     method: str = "superposed"  # one of METHODS
-    max_new_tokens: int = 10  # tokens per draft
+    # Tokens per draft (a draft ends at its line's end before that). On the replay's
+    # validation split 10 tokens cut many lines short; 24 and 32 scored alike
+    # (bench/results/replay_memory_validation.json).
+    max_new_tokens: int = 24
     alpha: float = 0.54  # weight of the n-gram probability in the re-score
+    # interpolate: (1 - alpha) p_model + alpha p_ngram (an unseen token keeps the model's
+    # word); loglinear: the paper's mix of log-probabilities, which vetoes unseen tokens
+    mix: str = "interpolate"
+    # Longest matches over the stores' files and the open documents propose and weigh
+    # candidates (lsp_server/memory.py, engine/memory.py).
+    memory: bool = True
+    # The text before the cursor's longest match, copied to the end of its line, is one of
+    # the k drafts (the last shown, unless decoding found the same).
+    memory_seed: bool = True
+    # Score the final drafts under the model (one batched forward) and order them by it:
+    # off by default, it costs about as much as the decoding itself on a CPU
+    # (bench/results/latency_memory.json).
+    verify: bool = False
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     line_mode: str = "single"  # single: each draft ends at the end of its first line
@@ -197,6 +214,10 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "method": ("decoding", "method", _choice(METHODS)),
     "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),
     "alpha": ("decoding", "alpha", _float(0.0, 1.0)),
+    "mix": ("decoding", "mix", _choice(MIXES)),
+    "memory": ("decoding", "memory", _bool),
+    "memorySeed": ("decoding", "memory_seed", _bool),
+    "verify": ("decoding", "verify", _bool),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),

@@ -536,6 +536,15 @@ class NgramStore:
         entry = stored.get(path_key(path))
         return None if entry is None else entry[1]
 
+    def file_streams(self) -> dict[str, np.ndarray]:
+        """path -> token ids of every stored file (what the memory's suffix index is built on).
+
+        Read through the reader connection: a write in progress does not block it.
+        """
+        with self._read_lock:
+            rows = self._reader.execute("SELECT path, ids FROM files ORDER BY path").fetchall()
+        return {path: unpack_ids(blob) for path, blob in rows}
+
     def all_counts(self) -> K.Counts:
         """Every (key, g, c) row, sorted by key: for tests and checks."""
         with self._lock:

@@ -237,7 +237,7 @@ def test_rescore_arithmetic_by_hand() -> None:
     source = InMemoryNgramSource.from_sequences([[7, 8, 9], [7, 8, 9], [7, 8, 4]], {2: 0.4, 3: 0.6})
     logp = torch.log(torch.tensor([[0.5, 0.3], [0.6, 0.2]], dtype=torch.float64))
     candidates = torch.tensor([[9, 4], [1, 2]])
-    cfg = DecodeConfig(alpha=0.5, delta=200.0)
+    cfg = DecodeConfig(alpha=0.5, delta=200.0, mix="loglinear")  # the paper's mix
     scores = rescore(logp, candidates, [[7, 8], [5, 6]], cfg, source)
     # p_ngram(9 | 7 8) = 0.4 * 2/3 (order 2: ctx (8,) seen 3 times) + 0.6 * 2/3 = 2/3
     # p_ngram(4 | 7 8) = 0.4 * 1/3 + 0.6 * 1/3 = 1/3
@@ -262,8 +262,20 @@ def test_unseen_order_contributes_nothing() -> None:
 def test_candidate_without_ngram_support_loses_to_one_with() -> None:
     source = InMemoryNgramSource.from_sequences([[1, 2, 3]], {2: 1.0})
     logp = torch.log(torch.tensor([[0.9, 0.1]], dtype=torch.float64))
+    cfg = DecodeConfig(alpha=0.5, mix="loglinear")
+    scores = rescore(logp, torch.tensor([[4, 3]]), [[1, 2]], cfg, source)
+    assert scores[0, 1] > scores[0, 0]  # the paper's mix: the unsupported token is vetoed
+    assert scores[0, 0] == float("-inf")
+
+
+def test_interpolated_mix_by_hand_keeps_an_unseen_candidate() -> None:
+    """The default mix: (1 - alpha) p + alpha p_ngram, so the model's word can still win."""
+    source = InMemoryNgramSource.from_sequences([[1, 2, 3]], {2: 1.0})
+    logp = torch.log(torch.tensor([[0.9, 0.1]], dtype=torch.float64))
     scores = rescore(logp, torch.tensor([[4, 3]]), [[1, 2]], DecodeConfig(alpha=0.5), source)
-    assert scores[0, 1] > scores[0, 0]  # the unsupported, more probable token is ruled out
+    assert math.isclose(float(scores[0, 0]), math.log(0.5 * 0.9))  # unseen: no veto
+    assert math.isclose(float(scores[0, 1]), math.log(0.5 * 0.1 + 0.5 * 1.0))
+    assert scores[0, 0] > float("-inf")
 
 
 def test_select_merges_identical_sequences(vocab) -> None:

@@ -20,11 +20,12 @@ from lsp_server.engine.compiled import (
 from lsp_server.engine.fast_runner import FastRunner, make_runner
 from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
-from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
 from lsp_server.engine.superposed import superposed_decode
 from lsp_server.engine.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
+from lsp_server.engine.verify import verify
 
 log = logging.getLogger(__name__)
 
@@ -165,11 +166,13 @@ class Engine:
         max_prompt_tokens: int | None = None,
         fim: FimTokens | None = None,
         text_after_cursor: str = "",
+        memory: MatchSource | None = None,
     ) -> Completion:
         """Decode drafts for the cursor at the end of ``text_before_cursor``.
 
         ``fim``: the markers of a fill-in-the-middle prompt that also shows the model
         ``text_after_cursor`` (``fim.choose`` decides); None: left to right.
+        memory: longest matches over the user's code (superposed decoding only).
         """
         if method not in METHODS:
             raise EngineError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
@@ -188,9 +191,13 @@ class Engine:
         encoded = time.perf_counter()
         clock = PrefillClock(self.runner)
         runner = cast(ModelRunner, clock)
-        drafts = METHODS[method](runner, self.vocab, prompt, cfg, ngram, stop, cancel)
+        extra = {"memory": memory} if method == "superposed" and memory is not None else {}
+        drafts = METHODS[method](runner, self.vocab, prompt, cfg, ngram, stop, cancel, **extra)
+        decoded = time.perf_counter()
+        if cfg.verify:
+            drafts = verify(self.runner, prompt.ids, drafts, cfg)
         done = time.perf_counter()
-        decode = done - encoded
+        decode = decoded - encoded
         return Completion(
             drafts=drafts,
             timing_ms={
@@ -198,6 +205,7 @@ class Engine:
                 "prefill": clock.seconds * 1e3,  # what the cache did not already hold
                 "steps": (decode - clock.seconds) * 1e3,  # the drafts' decoding itself
                 "decode": decode * 1e3,
+                "verify": (done - decoded) * 1e3,  # scoring the drafts (cfg.verify)
                 "total": (done - start) * 1e3,
             },
             prompt_tokens=len(prompt.ids),

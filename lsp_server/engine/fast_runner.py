@@ -313,8 +313,11 @@ class FastRunner:
         k = rotate(k.float(), cos, sin).to(self.dtype)
         return q, k, v
 
-    def _layers(self, weights: Weights, x: torch.Tensor, attend: Attend) -> torch.Tensor:
-        """x [B, T, H] through every block -> fp32 logits [B, V] of the last position.
+    def _layers(
+        self, weights: Weights, x: torch.Tensor, attend: Attend, every: bool = False
+    ) -> torch.Tensor:
+        """x [B, T, H] through every block -> fp32 logits [B, V] of the last position
+        (every: [B, T, V] of every position).
 
         attend(i, block, h) is layer i's attention output [B, T, H] for its input h.
         """
@@ -323,6 +326,10 @@ class FastRunner:
             x = x + attend(i, block, rms_norm(x, block.attn_norm, self.eps))
             gate, up = block.gate_up(rms_norm(x, block.mlp_norm, self.eps)).chunk(2, dim=-1)
             x = x + block.down(F.silu(gate) * up)
+        if every:
+            b, t, h = x.shape
+            rows = rms_norm(x.reshape(b * t, h), weights.norm, self.eps)  # [B * T, H]
+            return self.decode_weights.lm_head(rows).float().reshape(b, t, -1)
         last = rms_norm(x[:, -1], weights.norm, self.eps)  # [B, H]
         # The head reads one row per sequence: the decode head, whichever weights ran the layers.
         return self.decode_weights.lm_head(last).float()
@@ -337,8 +344,9 @@ class FastRunner:
         )  # [B, heads, T, D]
         return out.transpose(1, 2).reshape(b, t, heads * d)
 
-    def _forward(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one.
+    def _forward(self, x: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
+        """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one
+        ([B, T, V] of every one with ``every``).
 
         The eager path: attention reads only the filled part of the cache.
         """
@@ -359,7 +367,7 @@ class FastRunner:
             return block.out(self._attend(q, keys, values, **mask))
 
         weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
-        return check_finite(self._layers(weights, x, attend))
+        return check_finite(self._layers(weights, x, attend, every))
 
     def pure_step(
         self,
@@ -454,6 +462,16 @@ class FastRunner:
         else:
             logits = self._compiled_forward(compiled, embeds)
         self._length += 1
+        return logits
+
+    @torch.inference_mode()
+    def score(self, ids: torch.Tensor) -> torch.Tensor:
+        b, t = ids.shape
+        if b != self._batch:
+            raise ValueError(f"score got {b} rows, the cache has {self._batch}")
+        self._reserve(b, self._length + t)
+        logits = self._forward(self.embed(ids), self._length, every=True)  # [B, T, V]
+        self._length += t
         return logits
 
 

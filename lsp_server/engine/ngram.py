@@ -50,6 +50,30 @@ class NgramSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Match:
+    """The longest suffix of a context found in the user's code (an unbounded-order n-gram)."""
+
+    length: int  # context tokens matched
+    next_counts: dict[int, int]  # token that followed an occurrence -> how many times
+    continuation: list[int]  # what followed the latest occurrence of the commonest next token
+
+    def distribution(self) -> dict[int, float]:
+        """The next-token probabilities of the matched context."""
+        total = sum(self.next_counts.values())
+        return {t: c / total for t, c in self.next_counts.items()}
+
+
+class MatchSource(Protocol):
+    """Anything that finds the longest suffix of a context in token streams (suffix arrays
+    over the stores' files and the open documents; see ngram_db.suffix)."""
+
+    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
+        """The longest match of ``context`` (None: not even its last token occurs), with up to
+        ``follow`` tokens of continuation."""
+        ...
+
+
 def interpolate(
     next_counts: np.ndarray, context_counts: np.ndarray, lambdas: np.ndarray
 ) -> NgramResult:

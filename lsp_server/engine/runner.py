@@ -49,6 +49,10 @@ class ModelRunner(Protocol):
         """Replicate the single cache row into ``batch`` rows."""
         ...
 
+    def score(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [B, T] appended to the B cache rows -> fp32 logits [B, T, V] at every position."""
+        ...
+
     def select(self, rows: torch.Tensor) -> None:
         """Keep (and reorder) cache rows: rows [B'] of row indices."""
         ...
@@ -147,6 +151,13 @@ class HFRunner:
         logits = self._forward(inputs_embeds=embeds.to(self.model.dtype))  # [B, V]
         self._length += 1
         return logits
+
+    def score(self, ids: torch.Tensor) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids.to(self.device), **{self._cache_arg: self._cache}, use_cache=True
+        )
+        self._length += ids.shape[1]
+        return check_finite(out.logits.float())  # [B, T, V]
 
     def expand(self, batch: int) -> None:
         if batch > 1:

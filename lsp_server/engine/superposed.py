@@ -8,6 +8,12 @@ own context, which keeps the drafts apart and coherent:
     log p_f(x) = (1 - alpha) log p_theta(x) + alpha log p_ngram(x | draft)
 
 and the k best (draft, candidate) extensions by cumulative score become the new drafts.
+
+Two departures from the paper, both settings (DecodeConfig.mix, memory=None): the default
+mix interpolates probabilities instead, (1 - alpha) p_theta + alpha p_ngram, because a
+codebase store is small and the paper's log-linear mix vetoes (log 0) every candidate it
+never saw; and longest matches over the user's code (engine/memory.py) propose candidates
+and mix in with a weight that grows with the matched length.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from lsp_server.engine import memory as mem
 from lsp_server.engine.hypotheses import (
     Finisher,
     Hypothesis,
@@ -23,7 +30,7 @@ from lsp_server.engine.hypotheses import (
     heal_masks,
     settled,
 )
-from lsp_server.engine.ngram import NgramSource
+from lsp_server.engine.ngram import Match, MatchSource, NgramSource
 from lsp_server.engine.prompt import Prompt
 from lsp_server.engine.runner import ModelRunner, prefill_reusing_cache
 from lsp_server.engine.types import (
@@ -50,17 +57,41 @@ def superposed_input(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tenso
 
 
 def branch(
-    logits: torch.Tensor, base: Hypothesis, cfg: DecodeConfig, vocab: Vocab
+    logits: torch.Tensor,
+    base: Hypothesis,
+    cfg: DecodeConfig,
+    vocab: Vocab,
+    match: Match | None = None,
 ) -> list[Hypothesis]:
-    """First step: the k most probable (allowed) tokens start k drafts from ``base``."""
+    """First step: the k best (allowed) tokens start k drafts from ``base``.
+
+    With a memory match, its next tokens are candidates too, and scores are mixed with it.
+    """
     logp = F.log_softmax(logits.float() / cfg.temperature, dim=-1)[None]  # [1, V]
     logp = constrain(logp, heal_masks(vocab, [base], logp.shape[-1], logp.device))
-    top, ids = logp[0].topk(min(cfg.k, logp.shape[-1]))
-    return [
-        base.extend(int(i), base.score + float(s), vocab)
-        for s, i in zip(top.tolist(), ids.tolist(), strict=True)
-        if s > float("-inf")
-    ]
+    top, ids = logp.topk(min(cfg.k, logp.shape[-1]))  # [1, k]
+    top, ids = with_proposals(logp, top, ids, [match], cfg)
+    scores = mem.mix(top, ids, [match], cfg)[0]
+    chosen = select([base], ids, scores[None], cfg.k, vocab)
+    return chosen
+
+
+def with_proposals(
+    rows: torch.Tensor,
+    top: torch.Tensor,
+    candidates: torch.Tensor,
+    matches: list[Match | None],
+    cfg: DecodeConfig,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Candidates [D, C] and their log-probabilities, plus the matches' proposals [D, C + P].
+
+    rows: [D, V] (or [1, V], shared) model log-probabilities, -inf where not allowed.
+    """
+    extra = mem.proposals(matches, candidates, cfg)
+    if extra is None:
+        return top, candidates
+    rows = rows.expand(len(matches), -1)
+    return torch.cat([top, rows.gather(1, extra)], 1), torch.cat([candidates, extra], 1)
 
 
 def rescore(
@@ -78,6 +109,9 @@ def rescore(
         return logp
     result = ngram.probabilities(contexts, candidates.cpu().numpy())
     probs = torch.from_numpy(result.probs).to(logp.device, logp.dtype)  # [D, C]
+    if cfg.mix == "interpolate":  # an unseen candidate keeps (1 - alpha) of the model's word
+        mixed = torch.log((1 - cfg.alpha) * logp.exp() + cfg.alpha * probs)
+        return torch.where(torch.isfinite(logp), mixed, logp)
     supported = torch.from_numpy(result.supported).to(logp.device)[:, None]  # [D, 1]
     log_ngram = torch.where(probs > 0, probs.log(), torch.full_like(probs, float("-inf")))
     mixed = (1 - cfg.alpha) * logp + cfg.alpha * log_ngram
@@ -125,9 +159,10 @@ class SuperposedDecoder:
         ngram: NgramSource | None,
         stop: StopCondition,
         cancel: CancelCheck | None,
+        memory: MatchSource | None = None,
     ) -> None:
         self.runner, self.vocab, self.prompt, self.cfg = runner, vocab, prompt, cfg
-        self.ngram, self.cancel = ngram, cancel
+        self.ngram, self.cancel, self.memory = ngram, cancel, memory
         self.finisher = Finisher(vocab, prompt.heal, stop)
         self.context_len = max(ngram.orders) - 1 if ngram is not None else 0
         self.finished: list[Draft] = []
@@ -149,13 +184,17 @@ class SuperposedDecoder:
         logp = F.log_softmax(logits.float() / self.cfg.temperature, dim=-1)  # [1, V]
         width = min(self.cfg.candidates, logp.shape[-1])
         masks = heal_masks(self.vocab, alive, logp.shape[-1], logp.device)
+        rows = logp if masks is None else constrain(logp.expand(len(alive), -1), masks)
         if masks is None:  # every draft draws from the same distribution: one top-k serves all
             top, candidates = (t.expand(len(alive), -1) for t in logp.topk(width, dim=-1))
         else:
-            top, candidates = constrain(logp.expand(len(alive), -1), masks).topk(width, dim=-1)
-        # top, candidates: [D, C]
+            top, candidates = rows.topk(width, dim=-1)
+        # top, candidates: [D, C]; with memory, [D, C + P]
+        matches = mem.lookup(self.memory, self.prompt.ids, [h.tokens for h in alive])
+        top, candidates = with_proposals(rows, top, candidates, matches, self.cfg)
         contexts = [(self.prompt.ids + h.tokens)[-self.context_len :] for h in alive]
         scores = rescore(top, candidates, contexts, self.cfg, self.ngram)
+        scores = mem.mix(scores, candidates, matches, self.cfg)
         return select(alive, candidates, scores, self.cfg.k, self.vocab)
 
     def _reset(self, alive: list[Hypothesis], prompt_len: int) -> list[Hypothesis]:
@@ -163,7 +202,8 @@ class SuperposedDecoder:
         best = max(alive, key=lambda h: h.score)
         self.runner.rewind(prompt_len)
         logits = self.runner.prefill(best.tokens)
-        return self._sort_out(branch(logits, best, self.cfg, self.vocab))
+        match = mem.lookup(self.memory, self.prompt.ids, [best.tokens])[0]
+        return self._sort_out(branch(logits, best, self.cfg, self.vocab, match))
 
     def run(self) -> list[Draft]:
         cfg = self.cfg
@@ -171,7 +211,9 @@ class SuperposedDecoder:
         prompt_len = self.runner.length
         try:
             start = Hypothesis(heal=self.prompt.heal)
-            alive = self._sort_out(branch(logits, start, cfg, self.vocab))
+            match = mem.lookup(self.memory, self.prompt.ids, [[]])[0]
+            seeded = mem.seed(match, cfg, self.vocab, self.finisher, self.prompt.heal)
+            alive = self._sort_out(branch(logits, start, cfg, self.vocab, match))
             for step in range(1, cfg.max_new_tokens):
                 if settled(self.finished, alive, cfg.k):
                     break
@@ -184,7 +226,7 @@ class SuperposedDecoder:
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
         drafts = self.finished + [self.finisher.unfinished(h) for h in alive]
-        return best_drafts(drafts, cfg.k)
+        return mem.place(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)
 
 
 @torch.inference_mode()
@@ -196,9 +238,10 @@ def superposed_decode(
     ngram: NgramSource | None = None,
     stop: StopCondition | None = None,
     cancel: CancelCheck | None = None,
+    memory: MatchSource | None = None,
 ) -> list[Draft]:
     """k drafts from one superposed pass; best first. Without an n-gram source alpha is 0."""
     cfg.validate()
     return SuperposedDecoder(
-        runner, vocab, prompt, cfg, ngram, stop or StopCondition(), cancel
+        runner, vocab, prompt, cfg, ngram, stop or StopCondition(), cancel, memory
     ).run()

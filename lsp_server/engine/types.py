@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS
 
+MIXES = ("interpolate", "loglinear")
+
 
 class EngineError(Exception):
     """A decoding request that cannot be served; the message says what to change."""
@@ -26,7 +28,12 @@ class DecodeConfig:
 
     k: int = 3  # number of drafts returned
     max_new_tokens: int = 10  # per draft
-    alpha: float = 0.54  # weight of the n-gram log-probability in the re-score
+    alpha: float = 0.54  # weight of the n-gram probability in the re-score
+    # How the n-gram probability joins the model's: "interpolate" mixes probabilities,
+    # (1 - alpha) p_theta + alpha p_ngram, so a candidate the store never saw keeps the
+    # model's word; "loglinear" is the paper's (1 - alpha) log p_theta + alpha log p_ngram,
+    # which vetoes it (log 0).
+    mix: str = "interpolate"
     temperature: float = 0.06  # tau: the tempered distribution superposed candidates come from
     n_candidates: int | None = None  # c: candidates per draft per step; None -> k
     delta: float = 200.0  # penalty (log space) for a draft none of whose candidates has support
@@ -37,6 +44,23 @@ class DecodeConfig:
     nucleus_prefixes: int = 2  # n, for nucleus x superposed (paper 4.5)
     nucleus_prefix_tokens: int = 2  # tokens sampled before each prefix is superposed
     seed: int | None = 0
+    # Memory (longest matches over the user's code, engine/memory.py): a match of length l
+    # gets weight memory_max * l / (l + memory_half) against the model; shorter than
+    # memory_min_length tokens it is ignored; memory_proposals of its next tokens join each
+    # draft's candidates.
+    memory_half: float = 8.0
+    memory_max: float = 0.9
+    memory_min_length: int = 3
+    memory_proposals: int = 2
+    # The prompt's match (at least memory_seed_length tokens) copied to the end of its line
+    # is a draft, at place memory_seed_rank (0: first) unless a decoded draft says the same.
+    memory_seed: bool = True
+    memory_seed_length: int = 4
+    memory_seed_rank: int = 2
+    # Verified drafts: score the final drafts under the model in one batched forward, order
+    # them by it and drop drafts more than verify_margin nats per token below the best.
+    verify: bool = False
+    verify_margin: float = 2.0
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""
@@ -54,6 +78,12 @@ class DecodeConfig:
             raise EngineError(f"top_p must lie in (0, 1] (got {self.top_p})")
         if not self.nucleus_temperature > 0:
             raise EngineError("nucleus_temperature must be positive")
+        if self.mix not in MIXES:
+            raise EngineError(f"unknown mix {self.mix!r}: use {' or '.join(MIXES)}")
+        if not 0.0 <= self.memory_max < 1.0:
+            raise EngineError(f"memory_max must lie in [0, 1) (got {self.memory_max})")
+        if not self.memory_half > 0:
+            raise EngineError(f"memory_half must be positive (got {self.memory_half})")
         if self.reset_every is not None and self.reset_every < 1:
             raise EngineError(f"reset_every must be at least 1 (got {self.reset_every})")
 

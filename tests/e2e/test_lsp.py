@@ -245,7 +245,8 @@ async def test_save_teaches_the_codebase_store(workspace: Path) -> None:
     The tiny model's drafts are deterministic, so a change after the save comes from the
     n-gram re-scoring of what was saved (the real-model variant checks the content).
     """
-    options = {"k": K, "maxNewTokens": 8, "userStore": False}
+    # memory off: it would match the open documents' text (tests/e2e/test_lsp_memory.py)
+    options = {"k": K, "maxNewTokens": 8, "userStore": False, "memory": False}
     async with session(workspace, options) as client:
         prompt = "def frobnicate_quixotic_widget(value):\n    return "
         uri = open_doc(client, workspace / "app.py", prompt)

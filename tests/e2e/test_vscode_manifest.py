@@ -53,6 +53,7 @@ def test_choices_are_the_servers() -> None:
         "dtype": settings.DTYPES,
         "lineMode": settings.LINE_MODES,
         "fim": settings.FIM_MODES,
+        "mix": settings.MIXES,
     }
     for key, allowed in choices.items():
         assert declared()[key]["enum"] == list(allowed), key

@@ -23,8 +23,9 @@ M.defaults = {
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, k, method, maxNewTokens, alpha,
-  -- temperature, lambdas, orders, codebaseDb, userDb, userStore, userWeight, indexOnSave,
-  -- maxFileBytes, lineMode, maxPromptTokens, debounceMs.
+  -- temperature, mix, memory, memorySeed, verify, lambdas, orders, codebaseDb, userDb,
+  -- userStore, userWeight, indexOnSave, maxFileBytes, lineMode, maxPromptTokens, debounceMs,
+  -- fim.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,

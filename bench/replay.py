@@ -1,0 +1,554 @@
+"""Repository-history replay: complete lines that later commits added, through the server.
+
+The product's real situation: a codebase indexed at some date, then the user writes the next
+lines of that same codebase. The tasks are frozen in ``bench/data/replay.json.gz`` (built by
+``bench/replay_build.py`` from git mirrors; this script reads only that file): per repository
+an index snapshot (the last commit before a cutoff after 2024-07-01, stored as its .py files'
+texts) and target lines that later commits added, each with two cursor positions
+(``line-start``: after the indentation; ``mid-line``: the end of the first word ending at or
+after a third of the line's text). Split by repository: validation (all tuning) and test (the
+report); the file says which repository is which.
+
+Per configuration, as an editor would: the snapshot is indexed into a codebase store
+(``ngram_db.index_repo``; cached between runs), the language server starts over stdio with
+the configuration's settings, and for each position the document (the post-commit file with
+the target line cut at the cursor, the rest of the file present) is opened (didOpen), drafts
+are requested (``textDocument/inlineCompletion``) and the document is closed.
+
+Metrics per position, with ``rest`` = the target line after the cursor, trailing whitespace
+trimmed, and each draft cut at its first newline and trimmed the same way:
+
+- EM@1 / EM@k: the first draft / any draft equals ``rest``;
+- edit similarity@k: the best over drafts of 1 - Levenshtein(draft, rest) / max length;
+- characters saved@k: the user accepts a draft up to where it first differs from ``rest``
+  (the longest common prefix; VS Code and Neovim accept a draft in part, word by word, so this
+  is the most partial acceptance can give); the best draft's accepted length over len(rest);
+- distinct drafts: different non-empty drafts; empty: no non-empty draft at all;
+- latency: request to response, ms (p50, p95).
+
+Positions are also split by where the target line occurs already: ``verbatim`` (its text is
+a line of the snapshot), ``in-file`` (another line of the same document has its text). Paired
+bootstrap intervals (2,000 resamples) compare configurations over the same positions.
+
+    python -m bench.replay                         # test split, the three main configurations
+    python -m bench.replay --split validation --configs superposed+store --limit 20
+    python -m bench.replay --define 'mine={"alpha": 0.3}' --configs mine,superposed+store
+    python -m bench.replay --quick                 # a small fixed subset (make bench-quick)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    RESULTS,
+    ROOT,
+    Stamp,
+    bootstrap_ci,
+    edit_similarity,
+    paired_diff_ci,
+    store_dir,
+    write_json,
+)
+
+DATA = ROOT / "bench" / "data" / "replay.json.gz"
+CURSORS = ("line-start", "mid-line")
+QUICK_PER_REPO = 5  # --quick: the first targets of each repository of the split
+MAX_NEW_TOKENS = 24  # enough for a typical line to finish (drafts stop at the newline)
+COMPILE_WAIT_S = 900  # the server's compiled decode step (built once, then cached on disk)
+BASE = {"k": 3, "method": "superposed", "userStore": False}  # every configuration starts here
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: server settings, and whether the codebase store is indexed."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    store: bool = True  # False: an empty codebase store (nothing indexed)
+
+
+PRESETS = {
+    c.name: c
+    for c in (
+        Config("superposed+store", {}),
+        Config("superposed-nostore", {}, store=False),
+        Config("greedy", {"method": "greedy", "k": 1}),
+        Config("nucleus", {"method": "nucleus"}),
+        Config("beam", {"method": "beam"}),
+    )
+}
+MAIN = ("superposed+store", "superposed-nostore", "greedy")
+
+
+# ----- tasks ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Position:
+    """One request: a target line of a document, cut at a cursor."""
+
+    task: str  # the task id, e.g. "psf/black#3"
+    repo: str
+    path: str  # the file, relative to the repository
+    cursor: str  # line-start | mid-line
+    line: int  # 0-based line of the target
+    column: int  # the cursor's character offset in the line
+    document: str  # the whole document as the editor has it: the target line cut at the cursor
+    rest: str  # what the user would type next: the line after the cursor, trailing ws trimmed
+    verbatim: bool  # the target line's text is a line of the snapshot
+    in_file: bool  # another line of the document has the target line's text
+
+
+def load_data(path: Path = DATA) -> dict[str, Any]:
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    assert isinstance(data, dict)
+    return data
+
+
+def cut_document(document: str, line: int, column: int) -> str:
+    """The document with line ``line`` ending at ``column``; every other line kept."""
+    rows = document.split("\n")
+    rows[line] = rows[line][:column]
+    return "\n".join(rows)
+
+
+def snapshot_lines(files: Mapping[str, str]) -> set[str]:
+    """The stripped non-blank lines of a snapshot."""
+    return {s for text in files.values() for row in text.split("\n") if (s := row.strip())}
+
+
+def positions(data: Mapping[str, Any], split: str, per_repo: int | None = None) -> list[Position]:
+    """The positions of a split: all cursors of the first ``per_repo`` targets per repository."""
+    repos = data["split"][split]
+    known = {r: snapshot_lines(data["repos"][r]["files"]) for r in repos}
+    taken: dict[str, int] = {r: 0 for r in repos}
+    out: list[Position] = []
+    for task in data["tasks"]:
+        repo = task["repo"]
+        if repo not in taken or (per_repo is not None and taken[repo] >= per_repo):
+            continue
+        taken[repo] += 1
+        document = data["documents"][task["document"]]
+        text, line = task["text"], task["line"]
+        others = document.split("\n")
+        in_file = any(row.strip() == text.strip() for i, row in enumerate(others) if i != line)
+        for cursor in CURSORS:
+            column = task["cursors"][cursor]
+            out.append(
+                Position(
+                    task=task["id"],
+                    repo=repo,
+                    path=task["path"],
+                    cursor=cursor,
+                    line=line,
+                    column=column,
+                    document=cut_document(document, line, column),
+                    rest=text[column:].rstrip(),
+                    verbatim=text.strip() in known[repo],
+                    in_file=in_file,
+                )
+            )
+    return out
+
+
+# ----- metrics -------------------------------------------------------------------------------
+
+
+def draft_line(draft: str) -> str:
+    """What a draft puts on the cursor's line: up to its first newline, trailing ws trimmed."""
+    return draft.split("\n", 1)[0].rstrip()
+
+
+def accepted_chars(draft: str, rest: str) -> int:
+    """Characters of ``rest`` a user accepts from ``draft``: their longest common prefix."""
+    n = 0
+    for a, b in zip(draft, rest, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def position_metrics(drafts: Sequence[str], rest: str) -> dict[str, float]:
+    """EM@1, EM@k, edit similarity@k, characters saved@k, distinct and empty for one request."""
+    lines = [draft_line(d) for d in drafts]
+    shown = [d for d in lines if d.strip()]
+    first = lines[0] if lines else ""
+    return {
+        "em1": float(first == rest),
+        "emk": float(rest in lines),
+        "es1": edit_similarity(first, rest),
+        "esk": max((edit_similarity(d, rest) for d in lines), default=0.0),
+        "csk": max((accepted_chars(d, rest) for d in lines), default=0) / max(1, len(rest)),
+        "distinct": float(len(set(shown))),
+        "empty": float(not shown),
+    }
+
+
+METRICS = ("em1", "emk", "es1", "esk", "csk", "distinct", "empty")
+SUBSETS = {
+    "all": lambda r: True,
+    "verbatim": lambda r: r["verbatim"],
+    "in-file": lambda r: r["in_file"],
+    "new": lambda r: not r["verbatim"] and not r["in_file"],
+}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per configuration, cursor and subset: each metric's mean and interval, latency."""
+    out: dict[str, Any] = {}
+    for config in dict.fromkeys(r["config"] for r in rows):
+        out[config] = {}
+        for cursor in CURSORS:
+            mine = [r for r in rows if r["config"] == config and r["cursor"] == cursor]
+            out[config][cursor] = {}
+            for subset, keep in SUBSETS.items():
+                part = [r for r in mine if keep(r)]
+                cell: dict[str, Any] = {m: bootstrap_ci([r[m] for r in part]) for m in METRICS}
+                ms = [r["ms"] for r in part]
+                cell["n"] = len(part)
+                cell["p50_ms"] = percentile(ms, 50)
+                cell["p95_ms"] = percentile(ms, 95)
+                out[config][cursor][subset] = cell
+    return out
+
+
+def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[dict[str, Any]]:
+    """Paired differences (a - b) over the same positions for each pair of configurations.
+
+    Each later configuration against each earlier one, for EM@k, edit similarity@k and
+    characters saved@k; and every configuration's EM@k against greedy's EM@1 where greedy ran.
+    """
+    key = {(r["config"], r["task"], r["cursor"]): r for r in rows}
+    pairs = [
+        (a, b, m, m)
+        for i, a in enumerate(configs)
+        for b in configs[i + 1 :]
+        for m in ("emk", "esk", "csk")
+    ]
+    if "greedy" in configs:
+        pairs += [(a, "greedy", "emk", "em1") for a in configs if a != "greedy"]
+    out = []
+    for a, b, ma, mb in pairs:
+        for cursor in CURSORS:
+            both = [
+                (ra, key[(b, ra["task"], cursor)])
+                for (c, _t, cur), ra in key.items()
+                if c == a and cur == cursor and (b, ra["task"], cursor) in key
+            ]
+            diff = paired_diff_ci([x[ma] for x, _ in both], [y[mb] for _, y in both])
+            out.append({"a": a, "b": b, "metric_a": ma, "metric_b": mb, "cursor": cursor, **diff})
+    return out
+
+
+# ----- stores and the server -----------------------------------------------------------------
+
+
+def slug(name: str) -> str:
+    return name.replace("/", "--")  # no "+": URIs quote it, and lookups by URI would miss
+
+
+def workspace_of(base: Path, repo: str, snapshot: str) -> Path:
+    return base / "ws" / f"{slug(repo)}-{snapshot[:10]}"
+
+
+def write_snapshot(root: Path, files: Mapping[str, str]) -> None:
+    """The snapshot's files on disk (rewritten only where they differ), as index-repo reads."""
+    for rel, text in files.items():
+        path = root / rel
+        if not path.is_file() or path.read_text(encoding="utf-8", errors="replace") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
+def build_stores(data: Mapping[str, Any], repos: Sequence[str], model: str) -> dict[str, Any]:
+    """Index each repository's snapshot (cached) and make an empty store; returns their paths."""
+    from ngram_db import NgramStore, index_repo
+    from ngram_db.cli import load_tokenizer
+
+    base = store_dir() / "replay"
+    tokenizer = load_tokenizer(model)
+    tag = hashlib.sha1(model.encode()).hexdigest()[:8]
+    out: dict[str, Any] = {"workspace": str(base / "ws"), "repos": {}}
+    for repo in repos:
+        meta = data["repos"][repo]
+        root = workspace_of(base, repo, meta["snapshot"])
+        write_snapshot(root, meta["files"])
+        db = base / f"{slug(repo)}-{meta['snapshot'][:10]}-{tag}.db"
+        start = time.perf_counter()
+        with NgramStore.open(db, tokenizer) as store:
+            summary = index_repo(root, store, progress=False)
+            stats = store.stats()
+        seconds = time.perf_counter() - start
+        print(f"store {repo}: {stats.get('tokens')} tokens ({seconds:.0f} s)", file=sys.stderr)
+        out["repos"][repo] = {
+            "root": str(root),
+            "db": str(db),
+            "files": stats.get("files"),
+            "indexed_now": summary.indexed,
+            "tokens": stats.get("tokens"),
+            "seconds": round(seconds, 1),
+        }
+    empty = base / f"empty-{tag}.db"
+    NgramStore.open(empty, tokenizer).close()
+    out["empty"] = str(empty)
+    return out
+
+
+class Client:
+    """The editor's side of one server: open, ask, close; settings and stats."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def stats(self) -> dict[str, Any]:
+        from lsprotocol import types
+
+        stats = await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="superposed.stats", arguments=[])
+        )
+        assert isinstance(stats, dict), stats
+        return stats
+
+    async def configure(self, settings: Mapping[str, Any]) -> None:
+        """Apply settings and wait until the server reports them (and the model is ready)."""
+        from lsprotocol import types
+
+        self.client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"superposed": dict(settings)})
+        )
+        while True:
+            stats = await self.stats()
+            now = stats["settings"]
+            if stats["ready"] and all(now.get(k) == v for k, v in settings.items()):
+                return
+            await asyncio.sleep(0.2)
+
+    async def wait_compiled(self, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            state = str((await self.stats())["compiledStep"])
+            if state != "building" or time.monotonic() > deadline:
+                return state
+            await asyncio.sleep(1.0)
+
+    async def ask(self, uri: str, text: str, line: int, column: int) -> tuple[float, list[str]]:
+        """didOpen, inlineCompletion at (line, column), didClose: the time and the drafts."""
+        from lsprotocol import types
+
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="python", version=1, text=text
+                )
+            )
+        )
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=column),
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+        start = time.perf_counter()
+        result = await self.client.text_document_inline_completion_async(params)
+        elapsed = (time.perf_counter() - start) * 1e3
+        self.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        items = result.items if isinstance(result, types.InlineCompletionList) else []
+        return elapsed, [str(i.insert_text) for i in items]
+
+
+def column_utf16(text: str, column: int) -> int:
+    """LSP positions count UTF-16 code units by default."""
+    return len(text[:column].encode("utf-16-le")) // 2
+
+
+async def run_configs(
+    configs: Sequence[Config],
+    todo: Sequence[Position],
+    stores: Mapping[str, Any],
+    model: str,
+    max_new_tokens: int,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One server for the whole run; each configuration is applied as didChangeConfiguration."""
+    from lsprotocol import types
+    from pygls.uris import from_fs_path
+    from pytest_lsp import ClientServerConfig, LanguageClient
+
+    from bench.lsp_latency import capabilities
+
+    rows: list[dict[str, Any]] = []
+    workspace = Path(stores["workspace"])
+    with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
+        env = {**os.environ, "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data")}
+        server = ClientServerConfig(
+            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
+        )
+        lsp = await server.start()
+        assert isinstance(lsp, LanguageClient)
+        base = {**BASE, "model": model, "maxNewTokens": max_new_tokens}
+        await lsp.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=from_fs_path(str(workspace)),
+                initialization_options=base,
+            )
+        )
+        client = Client(lsp)
+        await client.configure(base)
+        compiled = await client.wait_compiled(COMPILE_WAIT_S)
+        for config in configs:
+            for repo in dict.fromkeys(p.repo for p in todo):
+                meta = stores["repos"][repo]
+                db = meta["db"] if config.store else stores["empty"]
+                await client.configure({**base, **config.options, "codebaseDb": db})
+                mine = [p for p in todo if p.repo == repo]
+                # All line-start positions first: a position never follows its own line's other
+                # cursor, so no request extends the one before it.
+                mine.sort(key=lambda p: CURSORS.index(p.cursor))
+                for n, p in enumerate(mine):
+                    uri = from_fs_path(str(Path(meta["root"]) / p.path)) or ""
+                    line_text = p.document.split("\n")[p.line]
+                    ms, drafts = await client.ask(
+                        uri, p.document, p.line, column_utf16(line_text, p.column)
+                    )
+                    rows.append(
+                        {
+                            "config": config.name,
+                            "task": p.task,
+                            "repo": p.repo,
+                            "cursor": p.cursor,
+                            "verbatim": p.verbatim,
+                            "in_file": p.in_file,
+                            "rest": p.rest,
+                            "drafts": drafts,
+                            "ms": ms,
+                            **position_metrics(drafts, p.rest),
+                        }
+                    )
+                    if (n + 1) % 20 == 0:
+                        print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
+        stats = await client.stats()
+        await lsp.shutdown_session()
+        await lsp.stop()
+    return rows, {"compiled_step": compiled, "model": stats["model"], "counters": stats["counters"]}
+
+
+# ----- the command ---------------------------------------------------------------------------
+
+
+def parse_configs(names: str, defines: Sequence[str]) -> list[Config]:
+    """The named configurations: presets, and NAME=JSON definitions (settings over the base).
+
+    A definition's JSON object holds server settings; ``"store": false`` leaves the codebase
+    store empty.
+    """
+    known = dict(PRESETS)
+    for item in defines:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--define {item!r}: write NAME=JSON, e.g. 'mine={{\"alpha\": 0.3}}'")
+        try:
+            options = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise SystemExit(f"--define {name}: the settings are not JSON: {err}") from err
+        if not isinstance(options, dict):
+            raise SystemExit(f"--define {name}: the settings must be a JSON object")
+        store = options.pop("store", True)
+        known[name] = Config(name, options, store=bool(store))
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown configuration {unknown}; known: {', '.join(known)}")
+    return [known[n] for n in chosen]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("validation", "test"), default="test")
+    parser.add_argument("--configs", default=",".join(MAIN), help="comma-separated names")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=JSON",
+                        help="a configuration: server settings over the default ones")  # fmt: skip
+    parser.add_argument("--limit", type=int, help="targets per repository (each has 2 cursors)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the first {QUICK_PER_REPO} targets per repository")  # fmt: skip
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/replay*)")
+    args = parser.parse_args(argv)
+    configs = parse_configs(args.configs, args.define)
+    started = time.perf_counter()
+    stamp = Stamp(model=args.model)
+    data = load_data(args.data)
+    per_repo = QUICK_PER_REPO if args.quick else args.limit
+    todo = positions(data, args.split, per_repo)
+    repos = list(dict.fromkeys(p.repo for p in todo))
+    stores = build_stores(data, repos, args.model)
+    rows, server = asyncio.run(run_configs(configs, todo, stores, args.model, args.max_new_tokens))
+    names = [c.name for c in configs]
+    result = {
+        "stamp": stamp.finish(started),
+        "data": {
+            "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
+            "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+            "split": args.split,
+            "repos": {
+                r: {
+                    k: data["repos"][r][k]
+                    for k in ("snapshot", "snapshot_date", "cutoff", "until", "candidates", "url")
+                }
+                for r in repos
+            },
+            "splits": data["split"],
+            "targets": len({p.task for p in todo}),
+            "positions": len(todo),
+        },
+        "settings": {**BASE, "maxNewTokens": args.max_new_tokens, "model": args.model},
+        "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in configs},
+        "stores": stores,
+        "server": server,
+        "summary": summarize(rows),
+        "comparisons": compare(rows, names),
+        "rows": rows,
+    }
+    default = "replay-quick" if args.quick else "replay"
+    if args.split == "validation":
+        default += "-validation"
+    write_json(args.out or RESULTS / f"{default}.json", result)
+    for name in names:
+        for cursor in CURSORS:
+            c = result["summary"][name][cursor]["all"]
+            print(
+                f"{name:24s} {cursor:10s} n={c['n']:3d} EM@1 {c['em1']['mean']:.3f} "
+                f"EM@k {c['emk']['mean']:.3f} ES@k {c['esk']['mean']:.3f} "
+                f"CS@k {c['csk']['mean']:.3f} distinct {c['distinct']['mean']:.2f} "
+                f"empty {c['empty']['mean']:.2f} p50 {c['p50_ms']:.0f} ms p95 {c['p95_ms']:.0f} ms"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

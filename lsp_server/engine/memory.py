@@ -1,0 +1,126 @@
+"""Memory in decoding: longest matches over the user's code, mixed with the model, never vetoing.
+
+A draft's context (prompt and draft tokens) is looked up in a MatchSource: the longest
+suffix of it that occurs in the codebase, the user store or an open document, and the
+tokens that followed it. That evidence joins the model's in probability space,
+
+    p(x) = (1 - lambda) p_model(x) + lambda p_match(x),  lambda = max * l / (l + half)
+
+where l is the matched length: a long exact match dominates, a short one barely counts,
+and a candidate the match never saw keeps (1 - lambda) of the model's probability (lambda
+< 1), so it can still win. The match's next tokens also join each draft's candidates
+(``proposals``): a draft can take the store's next token even when the model's top
+candidates lack it, which is how a long match seeds a draft.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from lsp_server.engine.hypotheses import Finisher, Hypothesis
+from lsp_server.engine.ngram import Match, MatchSource
+from lsp_server.engine.types import DecodeConfig, Draft
+from lsp_server.engine.vocab import Vocab
+
+LOOKUP_TOKENS = 256  # context tokens a lookup reads at most
+
+
+def lookup(
+    memory: MatchSource | None, prompt_ids: list[int], drafts: Sequence[list[int]]
+) -> list[Match | None]:
+    """The longest match of each draft's context (prompt + draft tokens)."""
+    if memory is None:
+        return [None] * len(drafts)
+    head = prompt_ids[-LOOKUP_TOKENS:]
+    return [memory.match((head + tokens)[-LOOKUP_TOKENS:]) for tokens in drafts]
+
+
+def weight(match: Match | None, cfg: DecodeConfig) -> float:
+    """lambda: the match's share against the model, growing with its length."""
+    if match is None or match.length < cfg.memory_min_length:
+        return 0.0
+    return cfg.memory_max * match.length / (match.length + cfg.memory_half)
+
+
+def proposals(
+    matches: list[Match | None], candidates: torch.Tensor, cfg: DecodeConfig
+) -> torch.Tensor | None:
+    """Extra candidates [D, P]: each match's most frequent next tokens; None when none.
+
+    Rows without proposals repeat their first candidate (a duplicate merges in select).
+    """
+    if cfg.memory_proposals == 0:
+        return None
+    rows: list[list[int]] = []
+    for match in matches:
+        if match is None or weight(match, cfg) == 0.0:
+            rows.append([])
+            continue
+        ranked = sorted(match.next_counts, key=lambda t: -match.next_counts[t])
+        rows.append(ranked[: cfg.memory_proposals])
+    width = max(len(r) for r in rows)
+    if width == 0:
+        return None
+    firsts = candidates[:, 0].tolist()
+    padded = [r + [firsts[d]] * (width - len(r)) for d, r in enumerate(rows)]
+    return torch.tensor(padded, dtype=candidates.dtype, device=candidates.device)  # [D, P]
+
+
+def mix(
+    scores: torch.Tensor,
+    candidates: torch.Tensor,
+    matches: list[Match | None],
+    cfg: DecodeConfig,
+) -> torch.Tensor:
+    """log((1 - lambda_d) exp(scores) + lambda_d p_match_d(x)) for candidates [D, C].
+
+    A candidate whose score is -inf (not allowed: token healing) stays -inf.
+    """
+    out = scores.clone()
+    for d, match in enumerate(matches):
+        lam = weight(match, cfg)
+        if match is None or lam == 0.0:
+            continue
+        dist = match.distribution()
+        p_match = torch.tensor(
+            [dist.get(int(t), 0.0) for t in candidates[d].tolist()],
+            dtype=scores.dtype,
+            device=scores.device,
+        )  # [C]
+        mixed = torch.log((1 - lam) * scores[d].exp() + lam * p_match)
+        out[d] = torch.where(torch.isfinite(scores[d]), mixed, scores[d])
+    return out
+
+
+def seed(
+    match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher, heal: bytes
+) -> Draft | None:
+    """The prompt's match copied as a draft up to its stop (the line's end), or None when
+    the match is short or its continuation disagrees with the healed text."""
+    if not cfg.memory_seed or match is None or match.length < cfg.memory_seed_length:
+        return None
+    hyp = Hypothesis(heal=heal)
+    for token in match.continuation[: cfg.max_new_tokens]:
+        if token in vocab.eos_ids:
+            break
+        if hyp.heal and token not in vocab.consistent_ids(hyp.heal):
+            return None
+        hyp = hyp.extend(token, 0.0, vocab)
+        draft = finisher.finished(hyp)
+        if draft is not None:
+            return draft if draft.text.strip() else None
+    draft = finisher.unfinished(hyp)
+    return draft if draft.text.strip() and not hyp.heal else None
+
+
+def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[Draft]:
+    """``seeded`` at ``rank`` among the best-first ``drafts`` (at most k), unless one of them
+    already says the same; it takes the score of the draft it displaces."""
+    if seeded is None or any(d.text == seeded.text for d in drafts):
+        return drafts
+    at = min(rank, len(drafts))
+    score = drafts[at].score if at < len(drafts) else (drafts[-1].score if drafts else 0.0)
+    placed = Draft(seeded.text, seeded.token_ids, score, seeded.finished)
+    return [*drafts[:at], placed, *drafts[at:]][:k]

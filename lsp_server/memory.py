@@ -1,0 +1,183 @@
+"""The memory's suffix indexes: the stores' files and the documents open in the editor.
+
+Superposed decoding looks up the longest suffix of each draft's context in everything the
+user has (engine/memory.py); this module keeps the indexes (ngram_db.suffix) current:
+
+- one per store (codebase and user), over the token ids the store keeps for every file;
+  built at first use and rebuilt on a background thread after the store changes (a save,
+  an accepted draft, an index run); until a rebuild is done the previous one serves;
+- one over the other open documents as the editor has them now (didOpen/didChange, not
+  only saved text), rebuilt at request time when one of them changed;
+- one over the requesting document without the cursor's line (else the text before the
+  cursor would match itself and propose what already follows it), rebuilt when a line
+  other than the cursor's changed: typing along one line reuses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lsp_server.engine.ngram import MatchSource
+from lsp_server.stores import Stores, root_for
+from ngram_db.suffix import MatchSet, SuffixIndex
+from ngram_db.tokenizer import as_tokenizer
+
+log = logging.getLogger(__name__)
+
+# Characters of an open document indexed at most (before and after the cursor's line for
+# the requesting one): a huge generated file would otherwise be tokenized at every change.
+DOCUMENT_CHARS = 400_000
+
+
+class _StoreIndex:
+    """A store's suffix index, rebuilt in the background when the store changed."""
+
+    def __init__(self) -> None:
+        self.index: SuffixIndex | None = None
+        self.stale = True
+        self.building = False
+
+
+class Memory:
+    """Suffix indexes over the stores' files and the open documents; thread-safe."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = as_tokenizer(tokenizer)
+        self._stores: weakref.WeakKeyDictionary[Any, _StoreIndex] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
+        self._documents: dict[str, tuple[str, np.ndarray]] = {}  # uri -> (text, ids)
+        self._versions: dict[str, int] = {}  # uri -> changes seen (keys the others' index)
+        self._changes = 0
+        self._others: tuple[frozenset[tuple[str, int]], SuffixIndex | None] = (frozenset(), None)
+        self._current: dict[str, tuple[tuple[int, int], SuffixIndex]] = {}
+
+    # -- stores ----------------------------------------------------------------------------
+
+    def store_index(self, store: Any) -> SuffixIndex | None:
+        """The store's current index; starts a rebuild in the background when the store
+        changed since. The first build runs here, in the caller's thread (the engine's): a
+        first request waits for it (about a second per million tokens) rather than decoding
+        without the codebase."""
+        with self._lock:
+            entry = self._stores.get(store)
+            first = entry is None
+            if entry is None:
+                entry = self._stores[store] = _StoreIndex()
+            if entry.stale and not entry.building:
+                entry.stale, entry.building = False, True
+                if not first:
+                    self._builder.submit(self._build, store, entry)
+        if first:
+            self._build(store, entry)
+        return entry.index
+
+    def _build(self, store: Any, entry: _StoreIndex) -> None:
+        try:
+            streams = list(store.file_streams().values())
+            entry.index = SuffixIndex(streams)
+            log.info("memory: indexed %d files, %d tokens", len(streams), len(entry.index))
+        except Exception:  # a closed or broken store: serve without it, say why in the log
+            log.exception("memory: could not index a store")
+        finally:
+            with self._lock:
+                entry.building = False
+
+    def stores_changed(self, forgotten: bool = False) -> None:
+        """A store was written (save, accept, index run): rebuild its index on next use.
+
+        ``forgotten``: text was erased from a store; its indexes are dropped at once, so the
+        next request rebuilds from the store as it is now instead of matching the old text.
+        """
+        with self._lock:
+            if forgotten:
+                self._stores.clear()
+            for entry in self._stores.values():
+                entry.stale = True
+
+    def wait(self) -> None:
+        """Block until the builds started so far are done (tests, benchmarks)."""
+        self._builder.submit(lambda: None).result()
+
+    # -- open documents ----------------------------------------------------------------------
+
+    def _ids(self, text: str) -> np.ndarray:
+        return self._tokenizer.encode_batch([text])[0] if text else np.zeros(0, dtype=np.int64)
+
+    def _sync(self, documents: Mapping[str, str]) -> None:
+        """The open documents' texts as the editor has them now (from pygls' workspace,
+        which didOpen/didChange keep current); closed ones are forgotten."""
+        for uri in [u for u in self._documents if u not in documents]:
+            del self._documents[uri]
+            self._current.pop(uri, None)
+            self._versions.pop(uri, None)
+        for uri, text in documents.items():
+            known = self._documents.get(uri)
+            if known is None or known[0] != text:
+                self._documents[uri] = (text, np.zeros(0, dtype=np.int64))
+                self._changes += 1
+                self._versions[uri] = self._changes
+
+    def _document_ids(self, uri: str) -> np.ndarray:
+        text, ids = self._documents[uri]
+        if text and not len(ids):
+            ids = self._ids(text[:DOCUMENT_CHARS])
+            self._documents[uri] = (text, ids)
+        return ids
+
+    def _others_index(self, uri: str) -> SuffixIndex | None:
+        """One index over every open document but ``uri``."""
+        others = sorted(u for u in self._documents if u != uri)
+        key = frozenset((u, self._versions[u]) for u in others)
+        if key != self._others[0]:
+            streams = [self._document_ids(u) for u in others]
+            self._others = (key, SuffixIndex(streams) if streams else None)
+        return self._others[1]
+
+    def _current_index(self, uri: str, text: str, offset: int) -> SuffixIndex:
+        """The requesting document without the cursor's line."""
+        start = text.rfind("\n", 0, offset) + 1
+        end = text.find("\n", offset)
+        before = text[max(0, start - DOCUMENT_CHARS) : start]
+        after = text[end + 1 : end + 1 + DOCUMENT_CHARS // 4] if end >= 0 else ""
+        key = (hash(before), hash(after))
+        cached = self._current.get(uri)
+        if cached is None or cached[0] != key:
+            cached = (key, SuffixIndex([self._ids(before), self._ids(after)]))
+            self._current[uri] = cached
+        return cached[1]
+
+    # -- a request's source ----------------------------------------------------------------------
+
+    def source(
+        self,
+        uri: str,
+        offset: int,
+        documents: Mapping[str, str],
+        stores: Sequence[Any] = (),
+    ) -> MatchSource:
+        """Everything the request at ``offset`` in ``uri`` can match: the stores' files, the
+        open ``documents`` (uri -> text, ``uri``'s among them) as they are now."""
+        indexes: list[SuffixIndex | None] = [self.store_index(s) for s in stores if s is not None]
+        text = documents.get(uri, "")
+        with self._lock:
+            self._sync(documents)
+            indexes.append(self._others_index(uri))
+            indexes.append(self._current_index(uri, text, offset))
+        return MatchSet([i for i in indexes if i is not None and len(i)])
+
+
+def store_list(stores: Stores, path: Path | None, roots: Sequence[Path]) -> list[Any]:
+    """The stores a request in ``path`` matches against: its codebase's (if it has one on
+    disk) and the user store. Raises NgramStoreError when one cannot be opened."""
+    root = root_for(path, roots) if path is not None else (roots[0] if roots else None)
+    codebase = stores.codebase(root, create=False) if root is not None else None
+    return [s for s in (codebase, stores.user()) if s is not None]

@@ -1,0 +1,173 @@
+"""Longest-suffix matches over token streams: an n-gram of unbounded order (a MatchSource).
+
+``SuffixIndex`` holds several token streams (files) joined by separators and a suffix array
+of the REVERSED stream. Reading the text before the cursor backwards, each further token of
+context narrows a contiguous range of that array, so the longest suffix of a context that
+occurs in the streams is found token by token: a binary search while the range is large, a
+vectorised one once it is small, a direct comparison once one occurrence is left. The tokens
+that followed the occurrences are the match's continuations.
+
+The suffix array is built by prefix doubling with numpy (``suffix_array``): about a second
+for a million tokens, done off the request path.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from lsp_server.engine.ngram import Match
+
+_SEPARATOR = -1  # between streams: never equal to a token id, so no match crosses it
+_VECTOR_RANGE = 4096  # narrow ranges at most this long with numpy, longer ones by bisection
+_MAX_OCCURRENCES = 64  # occurrences whose next tokens are counted (the most recent ones)
+
+
+def suffix_array(values: np.ndarray) -> np.ndarray:
+    """Start positions of the suffixes of ``values`` (non-negative ints), in sorted order.
+
+    Prefix doubling: sort by the first 2^j symbols from the ranks of the first 2^(j-1).
+    A suffix that ends sorts before every suffix it is a proper prefix of.
+    """
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    rank = np.unique(values, return_inverse=True)[1].astype(np.int64) + 1  # 1..; 0: past the end
+    step = 1
+    while True:
+        second = np.zeros(n, dtype=np.int64)
+        second[: n - step] = rank[step:]
+        order = np.lexsort((second, rank))  # by (rank, second)
+        key_r, key_s = rank[order], second[order]
+        new_group = np.empty(n, dtype=bool)
+        new_group[0] = True
+        new_group[1:] = (key_r[1:] != key_r[:-1]) | (key_s[1:] != key_s[:-1])
+        new_rank = np.cumsum(new_group)
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = new_rank
+        if new_rank[-1] == n or step >= n:
+            return order.astype(np.int64)
+        step *= 2
+
+
+class SuffixIndex:
+    """Token streams (each file's ids) with a suffix array of their reversed concatenation."""
+
+    def __init__(
+        self,
+        streams: Sequence[Sequence[int] | np.ndarray],
+        max_context: int = 256,
+        vector_range: int = _VECTOR_RANGE,
+    ) -> None:
+        parts: list[np.ndarray] = []
+        for ids in streams:
+            parts.append(np.asarray(ids, dtype=np.int64))
+            parts.append(np.array([_SEPARATOR], dtype=np.int64))
+        forward = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        self.tokens = forward  # [N] the streams, each followed by a separator
+        self.reversed = forward[::-1].copy()  # [N]
+        self.sa = suffix_array(self.reversed + 1)  # separators -> 0, tokens -> id + 1
+        self.max_context = max_context  # context tokens compared at most
+        self.vector_range = vector_range  # ranges longer than this narrow by bisection
+        self._n = len(forward)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _value(self, j: int, depth: int) -> int:
+        """The symbol at ``depth`` of the j-th sorted suffix; -2 past the end (sorts first)."""
+        pos = int(self.sa[j]) + depth
+        return int(self.reversed[pos]) if pos < self._n else -2
+
+    def _narrow(self, lo: int, hi: int, depth: int, token: int) -> tuple[int, int]:
+        """The sub-range of sorted suffixes [lo, hi) whose symbol at ``depth`` is ``token``."""
+        if hi - lo > self.vector_range:
+            span = range(lo, hi)
+
+            def symbol(j: int) -> int:
+                return self._value(j, depth)
+
+            left = bisect.bisect_left(span, token, key=symbol)
+            right = bisect.bisect_right(span, token, lo=left, key=symbol)
+            return lo + left, lo + right
+        pos = self.sa[lo:hi] + depth
+        column = np.where(pos < self._n, self.reversed[np.minimum(pos, self._n - 1)], -2)
+        left, right = np.searchsorted(column, [token, token + 1])
+        return lo + int(left), lo + int(right)
+
+    def longest(self, context: Sequence[int]) -> tuple[int, np.ndarray]:
+        """(length, occurrences): the longest suffix of ``context`` in the streams.
+
+        Occurrences are positions in the forward stream of the token that FOLLOWED each
+        occurrence of the matched suffix (possibly a separator).
+        """
+        query = np.asarray(context[-self.max_context :], dtype=np.int64)[::-1]
+        lo, hi, depth = 0, self._n, 0
+        while depth < len(query):
+            new_lo, new_hi = self._narrow(lo, hi, depth, int(query[depth]))
+            if new_lo == new_hi:
+                break
+            lo, hi, depth = new_lo, new_hi, depth + 1
+            if hi - lo == 1:  # one occurrence left: compare the rest directly
+                start = int(self.sa[lo])
+                rest = self.reversed[start + depth : start + len(query)]
+                same = rest == query[depth : depth + len(rest)]
+                depth += len(rest) if same.all() else int(np.argmin(same))
+                break
+        if depth == 0:
+            return 0, np.zeros(0, dtype=np.int64)
+        after = self._n - self.sa[lo:hi]  # forward position right after each occurrence
+        return depth, np.sort(after)
+
+    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
+        """The longest match of ``context`` with its next-token counts and a continuation."""
+        length, after = self.longest(context)
+        if length == 0:
+            return None
+        after = after[after < self._n][-_MAX_OCCURRENCES:]  # the most recent ones
+        next_tokens = self.tokens[after]
+        live = next_tokens != _SEPARATOR
+        if not live.any():
+            return None
+        counts = Counter(next_tokens[live].tolist())
+        best = max(counts, key=lambda t: counts[t])
+        start = int(after[live][next_tokens[live] == best][-1])  # its latest occurrence
+        tail = self.tokens[start : start + follow]
+        stop = np.flatnonzero(tail == _SEPARATOR)
+        continuation = tail[: stop[0]] if len(stop) else tail
+        return Match(length, dict(counts), [int(t) for t in continuation])
+
+
+class MatchSet:
+    """Several match sources seen as one: the longest match wins; equal lengths add counts."""
+
+    def __init__(self, sources: Sequence[object]) -> None:
+        self.sources = [s for s in sources if s is not None]
+
+    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
+        best: Match | None = None
+        for source in self.sources:
+            found = source.match(context, follow)  # type: ignore[attr-defined]
+            if found is None:
+                continue
+            if best is None or found.length > best.length:
+                best = found
+            elif found.length == best.length:
+                merged = Counter(best.next_counts)
+                merged.update(found.next_counts)
+                best = Match(best.length, dict(merged), best.continuation)
+        return best
+
+
+def brute_force_longest(streams: Sequence[Sequence[int]], context: Sequence[int]) -> int:
+    """The reference: the longest suffix of ``context`` that occurs inside one stream."""
+    best = 0
+    for n in range(1, len(context) + 1):
+        tail = list(context[len(context) - n :])
+        if not any(list(s[i : i + n]) == tail for s in streams for i in range(len(s) - n + 1)):
+            break
+        best = n
+    return best

@@ -1,0 +1,61 @@
+"""End-to-end: the memory over a real stdio connection (tiny random model).
+
+The tiny model never writes a distinctive line by itself; a draft that is that line comes
+from the memory: an open document's text, or a saved (and closed) file's in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from lsprotocol import types
+
+from tests.e2e.test_lsp import end_of, inline, open_doc, session, wait_for_counter, workspace
+
+__all__ = ["workspace"]  # the fixture, shared with test_lsp
+
+HEAD = "def frobnicate(widget):\n    return"
+LINE = " widget.transmogrify(spline_count=42, reticulate=True)"
+# verify off: the random model's log-probabilities would order the drafts at random.
+OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "verify": False}
+
+
+async def test_an_open_document_line_becomes_a_draft(workspace: Path) -> None:
+    async with session(workspace, OPTIONS) as client:
+        open_doc(client, workspace / "a.py", "import os\n\n\n" + HEAD + LINE + "\n")
+        prompt = "x = 1\n\n\n" + HEAD
+        uri = open_doc(client, workspace / "b.py", prompt)
+        assert LINE in await inline(client, uri, end_of(prompt))
+
+
+async def test_without_memory_the_line_is_not_drafted(workspace: Path) -> None:
+    async with session(workspace, {**OPTIONS, "memory": False}) as client:
+        open_doc(client, workspace / "a.py", "import os\n\n\n" + HEAD + LINE + "\n")
+        prompt = "x = 1\n\n\n" + HEAD
+        uri = open_doc(client, workspace / "b.py", prompt)
+        assert LINE not in await inline(client, uri, end_of(prompt))
+
+
+async def test_a_saved_and_closed_file_line_becomes_a_draft(workspace: Path) -> None:
+    async with session(workspace, OPTIONS) as client:
+        path = workspace / "saved.py"
+        text = "import os\n\n\n" + HEAD + LINE + "\n"
+        path.write_text(text)
+        uri = open_doc(client, path, text)
+        client.text_document_did_save(
+            types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        await wait_for_counter(client, "saves_indexed", 1)
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+        prompt = "x = 1\n\n\n" + HEAD
+        drafts: list[str] = []
+        for attempt in range(30):  # the store's index is rebuilt in the background
+            other = open_doc(client, workspace / f"b{attempt}.py", prompt)
+            drafts = await inline(client, other, end_of(prompt))
+            if LINE in drafts:
+                break
+            await asyncio.sleep(0.2)
+        assert LINE in drafts

@@ -1,0 +1,257 @@
+"""Memory: the suffix index, the never-vetoing mix, proposals, verified drafts, and the
+server-side indexes kept current on save and edit."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lsp_server.engine import memory as mem
+from lsp_server.engine.api import Engine
+from lsp_server.engine.fast_runner import FastRunner
+from lsp_server.engine.ngram import InMemoryNgramSource, Match
+from lsp_server.engine.runner import HFRunner
+from lsp_server.engine.superposed import rescore
+from lsp_server.engine.types import DecodeConfig, Draft, StopCondition
+from lsp_server.engine.verify import draft_logprobs, verify
+from lsp_server.memory import Memory
+from ngram_db import NgramStore
+from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
+
+# --- the suffix index against a brute-force reference --------------------------------------
+
+streams_st = st.lists(st.lists(st.integers(0, 4), max_size=40), max_size=6)
+context_st = st.lists(st.integers(0, 4), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams=streams_st, context=context_st, vector_range=st.sampled_from([1, 4, 4096]))
+def test_longest_match_equals_brute_force(
+    streams: list[list[int]], context: list[int], vector_range: int
+) -> None:
+    """Both narrowing paths (bisection over big ranges, numpy over small ones) agree with it."""
+    index = SuffixIndex(streams, vector_range=vector_range)
+    length, after = index.longest(context)
+    assert length == brute_force_longest(streams, context)
+    # every occurrence is one: the matched tokens precede each reported position
+    forward = index.tokens.tolist()
+    tail = context[len(context) - length :]
+    for pos in after.tolist():
+        assert forward[pos - length : pos] == tail
+    expected = sum(
+        1 for s in streams for i in range(len(s) - length + 1) if s[i : i + length] == tail
+    )
+    assert len(after) == (expected if length else 0)
+
+
+@given(st.lists(st.integers(0, 3), max_size=60))
+def test_suffix_array_sorts_suffixes(values: list[int]) -> None:
+    sa = suffix_array(np.array(values, dtype=np.int64)).tolist()
+    assert sa == sorted(range(len(values)), key=lambda i: values[i:])
+
+
+def test_match_counts_next_tokens_and_copies_the_continuation() -> None:
+    index = SuffixIndex([[1, 2, 3, 4, 5], [9, 2, 3, 7], [2, 3, 4, 6]])
+    match = index.match([8, 2, 3], follow=3)
+    assert match is not None and match.length == 2
+    assert match.next_counts == {4: 2, 7: 1}
+    assert match.continuation == [4, 6]  # the latest occurrence of the commonest next token
+    assert index.match([5]) is None  # only a separator follows: nothing to propose
+    assert index.match([42]) is None
+
+
+def test_match_set_prefers_the_longest_and_adds_equal_ones() -> None:
+    a, b = SuffixIndex([[1, 2, 3]]), SuffixIndex([[0, 1, 2, 5]])
+    longest = MatchSet([a, b]).match([0, 1, 2])
+    assert longest is not None and (longest.length, longest.next_counts) == (3, {5: 1})
+    tied = MatchSet([a, b]).match([7, 1, 2])
+    assert tied is not None and tied.next_counts == {3: 1, 5: 1}
+
+
+# --- the mix: never a veto, and a long match dominates ----------------------------------------
+
+
+def test_unseen_candidate_survives_the_ngram_mix() -> None:
+    source = InMemoryNgramSource.from_sequences([[1, 2, 3]], {2: 1.0})
+    logp = torch.log(torch.tensor([[0.9, 0.1]], dtype=torch.float64))
+    scores = rescore(logp, torch.tensor([[4, 3]]), [[1, 2]], DecodeConfig(alpha=0.3), source)
+    assert math.isfinite(float(scores[0, 0]))
+    assert scores[0, 0] > scores[0, 1]  # the model's much likelier word still wins
+
+
+def test_unseen_candidate_survives_a_short_match() -> None:
+    cfg = DecodeConfig()
+    logp = torch.log(torch.tensor([[0.95, 0.05]], dtype=torch.float64))
+    short = Match(length=3, next_counts={8: 1}, continuation=[8])
+    scores = mem.mix(logp, torch.tensor([[7, 8]]), [short], cfg)
+    assert math.isfinite(float(scores[0, 0])) and scores[0, 0] > scores[0, 1]
+
+
+def test_long_exact_match_dominates() -> None:
+    cfg = DecodeConfig()
+    logp = torch.log(torch.tensor([[0.99, 0.01]], dtype=torch.float64))
+    long = Match(length=40, next_counts={8: 3}, continuation=[8])
+    scores = mem.mix(logp, torch.tensor([[7, 8]]), [long], cfg)
+    assert scores[0, 1] > scores[0, 0]
+    assert math.isfinite(float(scores[0, 0]))  # outvoted, not vetoed
+    assert mem.weight(long, cfg) < 1.0
+
+
+def test_disallowed_candidate_stays_disallowed() -> None:
+    logp = torch.tensor([[0.0, float("-inf")]], dtype=torch.float64)
+    long = Match(length=40, next_counts={8: 1}, continuation=[8])
+    scores = mem.mix(logp, torch.tensor([[7, 8]]), [long], DecodeConfig())
+    assert scores[0, 1] == float("-inf")  # token healing's constraint beats any match
+
+
+def test_proposals_add_the_match_tokens_as_candidates() -> None:
+    candidates = torch.tensor([[7, 8], [7, 9]])
+    match = Match(length=10, next_counts={5: 1, 6: 3}, continuation=[6])
+    extra = mem.proposals([match, None], candidates, DecodeConfig(memory_proposals=2))
+    assert extra is not None and extra.tolist() == [[6, 5], [7, 7]]
+    assert mem.proposals([None, None], candidates, DecodeConfig()) is None
+
+
+# --- decoding with memory, on the tiny random model ------------------------------------------
+
+CODE = "def load(path):\n    with open(path) as handle:\n        return handle.read()\n\n\n"
+
+
+def test_a_long_match_seeds_a_draft(tiny_engine: Engine) -> None:
+    """The tiny random model never writes the line; the codebase's match makes a draft of it."""
+    tokenizer = tiny_engine.tokenizer
+    line = "        return json.loads(handle.read(), object_hook=decode_record)\n"
+    source_file = "def load_json(path):\n    with open(path) as handle:\n" + line
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    prompt = "def load_json(path):\n    with open(path) as handle:\n        return"
+    cfg = DecodeConfig(k=3, max_new_tokens=24)
+    stop = StopCondition(single_line=True)
+    with_memory = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory)
+    texts = [d.text for d in with_memory.drafts]
+    assert line[len("        return") :].rstrip("\n") in texts
+    without = tiny_engine.complete(prompt, cfg=cfg, stop=stop)
+    assert all("object_hook" not in d.text for d in without.drafts)
+
+
+# --- verified drafts ----------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def _sequential_logprob(runner: Any, prompt: list[int], tokens: list[int]) -> float:
+    runner.rewind(0)
+    logits = runner.prefill(prompt)
+    total = 0.0
+    for t in tokens:
+        total += float(torch.log_softmax(logits.float(), -1)[t])
+        logits = runner.prefill([t])
+    runner.rewind(0)
+    return total / len(tokens)
+
+
+@pytest.mark.parametrize("kind", ["hf", "fast"])
+def test_verified_scores_equal_sequential_ones(tiny_loaded: Any, kind: str) -> None:
+    model = tiny_loaded.model
+    runner = HFRunner(model) if kind == "hf" else FastRunner(model, precision="fp32")
+    ids = tiny_loaded.tokenizer.encode(CODE, add_special_tokens=False)
+    drafts = [Draft("", [11, 12, 13], 0.0), Draft("", [500], 0.0), Draft("", [7, 7], 0.0)]
+    runner.prefill(ids)
+    batched = draft_logprobs(runner, ids, drafts)
+    assert runner.length == len(ids) - 1  # rewound: the prompt minus its recomputed last token
+    for draft, score in zip(drafts, batched, strict=True):
+        expected = _sequential_logprob(runner, ids, draft.token_ids)
+        assert score == pytest.approx(expected, abs=1e-3)
+
+
+def test_verify_orders_by_model_and_drops_the_far_worse(tiny_engine: Engine) -> None:
+    runner = tiny_engine.runner
+    ids = tiny_engine.tokenizer.encode(CODE, add_special_tokens=False)
+    logits = runner.prefill(ids)
+    best = int(logits.argmax())
+    worst = int(logits.argmin())
+    drafts = [Draft("worst", [worst], 0.0), Draft("best", [best], -5.0)]
+    kept = verify(runner, ids, drafts, DecodeConfig(verify_margin=0.1))
+    assert [d.text for d in kept] == ["best"]
+    kept = verify(runner, ids, drafts, DecodeConfig(verify_margin=1e9))
+    assert [d.text for d in kept] == ["best", "worst"]
+
+
+# --- the server's indexes: stores and open documents, kept current ---------------------------
+
+
+def test_store_index_follows_saves(tokenizer: Any) -> None:
+    store = NgramStore.open(":memory:", tokenizer)
+    memory = Memory(tokenizer)
+    ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    store.update_file("/a.py", "alpha = compute_first_value(1)\n")
+    index = memory.store_index(store)  # the first build: done before it returns
+    assert index is not None
+    found = index.match(ids("alpha = compute_first"))
+    assert found is not None and found.length >= 4
+    store.update_file("/a.py", "beta = compute_second_value(2)\n")  # a save replaces it
+    memory.stores_changed()
+    memory.store_index(store)  # starts the rebuild
+    memory.wait()
+    index = memory.store_index(store)
+    assert index is not None
+    new = index.match(ids("beta = compute_second"))
+    assert new is not None and new.length >= 4
+    old = index.match(ids("alpha = compute_first"))
+    assert old is None or old.length < 4  # the old text is gone
+
+
+def test_open_documents_follow_edits_and_the_cursor_line_is_left_out(tokenizer: Any) -> None:
+    memory = Memory(tokenizer)
+    ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    other = "file:///other.py"
+    here = "file:///here.py"
+    text = "result = frobnicate_widgets(alpha, beta)\nres"
+    docs = {other: "x = 1\n", here: text}
+    context = ids("result = frobnicate_widgets(")
+    found = memory.source(here, len(text), docs).match(context)
+    assert found is not None and found.length >= 4  # an earlier line of the same document
+    # the other document is edited: its new text is matched, without any save
+    docs = {other: "value = transmogrify_gadgets(gamma)\n", here: text}
+    found = memory.source(here, len(text), docs).match(ids("value = transmogrify_g"))
+    assert found is not None and found.length >= 4
+    # the cursor's own line never matches itself
+    line = "zzz = unusual_function_name(q)"
+    docs = {here: line}
+    found = memory.source(here, len(line), docs).match(ids(line))
+    assert found is None
+    # a closed document is forgotten
+    gone = memory.source(here, len(text), {here: text}).match(ids("value = transmogrify_g"))
+    assert gone is None or gone.length < 4
+
+
+# --- the seeded draft -------------------------------------------------------------------------
+
+
+def test_place_puts_the_seed_at_its_rank_unless_already_there() -> None:
+    drafts = [Draft("a", [1], -1.0), Draft("b", [2], -2.0), Draft("c", [3], -3.0)]
+    placed = mem.place(drafts, Draft("s", [9], 0.0), rank=1, k=3)
+    assert [d.text for d in placed] == ["a", "s", "b"]
+    assert placed[1].score == -2.0  # the displaced draft's score: the order stays by score
+    assert mem.place(drafts, Draft("b", [2, 2], 0.0), rank=0, k=3) == drafts
+    assert [d.text for d in mem.place([], Draft("s", [9], 0.0), rank=2, k=3)] == ["s"]
+
+
+def test_the_prompt_match_seeds_a_draft_without_proposals(tiny_engine: Engine) -> None:
+    """Proposals off: the seed alone brings the codebase's line into the drafts."""
+    tokenizer = tiny_engine.tokenizer
+    line = " widget.transmogrify(spline_count=42)"
+    source_file = "def frob(widget):\n    return" + line + "\n"
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    prompt = "def frob(widget):\n    return"
+    stop = StopCondition(single_line=True)
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0)
+    seeded = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory)
+    assert [d.text for d in seeded.drafts][2] == line
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seed=False)
+    unseeded = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory)
+    assert line not in [d.text for d in unseeded.drafts]
