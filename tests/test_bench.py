@@ -424,3 +424,37 @@ def test_replay_comparisons_pair_the_same_positions() -> None:
     assert vs_em1["mean"] == pytest.approx(0.5) and vs_em1["n"] == 2
     empty = next(c for c in comps if c["cursor"] == "mid-line")
     assert empty["n"] == 0
+
+
+def test_replay_report_section_renders_a_small_run() -> None:
+    from bench import replay, report_replay
+
+    rows = []
+    runs = (("superposed+store", True), ("superposed-nostore", False), ("greedy", False))
+    for config, hit in runs:
+        for task in ("o/r#0", "o/r#1"):
+            for cursor in replay.CURSORS:
+                drafts = ["x = 1"] if hit else ["y"]
+                rows.append({"config": config, "task": task, "repo": "o/r", "cursor": cursor,
+                             "verbatim": task == "o/r#0", "in_file": False, "rest": "x = 1",
+                             "drafts": drafts, "ms": 10.0 if hit else 9.0,
+                             **replay.position_metrics(drafts, "x = 1")})  # fmt: skip
+    names = ["superposed+store", "superposed-nostore", "greedy"]
+    result = {
+        "_file": "bench/results/replay.json",
+        "data": {"file": "bench/data/replay.json.gz", "split": "test", "targets": 2,
+                 "positions": 4, "splits": {"test": ["o/r"], "validation": ["v/w"]},
+                 "repos": {"o/r": {"snapshot": "abcdef1234", "snapshot_date": "2024-12-01",
+                                   "cutoff": "2025-01-01"}}},
+        "stores": {"repos": {"o/r": {"tokens": 1000}}},
+        "settings": {"k": 3}, "configs": {n: {"options": {}, "store": True} for n in names},
+        "summary": replay.summarize(rows), "comparisons": replay.compare(rows, names),
+        "rows": rows,
+    }  # fmt: skip
+    text = report_replay.replay_section(result)
+    assert text.startswith("## 1. Repository-history replay")
+    assert "EM@3 beats greedy EM@1 by at least 5 points at the line start: **met**" in text
+    assert "lines verbatim in the snapshot, EM@3 at least 50% (line start): **met**" in text
+    assert "with the store beats without at EM@3 (line start): **supported**" in text
+    assert "10 ms / 9 ms = 1.11x" in text
+    assert "| superposed+store | 2 | 100.0 [100.0, 100.0] |" in text
