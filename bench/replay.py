@@ -67,6 +67,7 @@ DATA = ROOT / "bench" / "data" / "replay.json.gz"
 CURSORS = ("line-start", "mid-line")
 QUICK_PER_REPO = 5  # --quick: the first targets of each repository of the split
 MAX_NEW_TOKENS = 24  # enough for a typical line to finish (drafts stop at the newline)
+CONFIGURE_WAIT_S = 600  # settings applied and the model (re)loaded
 COMPILE_WAIT_S = 900  # the server's compiled decode step (built once, then cached on disk)
 BASE = {"k": 3, "method": "superposed", "userStore": False}  # every configuration starts here
 
@@ -337,11 +338,18 @@ class Client:
         self.client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"superposed": dict(settings)})
         )
+        deadline = time.monotonic() + CONFIGURE_WAIT_S
         while True:
             stats = await self.stats()
             now = stats["settings"]
-            if stats["ready"] and all(now.get(k) == v for k, v in settings.items()):
+            differ = {k: now.get(k) for k, v in settings.items() if now.get(k) != v}
+            if stats["ready"] and not differ:
                 return
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"the server did not take the settings {differ} (it has these values): "
+                    "check the names and values against lsp_server/settings.py"
+                )
             await asyncio.sleep(0.2)
 
     async def wait_compiled(self, timeout_s: float) -> str:
