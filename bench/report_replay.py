@@ -186,6 +186,11 @@ def replay_section(r: dict[str, Any], number: int = 1) -> str:
         "non-empty drafts per request; empty = no non-empty draft; latency from request to "
         "response. Cells: mean [95% bootstrap interval], in percent.",
         "",
+        *(
+            ["**Partial run**: the results file was written before all configurations ran.", ""]
+            if r.get("partial")
+            else []
+        ),
         "### Issue 13's targets",
         "",
         *targets(r),

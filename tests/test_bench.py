@@ -408,6 +408,8 @@ def test_replay_configurations_from_presets_and_definitions() -> None:
         replay.parse_configs("nope", [])
     with pytest.raises(SystemExit, match="not JSON"):
         replay.parse_configs("x", ["x={alpha}"])
+    with pytest.raises(SystemExit, match="unknown setting superposed.alhpa"):
+        replay.parse_configs("x", ['x={"alhpa": 0.3}'])
 
 
 def test_replay_comparisons_pair_the_same_positions() -> None:
