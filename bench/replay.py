@@ -535,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
         """The results so far; ``partial`` until the server's final stats are in."""
         ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
+        if server is not None:  # the server picks the runner as the product does
+            stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
         result = {
             "stamp": stamp.finish(started),
             "data": {
