@@ -184,7 +184,9 @@ def replay_section(r: dict[str, Any], number: int = 1) -> str:
         "any; ES@k = best edit similarity; CS@k = characters saved, the longest common prefix "
         "of the best draft and the rest over the rest's length; distinct = different "
         "non-empty drafts per request; empty = no non-empty draft; latency from request to "
-        "response. Cells: mean [95% bootstrap interval], in percent.",
+        "response, on the shared machine of the stamp above (its load average is there: "
+        "compare latencies within one run only). Cells: mean [95% bootstrap interval], in "
+        "percent.",
         "",
         *(
             ["**Partial run**: the results file was written before all configurations ran.", ""]
