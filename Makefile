@@ -35,6 +35,7 @@ test: setup lint editors
 
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
 bench-quick: setup
+	$(BIN)/python -m bench.replay --quick
 	$(BIN)/python -m bench.quality --quick
 	$(BIN)/python -m bench.humaneval --quick
 	$(BIN)/python -m bench.coherence --quick
@@ -47,6 +48,7 @@ bench: setup
 	$(BIN)/python -m bench.fidelity --size medium
 	$(BIN)/python bench/lsp_latency.py
 	$(BIN)/python -m bench.ngram
+	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.quality
 	$(BIN)/python -m bench.humaneval
 	$(BIN)/python -m bench.coherence

@@ -47,7 +47,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,11 +62,14 @@ from bench.common import (
     store_dir,
     write_json,
 )
+from lsp_server.settings import parse_settings
 
 DATA = ROOT / "bench" / "data" / "replay.json.gz"
 CURSORS = ("line-start", "mid-line")
+REPO_FIELDS = ("snapshot", "snapshot_date", "cutoff", "until", "candidates", "url")  # to results
 QUICK_PER_REPO = 5  # --quick: the first targets of each repository of the split
 MAX_NEW_TOKENS = 24  # enough for a typical line to finish (drafts stop at the newline)
+CONFIGURE_WAIT_S = 600  # settings applied and the model (re)loaded
 COMPILE_WAIT_S = 900  # the server's compiled decode step (built once, then cached on disk)
 BASE = {"k": 3, "method": "superposed", "userStore": False}  # every configuration starts here
 
@@ -337,11 +340,18 @@ class Client:
         self.client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"superposed": dict(settings)})
         )
+        deadline = time.monotonic() + CONFIGURE_WAIT_S
         while True:
             stats = await self.stats()
             now = stats["settings"]
-            if stats["ready"] and all(now.get(k) == v for k, v in settings.items()):
+            differ = {k: now.get(k) for k, v in settings.items() if now.get(k) != v}
+            if stats["ready"] and not differ:
                 return
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"the server did not take the settings {differ} (it has these values): "
+                    "check the names and values against lsp_server/settings.py"
+                )
             await asyncio.sleep(0.2)
 
     async def wait_compiled(self, timeout_s: float) -> str:
@@ -391,8 +401,12 @@ async def run_configs(
     stores: Mapping[str, Any],
     model: str,
     max_new_tokens: int,
+    done: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """One server for the whole run; each configuration is applied as didChangeConfiguration."""
+    """One server for the whole run; each configuration is applied as didChangeConfiguration.
+
+    ``done`` gets the rows so far after each configuration (a long run keeps what it did).
+    """
     from lsprotocol import types
     from pygls.uris import from_fs_path
     from pytest_lsp import ClientServerConfig, LanguageClient
@@ -450,6 +464,8 @@ async def run_configs(
                     )
                     if (n + 1) % 20 == 0:
                         print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
+            if done is not None:
+                done(rows)
         stats = await client.stats()
         await lsp.shutdown_session()
         await lsp.stop()
@@ -482,6 +498,10 @@ def parse_configs(names: str, defines: Sequence[str]) -> list[Config]:
     unknown = [n for n in chosen if n not in known]
     if unknown:
         raise SystemExit(f"unknown configuration {unknown}; known: {', '.join(known)}")
+    for name in chosen:
+        _settings, errors = parse_settings({**BASE, **known[name].options})
+        if errors:
+            raise SystemExit(f"configuration {name}: " + "; ".join(errors))
     return [known[n] for n in chosen]
 
 
@@ -507,38 +527,44 @@ def main(argv: list[str] | None = None) -> int:
     todo = positions(data, args.split, per_repo)
     repos = list(dict.fromkeys(p.repo for p in todo))
     stores = build_stores(data, repos, args.model)
-    rows, server = asyncio.run(run_configs(configs, todo, stores, args.model, args.max_new_tokens))
-    names = [c.name for c in configs]
-    result = {
-        "stamp": stamp.finish(started),
-        "data": {
-            "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
-            "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
-            "split": args.split,
-            "repos": {
-                r: {
-                    k: data["repos"][r][k]
-                    for k in ("snapshot", "snapshot_date", "cutoff", "until", "candidates", "url")
-                }
-                for r in repos
-            },
-            "splits": data["split"],
-            "targets": len({p.task for p in todo}),
-            "positions": len(todo),
-        },
-        "settings": {**BASE, "maxNewTokens": args.max_new_tokens, "model": args.model},
-        "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in configs},
-        "stores": stores,
-        "server": server,
-        "summary": summarize(rows),
-        "comparisons": compare(rows, names),
-        "rows": rows,
-    }
     default = "replay-quick" if args.quick else "replay"
     if args.split == "validation":
         default += "-validation"
-    write_json(args.out or RESULTS / f"{default}.json", result)
-    for name in names:
+    out = args.out or RESULTS / f"{default}.json"
+
+    def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The results so far; ``partial`` until the server's final stats are in."""
+        ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
+        if server is not None:  # the server picks the runner as the product does
+            stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
+        result = {
+            "stamp": stamp.finish(started),
+            "data": {
+                "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
+                "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+                "split": args.split,
+                "repos": {r: {k: data["repos"][r][k] for k in REPO_FIELDS} for r in repos},
+                "splits": data["split"],
+                "targets": len({p.task for p in todo}),
+                "positions": len(todo),
+            },
+            "settings": {**BASE, "maxNewTokens": args.max_new_tokens, "model": args.model},
+            "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
+            "stores": stores,
+            "server": server,
+            "partial": server is None,
+            "summary": summarize(rows),
+            "comparisons": compare(rows, [c.name for c in ran]),
+            "rows": rows,
+        }
+        write_json(out, result)
+        return result
+
+    rows, server = asyncio.run(
+        run_configs(configs, todo, stores, args.model, args.max_new_tokens, done=save)
+    )
+    result = save(rows, server)
+    for name in result["configs"]:
         for cursor in CURSORS:
             c = result["summary"][name][cursor]["all"]
             print(

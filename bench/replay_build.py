@@ -59,6 +59,7 @@ REPOS = (
     Repo("psf/black", "test", "2025-01-01", "2027-01-01", 50, ("LICENSE", "src/blib2to3/LICENSE")),
 )
 MAX_FILE_BYTES = 200_000  # generated data (black's profiling/*_huge.py) stays out
+MAX_ADDED_PER_FILE = 300  # more in one file and commit: generated tables (rich's unicode data)
 MAX_PER_COMMIT = 3  # targets drawn from one commit at most: many commits, not one big one
 MIN_MID_REST = 3  # a mid-line cursor must leave at least this many characters to type
 SEED = 13
@@ -154,12 +155,21 @@ def parse_diff(diff: str) -> tuple[list[Added], set[str]]:
 
 
 def targets_of(added: Sequence[Added], removed: set[str], files: dict[str, str]) -> list[Added]:
-    """The added lines that are targets; ``files``: the post-commit text of each path."""
+    """The added lines that are targets; ``files``: the post-commit text of each path.
+
+    A file that gains more than ``MAX_ADDED_PER_FILE`` lines in one commit is left out: such
+    bulk additions are generated or vendored, not typed.
+    """
     out: list[Added] = []
     interiors: dict[str, set[int] | None] = {}
+    per_file: dict[str, int] = defaultdict(int)
+    for a in added:
+        per_file[a.path] += 1
     for a in added:
         text = files.get(a.path)
-        if text is None or not is_code_line(a.text) or a.text.strip() in removed:
+        if text is None or per_file[a.path] > MAX_ADDED_PER_FILE:
+            continue
+        if not is_code_line(a.text) or a.text.strip() in removed:
             continue
         if a.path not in interiors:
             interiors[a.path] = string_interior_lines(text)

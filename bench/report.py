@@ -171,7 +171,7 @@ def plot_coherence(c: dict[str, Any], path: Path) -> None:
 
 
 def nextline_section(q: dict[str, Any], images: list[str]) -> str:
-    out = ["## 1. Next-line completion on held-out standard-library packages", ""]
+    out = ["## 2. Next-line completion on held-out standard-library packages", ""]
     st = q["store"]
     tt = q["target_tokens"]
     fits = sum(1 for t in tt if t <= q["max_new_tokens"]) / len(tt) if tt else float("nan")
@@ -383,7 +383,7 @@ def code(text: str) -> str:
 
 def humaneval_section(h: dict[str, Any]) -> str:
     out = [
-        "## 2. HumanEval single-line infilling (left to right)",
+        "## 3. HumanEval single-line infilling (left to right)",
         "",
         f"Source: `{h['_file']}` ({h['size']} run, {h['n']} of 1,033 items, fixed seed). The "
         "prompt is the code before the removed line plus its indentation; the engine sees no "
@@ -431,7 +431,7 @@ def humaneval_section(h: dict[str, Any]) -> str:
 def coherence_section(c: dict[str, Any], image: str) -> str:
     nucleus = next((x for x in c["comparisons"] if x["b"].startswith("nucleus")), None)
     out = [
-        "## 3. Coherence (the paper's protocol, on code)",
+        "## 4. Coherence (the paper's protocol, on code)",
         "",
         f"Source: `{c['_file']}` ({c['size']} run): {c['n']} prefixes of 15 tokens from the "
         "held-out test packages (fixed seed), 10-token drafts without a line stop or healing. "
@@ -517,7 +517,7 @@ def fmt(v: Any) -> str:
 
 
 def embed(markdown: str) -> str:
-    """Another script's markdown inside section 4: its headings two levels down."""
+    """Another script's markdown inside section 5: its headings two levels down."""
     return "\n".join(
         "##" + line if line.startswith("#") else line for line in markdown.splitlines()
     )
@@ -534,7 +534,7 @@ def other_results(name: str, script: str) -> list[str]:
 
 
 def speed_section(q: dict[str, Any] | None) -> str:
-    out = ["## 4. Speed", ""]
+    out = ["## 5. Speed", ""]
     out += other_results("latency", "latency")
     out += other_results("kernels", "kernels")
     out += other_results("fidelity", "fidelity")
@@ -549,7 +549,7 @@ def speed_section(q: dict[str, Any] | None) -> str:
             f"In the next-line run, {name} spent {100 * main['lookup_share']:.1f}% of its "
             "decode time (prompt cached) in n-gram lookups against the SQLite store "
             f"({st['tokens']:,} tokens, {st['bytes'] / 2**20:.0f} MiB); the ablation table of "
-            "section 1 gives the share for every k.",
+            "section 2 gives the share for every k.",
             "",
         ]
         if st.get("tokens_per_second"):
@@ -623,7 +623,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
     args = parser.parse_args(argv)
+    from bench.report_replay import replay_section  # it imports this module's helpers
+
     q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
+    r = load("replay", args.quick)
     tag = "-quick" if args.quick else ""  # the quick report never overwrites the full one
     IMAGES.mkdir(parents=True, exist_ok=True)
     doc = [
@@ -654,10 +657,12 @@ def main(argv: list[str] | None = None) -> None:
                 "seconds",
                 "command",
             ],
-            [stamp_line(d["_file"], d["stamp"]) for d in (q, h, c) if d is not None],
+            [stamp_line(d["_file"], d["stamp"]) for d in (r, q, h, c) if d is not None],
         ),
         "",
     ]
+    if r is not None:
+        doc.append(replay_section(r))
     if q is not None:
         images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
         plot_methods(q, ROOT / "docs" / images[0])

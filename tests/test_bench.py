@@ -267,3 +267,196 @@ def test_the_typing_target_compares_medians_of_the_same_calls() -> None:
     assert L.prompt_1500_line(rows) == 54  # the first line after 5,400 characters
     with pytest.raises(ValueError, match="too short"):
         L.prompt_1500_line(rows[:10])
+
+
+# ----- repository-history replay (bench/replay.py, bench/replay_build.py) ---------------------
+
+
+def test_replay_metrics_compare_the_rest_of_the_line() -> None:
+    from bench import replay
+
+    m = replay.position_metrics(["x = 2\nmore", "x = 1   ", ""], "x = 1")
+    assert m["em1"] == 0.0 and m["emk"] == 1.0  # trailing spaces and later lines do not count
+    assert m["esk"] == 1.0 and m["csk"] == 1.0
+    assert m["distinct"] == 2.0 and m["empty"] == 0.0
+    # Leading whitespace is part of the rest at a mid-line cursor: " = 1" is not "= 1".
+    assert replay.position_metrics(["= 1"], " = 1")["em1"] == 0.0
+    none = replay.position_metrics(["", "  "], "return x")
+    assert none["empty"] == 1.0 and none["distinct"] == 0.0 and none["csk"] == 0.0
+
+
+def test_replay_chars_saved_is_the_best_drafts_accepted_prefix() -> None:
+    from bench import replay
+
+    assert replay.accepted_chars("return self.x", "return self.y") == 12
+    assert replay.accepted_chars("ret", "return") == 3
+    m = replay.position_metrics(["return s", "return self.x"], "return self.y")
+    assert m["csk"] == pytest.approx(12 / 13)
+    assert m["es1"] == pytest.approx(C.edit_similarity("return s", "return self.y"))
+
+
+def test_replay_target_filter_drops_comments_docstrings_moved_and_punctuation() -> None:
+    from bench import replay_build as B
+
+    text = (
+        "def f(a):\n"  # 0
+        '    """Doc line one.\n'  # 1
+        "    still the docstring = 1\n"  # 2
+        '    """\n'  # 3
+        "    # a comment\n"  # 4
+        "    total = helper(a)\n"  # 5
+        "    moved = other(a)\n"  # 6
+        "    return [a,\n"  # 7
+        "    ]\n"  # 8
+        '    x = """text\n'  # 9
+        "inside = string\n"  # 10
+        '"""\n'  # 11
+        "\n"  # 12
+    )
+    diff = "\n".join(
+        [
+            "diff --git a/old.py b/old.py",
+            "--- a/old.py",
+            "+++ b/old.py",
+            "@@ -3 +2,0 @@",
+            "-    moved = other(a)",
+            "diff --git a/m.py b/m.py",
+            "--- a/m.py",
+            "+++ b/m.py",
+            "@@ -0,0 +1,13 @@",
+            *("+" + row for row in text.split("\n")[:13]),
+        ]
+    )
+    added, removed = B.parse_diff(diff)
+    assert [a.line for a in added] == list(range(13))
+    assert "moved = other(a)" in removed
+    kept = B.targets_of(added, removed, {"m.py": text})
+    # def f(a): (mid cursor after "f" leaves "(a):"), total = ..., return [a, ; not the
+    # docstring (1-3), the comment (4), the moved line (6), "]" (8), the string (10-11), blank.
+    assert [a.line for a in kept] == [0, 5, 7]
+
+
+def test_replay_string_lines_and_a_file_that_does_not_tokenize() -> None:
+    from bench import replay_build as B
+
+    text = 'x = 1\n"""module\nstring"""\ny = ("a"\n     "b")\n'
+    # The module string (a statement) goes; "b" continues an expression: data, kept.
+    assert B.string_interior_lines(text) == {1, 2}
+    assert B.string_interior_lines('s = """never closed\n') is None
+
+
+def test_replay_mid_cursor_ends_a_word_after_the_first_third() -> None:
+    from bench import replay_build as B
+
+    line = "        result = compute(value, other)"
+    cut = B.mid_cursor(line)
+    assert cut is not None
+    assert line[:cut] == "        result = compute"  # the third of 30 characters ends at 18
+    assert B.mid_cursor("    pass") is None  # nothing left to type after the word
+    assert B.mid_cursor("x = y") is None  # only 1 character left after "x"... too little
+
+
+def test_replay_positions_cut_the_line_and_mark_where_it_occurs() -> None:
+    from bench import replay
+
+    document = "a = 1\nb = a + 1\nb = a + 1\n"
+    data = {
+        "split": {"test": ["o/r"], "validation": []},
+        "repos": {"o/r": {"files": {"x.py": "a = 1\n"}}},
+        "documents": {"d": document},
+        "tasks": [
+            {
+                "id": "o/r#0",
+                "repo": "o/r",
+                "path": "x.py",
+                "line": 1,
+                "text": "b = a + 1",
+                "document": "d",
+                "cursors": {"line-start": 0, "mid-line": 5},
+            },
+            {
+                "id": "o/r#1",
+                "repo": "o/r",
+                "path": "x.py",
+                "line": 0,
+                "text": "a = 1",
+                "document": "d",
+                "cursors": {"line-start": 0, "mid-line": 1},
+            },
+        ],
+    }
+    got = replay.positions(data, "test")
+    assert [(p.task, p.cursor) for p in got] == [
+        ("o/r#0", "line-start"), ("o/r#0", "mid-line"), ("o/r#1", "line-start"),
+        ("o/r#1", "mid-line"),
+    ]  # fmt: skip
+    mid = got[1]
+    assert mid.document == "a = 1\nb = a\nb = a + 1\n" and mid.rest == " + 1"
+    assert mid.in_file and not mid.verbatim  # the same line follows; the snapshot lacks it
+    assert got[2].verbatim and not got[2].in_file
+    assert len(replay.positions(data, "test", per_repo=1)) == 2
+    assert replay.positions(data, "validation") == []
+
+
+def test_replay_configurations_from_presets_and_definitions() -> None:
+    from bench import replay
+
+    got = replay.parse_configs("greedy,mine", ['mine={"alpha": 0.3, "store": false}'])
+    assert got[0].options == {"method": "greedy", "k": 1} and got[0].store
+    assert got[1].options == {"alpha": 0.3} and not got[1].store
+    with pytest.raises(SystemExit, match="unknown configuration"):
+        replay.parse_configs("nope", [])
+    with pytest.raises(SystemExit, match="not JSON"):
+        replay.parse_configs("x", ["x={alpha}"])
+    with pytest.raises(SystemExit, match="unknown setting superposed.alhpa"):
+        replay.parse_configs("x", ['x={"alhpa": 0.3}'])
+
+
+def test_replay_comparisons_pair_the_same_positions() -> None:
+    from bench import replay
+
+    def row(config: str, task: str, emk: float, em1: float) -> dict[str, Any]:
+        return {"config": config, "task": task, "cursor": "line-start", "emk": emk,
+                "em1": em1, "esk": emk, "csk": emk}  # fmt: skip
+
+    rows = [row("a", "t1", 1, 0), row("a", "t2", 1, 1), row("greedy", "t1", 0, 0),
+            row("greedy", "t2", 1, 1)]  # fmt: skip
+    comps = replay.compare(rows, ["a", "greedy"])
+    vs_em1 = next(c for c in comps if c["metric_b"] == "em1" and c["cursor"] == "line-start")
+    assert vs_em1["mean"] == pytest.approx(0.5) and vs_em1["n"] == 2
+    empty = next(c for c in comps if c["cursor"] == "mid-line")
+    assert empty["n"] == 0
+
+
+def test_replay_report_section_renders_a_small_run() -> None:
+    from bench import replay, report_replay
+
+    rows = []
+    runs = (("superposed+store", True), ("superposed-nostore", False), ("greedy", False))
+    for config, hit in runs:
+        for task in ("o/r#0", "o/r#1"):
+            for cursor in replay.CURSORS:
+                drafts = ["x = 1"] if hit else ["y"]
+                rows.append({"config": config, "task": task, "repo": "o/r", "cursor": cursor,
+                             "verbatim": task == "o/r#0", "in_file": False, "rest": "x = 1",
+                             "drafts": drafts, "ms": 10.0 if hit else 9.0,
+                             **replay.position_metrics(drafts, "x = 1")})  # fmt: skip
+    names = ["superposed+store", "superposed-nostore", "greedy"]
+    result = {
+        "_file": "bench/results/replay.json",
+        "data": {"file": "bench/data/replay.json.gz", "split": "test", "targets": 2,
+                 "positions": 4, "splits": {"test": ["o/r"], "validation": ["v/w"]},
+                 "repos": {"o/r": {"snapshot": "abcdef1234", "snapshot_date": "2024-12-01",
+                                   "cutoff": "2025-01-01"}}},
+        "stores": {"repos": {"o/r": {"tokens": 1000}}},
+        "settings": {"k": 3}, "configs": {n: {"options": {}, "store": True} for n in names},
+        "summary": replay.summarize(rows), "comparisons": replay.compare(rows, names),
+        "rows": rows,
+    }  # fmt: skip
+    text = report_replay.replay_section(result)
+    assert text.startswith("## 1. Repository-history replay")
+    assert "EM@3 beats greedy EM@1 by at least 5 points at the line start: **met**" in text
+    assert "lines verbatim in the snapshot, EM@3 at least 50% (line start): **met**" in text
+    assert "with the store beats without at EM@3 (line start): **supported**" in text
+    assert "10 ms / 9 ms = 1.11x" in text
+    assert "| superposed+store | 2 | 100.0 [100.0, 100.0] |" in text
