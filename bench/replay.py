@@ -87,7 +87,7 @@ PRESETS = {
     c.name: c
     for c in (
         Config("superposed+store", {}),
-        Config("superposed-nostore", {}, store=False),
+        Config("superposed-nostore", {"memory": False}, store=False),  # no memory at all
         Config("greedy", {"method": "greedy", "k": 1}),
         Config("nucleus", {"method": "nucleus"}),
         Config("beam", {"method": "beam"}),
