@@ -24,7 +24,7 @@ M.defaults = {
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, k, method, maxNewTokens, alpha,
   -- temperature, lambdas, orders, codebaseDb, userDb, userStore, userWeight, indexOnSave,
-  -- maxFileBytes, lineMode, maxPromptTokens, debounceMs.
+  -- maxFileBytes, lineMode, maxPromptTokens, firstPromptTokens, debounceMs.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
