@@ -54,7 +54,7 @@ from lsp_server.models import load_engine
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores, WriteQueue, accepted_name
-from lsp_server.warmup import prefill_missing
+from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ class SuperposedServer(LanguageServer):
     def _warm_up(self, context: CursorContext, settings: Settings, event: threading.Event) -> None:
         """On the engine thread: prefill the full-window prompt at ``context``, chunk by chunk."""
         engine = self.engine
-        if event.is_set() or engine is None:
+        if event.wait(WARM_IDLE_S) or engine is None:  # a request came: it needs the engine
             self.counters["warmups_cancelled"] += 1
             return
         max_prompt = settings.decoding.max_prompt_tokens or None

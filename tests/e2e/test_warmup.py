@@ -7,12 +7,14 @@ warm-up counters. A step delay makes the warm-up's chunks slow enough to be caug
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from lsp_server.warmup import WARM_IDLE_S
 from tests.e2e.test_lsp import (
     command,
     end_of,
@@ -97,7 +99,7 @@ async def test_request_during_warmup_is_answered(workspace: Path) -> None:
     # 0.3 s a chunk: the didOpen warm-up of ~8 chunks would hold the engine for 2.4 s.
     async with session(workspace, options, SUPERPOSED_TEST_STEP_DELAY_S="0.3") as client:
         uri = open_doc(client, workspace / "long.py", TEXT)
-        await command(client, "superposed.stats")  # didOpen is handled: the warm-up is queued
+        await asyncio.sleep(WARM_IDLE_S + 1.0)  # the warm-up is prefilling its chunks now
         assert await inline(client, uri, end_of(TEXT))
         counters = (await command(client, "superposed.stats"))["counters"]
         assert counters["warmups_cancelled"] >= 1
