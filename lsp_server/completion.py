@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from lsp_server.engine import fim
 from lsp_server.engine.api import Completion, Engine
 from lsp_server.engine.ngram import MatchSource, NgramSource
+from lsp_server.engine.prompt import Prompt
+from lsp_server.engine.runner import reusable_prefix
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
 
@@ -75,6 +77,9 @@ class Answer:
     suggestions: list[Suggestion]
     timing_ms: dict[str, float] = field(default_factory=dict)
     from_cache: bool = False
+    short_window: bool = False  # the cache was cold: the prompt was the short recent window
+    prompt_tokens: int = 0  # the prompt's length in tokens
+    reused_tokens: int = 0  # how many of them the KV cache already held
 
 
 def clean_text(text: str) -> str:
@@ -194,6 +199,60 @@ def prompt_text(engine: Engine, before: str, limit: int) -> str:
     return clean_text(before[line + 1 if line >= 0 else start :])
 
 
+def prompt_window(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    max_prompt_tokens: int | None = None,
+) -> tuple[str, fim.FimTokens | None]:
+    """The text before the cursor that the prompt holds, and the FIM markers (None: none)."""
+    room = engine.max_context - settings.max_new_tokens - 1
+    limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
+    markers = fim.choose(
+        settings.fim,
+        engine.fim_tokens,
+        (engine.name, getattr(engine.tokenizer, "name_or_path", "")),
+    )
+    if markers is not None:  # the window of text before the cursor is the FIM prefix's share
+        limit = fim.budgets(limit)[0]
+    return prompt_text(engine, context.before, limit), markers
+
+
+def request_prompt(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    max_prompt_tokens: int | None = None,
+) -> Prompt:
+    """The prompt token ids a request at ``context`` decodes from (what warm-ups prefill)."""
+    text, markers = prompt_window(engine, context, settings, max_prompt_tokens)
+    return engine.prompt(
+        text,
+        settings.max_new_tokens,
+        max_prompt_tokens=max_prompt_tokens,
+        fim=markers,
+        after=context.following,
+    )
+
+
+def cold_cache(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    max_prompt_tokens: int | None = None,
+) -> bool:
+    """Whether the KV cache lacks more than ``first_prompt_tokens`` of the request's prompt.
+
+    Then the request answers from the short recent window instead (a fresh file costs a
+    prefill of that window, not of the full one); 0 turns this off.
+    """
+    first = settings.first_prompt_tokens
+    if not first or (max_prompt_tokens and max_prompt_tokens <= first):
+        return False
+    ids = request_prompt(engine, context, settings, max_prompt_tokens).ids
+    return len(ids) - reusable_prefix(engine.runner.cached_ids, ids) > first
+
+
 def decode(
     engine: Engine,
     context: CursorContext,
@@ -206,17 +265,13 @@ def decode(
     """One model call: the drafts for the cursor, post-processed.
 
     memory: longest matches over the user's code (used when settings.memory is on).
+    When the cache is cold (``cold_cache``), the prompt is the short recent window and the
+    answer says so (``short_window``): the server then warms the cache to the full window.
     """
-    room = engine.max_context - settings.max_new_tokens - 1
-    limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
-    markers = fim.choose(
-        settings.fim,
-        engine.fim_tokens,
-        (engine.name, getattr(engine.tokenizer, "name_or_path", "")),
-    )
-    if markers is not None:  # the window of text before the cursor is the FIM prefix's share
-        limit = fim.budgets(limit)[0]
-    text = prompt_text(engine, context.before, limit)
+    short = cold_cache(engine, context, settings, max_prompt_tokens)
+    if short:
+        max_prompt_tokens = settings.first_prompt_tokens
+    text, markers = prompt_window(engine, context, settings, max_prompt_tokens)
 
     completion = engine.complete(
         text,
@@ -231,7 +286,13 @@ def decode(
         memory=memory if settings.memory else None,
     )
     suggestions = postprocess(completion, context.after, settings.line_mode)
-    return Answer(suggestions[: settings.k], completion.timing_ms)
+    return Answer(
+        suggestions[: settings.k],
+        completion.timing_ms,
+        short_window=short,
+        prompt_tokens=completion.prompt_tokens,
+        reused_tokens=completion.reused_tokens,
+    )
 
 
 @dataclass

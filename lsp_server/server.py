@@ -45,6 +45,7 @@ from lsp_server.completion import (
     TypingCache,
     clean_text,
     decode,
+    request_prompt,
 )
 from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
@@ -54,6 +55,7 @@ from lsp_server.models import load_engine
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores, WriteQueue, accepted_name
+from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,8 @@ class SuperposedServer(LanguageServer):
         self.cache = TypingCache()
         self.counters: Counter[str] = Counter()
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
+        self.last_prompt: dict[str, Any] = {}  # the last answer's prompt: tokens, reused, short
+        self._warming: threading.Event | None = None  # the queued or running warm-up's cancel
         self.init_options: Any = None
         self._reported: set[str] = set()  # store errors already shown
         self._load_started = False
@@ -237,6 +241,7 @@ class SuperposedServer(LanguageServer):
         if self.engine is None:
             self.counters["not_ready"] += 1
             return []
+        self._stop_warming()  # the engine thread is this request's now
         cancel = threading.Event()
         self._inflight[key] = cancel
         settings = self.settings
@@ -259,8 +264,60 @@ class SuperposedServer(LanguageServer):
                 del self._inflight[key]
         if answer is None or cancel.is_set():
             return []  # superseded: a newer request answers instead
+        self.last_prompt = {
+            "tokens": answer.prompt_tokens,
+            "reused": answer.reused_tokens,
+            "short": answer.short_window,
+        }
+        if answer.short_window:  # a cold cache: extend it to the full window, in the background
+            self.counters["short_window"] += 1
+            self.warm(context)
         self.cache.remember(key, context.before, answer.suggestions)
         return answer.suggestions
+
+    def warm(self, context: CursorContext) -> None:
+        """Queue a warm-up of the KV cache for a request at ``context`` (see warmup.py).
+
+        It runs on the engine thread after what is queued there; a newer warm-up or any
+        request that needs the engine cancels it between chunks.
+        """
+        settings = self.settings
+        if self.engine is None or not settings.decoding.first_prompt_tokens:
+            return
+        self._stop_warming()
+        event = threading.Event()
+        self._warming = event
+        job = partial(self._warm_up, context, settings, event)
+        self._decoder.submit(job).add_done_callback(_log_failure)
+
+    def _stop_warming(self) -> None:
+        if self._warming is not None:
+            self._warming.set()
+            self._warming = None
+
+    def _warm_up(self, context: CursorContext, settings: Settings, event: threading.Event) -> None:
+        """On the engine thread: prefill the full-window prompt at ``context``, chunk by chunk."""
+        engine = self.engine
+        if event.wait(WARM_IDLE_S) or engine is None:  # a request came: it needs the engine
+            self.counters["warmups_cancelled"] += 1
+            return
+        max_prompt = settings.decoding.max_prompt_tokens or None
+        prompt = request_prompt(engine, context, settings.decoding, max_prompt)
+        done = prefill_missing(engine.runner, prompt.ids, self._cancel_check(event))
+        if done is None:
+            self.counters["warmups_cancelled"] += 1
+        else:
+            self.counters["warmups_done"] += 1
+            self.counters["warmup_tokens"] += done
+
+    def warm_document(self, uri: str, offset: int | None = None) -> None:
+        """didOpen/didChange: warm the cache for a request at ``offset`` (None: the end)."""
+        document = self.open_document(uri)
+        if document is None or self.engine is None:
+            return
+        source = document.source
+        at = len(source) if offset is None else max(0, min(offset, len(source)))
+        self.warm(CursorContext.at(source, at))
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
         """The stores' n-gram source for a document; None (and one message) if unusable.
@@ -493,6 +550,7 @@ class SuperposedServer(LanguageServer):
             "compiledStep": engine.compile_status() if engine else None,
             "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
+            "lastPrompt": self.last_prompt,  # its prompt tokens, those reused, short window
             "memoryMb": memory_mb(),
         }
 
@@ -573,6 +631,24 @@ async def did_change_configuration(
 
 
 # -- documents ------------------------------------------------------------------------------
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: SuperposedServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.warm_document(params.text_document.uri)  # the cursor is unknown: the document's end
+
+
+@SERVER.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: SuperposedServer, params: types.DidChangeTextDocumentParams) -> None:
+    """Warm the cache for a request just after the last edit."""
+    change = params.content_changes[-1] if params.content_changes else None
+    document = ls.open_document(params.text_document.uri)
+    if document is None:
+        return
+    offset = None  # a whole-document change: its end
+    if isinstance(change, types.TextDocumentContentChangePartial):
+        offset = document.offset_at_position(change.range.start) + len(change.text)
+    ls.warm_document(params.text_document.uri, offset)
 
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_SAVE)

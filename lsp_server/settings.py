@@ -83,6 +83,13 @@ class DecodingSettings:
     # first prefill costs ~6 ms per token on a 2-core CPU with the default model (about 6 s
     # at 1024); nearby requests then reuse it (bench/results/lsp_latency.md).
     max_prompt_tokens: int = 1024
+    # When the KV cache lacks more than this many tokens of the prompt (a file just opened or
+    # switched to), the request's prompt is only the most recent this many tokens, and the
+    # engine extends the cache to the full window in the background between requests; the
+    # cache is also warmed on didOpen/didChange (lsp_server/warmup.py). 0: always the full
+    # window on the request path. 256: the first request's p50 stays under 0.5 s on one CPU
+    # thread (bench/results/lsp_latency.md, first-request case, both settings side by side).
+    first_prompt_tokens: int = 256
     # Milliseconds a request waits for a newer one for the same document before decoding
     # (a newer one replaces it unanswered); 0: decode at once. Measured by
     # bench/lsp_debounce.py (bench/results/lsp_debounce*.md): a debounce saves model calls only
@@ -201,6 +208,12 @@ def _prompt_tokens(value: Any) -> int:
     return value
 
 
+def _first_prompt_tokens(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or value >= 16):
+        raise InvalidSetting("use 0 (off: always the full window) or a whole number >= 16")
+    return value
+
+
 # camelCase key -> (group, field, parser)
 _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "model": ("model", "model", _model_name),
@@ -224,6 +237,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "fim": ("decoding", "fim", _choice(FIM_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
     "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),
+    "firstPromptTokens": ("decoding", "first_prompt_tokens", _first_prompt_tokens),
     "orders": ("stores", "orders", _orders),
     "codebaseDb": ("stores", "codebase_db", _optional_path),
     "userDb": ("stores", "user_db", _optional_path),

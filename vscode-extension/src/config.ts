@@ -20,6 +20,7 @@ export const SERVER_KEYS = [
   'method',
   'maxNewTokens',
   'maxPromptTokens',
+  'firstPromptTokens',
   'debounceMs',
   'alpha',
   'mix',

@@ -24,8 +24,8 @@ M.defaults = {
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, k, method, maxNewTokens, alpha,
   -- temperature, mix, memory, memorySeed, verify, lambdas, orders, codebaseDb, userDb,
-  -- userStore, userWeight, indexOnSave, maxFileBytes, lineMode, maxPromptTokens, debounceMs,
-  -- fim.
+  -- userStore, userWeight, indexOnSave, maxFileBytes, lineMode, maxPromptTokens,
+  -- firstPromptTokens, debounceMs, fim.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
