@@ -59,7 +59,8 @@ class _Vocabulary:
 
 
 def recorded_prompts(engine: Engine) -> list[Prompt]:
-    """Every prompt the engine builds from now on."""
+    """Every prompt the engine builds from now on (the tests turn firstPromptTokens off: its
+    cold-cache check builds each request's prompt once more)."""
     prompts: list[Prompt] = []
     build = engine.prompt
 
@@ -151,7 +152,7 @@ def test_decode_prompts_psm_for_a_fim_model(
     prompts = recorded_prompts(engine)
     text = BEFORE + AFTER
     context = CursorContext.at(text, len(BEFORE))
-    decode(engine, context, DecodingSettings(fim="auto", max_new_tokens=4))
+    decode(engine, context, DecodingSettings(fim="auto", max_new_tokens=4, first_prompt_tokens=0))
     (prompt,) = prompts
     ids = prompt.ids
     assert ids[0] == tokens.prefix and ids[-1] == tokens.middle
@@ -159,7 +160,7 @@ def test_decode_prompts_psm_for_a_fim_model(
     assert fim_vocab.text(ids[1:hole]) + prompt.heal.decode() == BEFORE
     assert fim_vocab.text(ids[hole + 1 : -1]) == AFTER
 
-    decode(engine, context, DecodingSettings(fim="off", max_new_tokens=4))
+    decode(engine, context, DecodingSettings(fim="off", max_new_tokens=4, first_prompt_tokens=0))
     left_to_right = prompts[-1].ids
     assert not {tokens.prefix, tokens.suffix, tokens.middle} & set(left_to_right)
     assert fim_vocab.text(left_to_right).endswith(BEFORE.encode()[: -len(prompt.heal)].decode())
@@ -171,8 +172,8 @@ def test_auto_keeps_left_to_right_for_smollm_named_fim_tokenizer(
     engine = fim_engine(fim_tokenizer, fim_vocab, "smollm2-135m", make_tiny_llama)
     prompts = recorded_prompts(engine)
     context = CursorContext.at(BEFORE + AFTER, len(BEFORE))
-    decode(engine, context, DecodingSettings(fim="auto", max_new_tokens=4))
-    decode(engine, context, DecodingSettings(fim="on", max_new_tokens=4))
+    decode(engine, context, DecodingSettings(fim="auto", max_new_tokens=4, first_prompt_tokens=0))
+    decode(engine, context, DecodingSettings(fim="on", max_new_tokens=4, first_prompt_tokens=0))
     assert engine.fim_tokens is not None
     assert engine.fim_tokens.prefix not in prompts[0].ids  # auto: SmolLM is not FIM-trained
     assert prompts[1].ids[0] == engine.fim_tokens.prefix  # on: the tokenizer decides
@@ -182,7 +183,9 @@ def test_a_tokenizer_without_markers_keeps_left_to_right(tiny_engine: Engine) ->
     assert tiny_engine.fim_tokens is None
     prompts = recorded_prompts(tiny_engine)
     context = CursorContext.at(BEFORE + AFTER, len(BEFORE))
-    decode(tiny_engine, context, DecodingSettings(fim="on", max_new_tokens=4))
+    decode(
+        tiny_engine, context, DecodingSettings(fim="on", max_new_tokens=4, first_prompt_tokens=0)
+    )
     expected = tiny_engine.tokenizer.encode(BEFORE, add_special_tokens=False)[:-1]
     assert prompts[0].ids[-len(expected) :] == expected  # the text before the cursor, healed
 
