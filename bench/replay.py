@@ -86,8 +86,8 @@ class Config:
 PRESETS = {
     c.name: c
     for c in (
-        Config("superposed+store", {}),
-        Config("superposed-nostore", {"memory": False}, store=False),  # no memory at all
+        Config("superposed+store", {"memory": True, "mix": "interpolate"}),  # all the memory
+        Config("superposed-nostore", {"memory": False, "mix": "interpolate"}, store=False),
         Config("greedy", {"method": "greedy", "k": 1}),
         Config("nucleus", {"method": "nucleus"}),
         Config("beam", {"method": "beam"}),

@@ -18,7 +18,7 @@ __all__ = ["workspace"]  # the fixture, shared with test_lsp
 HEAD = "def frobnicate(widget):\n    return"
 LINE = " widget.transmogrify(spline_count=42, reticulate=True)"
 # verify off: the random model's log-probabilities would order the drafts at random.
-OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "verify": False}
+OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "verify": False, "memory": True}
 
 
 async def test_an_open_document_line_becomes_a_draft(workspace: Path) -> None:
