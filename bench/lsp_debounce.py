@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -32,7 +30,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from bench.lsp_latency import LONG_SOURCE, RESULTS, Bench, capabilities
+from bench.lsp_latency import LONG_SOURCE, RESULTS, Bench, capabilities, save
 
 
 async def burst(bench: Bench, name: str, rows: list[str], line: int, interval_s: float) -> float:
@@ -154,14 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     values = [int(v) for v in args.values.split(",")]
     before = os.getloadavg()
     result = asyncio.run(run(args.model, values, args.lines, args.interval_ms))
-    result["loadavg_before"] = before
-    result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
-    result["command"] = "python bench/lsp_debounce.py " + " ".join(argv or sys.argv[1:])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    report = markdown(result)
-    args.out.with_suffix(".md").write_text(report)
-    print(report)
+    save(result, before, args.out, "lsp_debounce.py", argv, markdown)
     return 0
 
 

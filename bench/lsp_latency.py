@@ -34,6 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -492,15 +493,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     before = os.getloadavg()
     result = asyncio.run(run(args.model, args.requests, args.k))
-    result["loadavg_before"] = before
-    result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
-    result["command"] = "python bench/lsp_latency.py " + " ".join(argv or sys.argv[1:])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    report = markdown(result)
-    args.out.with_suffix(".md").write_text(report)
-    print(report)
+    save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0
+
+
+def save(
+    result: dict[str, Any],
+    loadavg_before: tuple[float, float, float],
+    out: Path,
+    script: str,
+    argv: list[str] | None,
+    markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """Stamp ``result`` (load, machine, command), write it as JSON and markdown, print it."""
+    result["loadavg_before"] = loadavg_before
+    result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    result["command"] = f"python bench/{script} " + " ".join(argv or sys.argv[1:])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    report = markdown(result)
+    out.with_suffix(".md").write_text(report)
+    print(report)
 
 
 if __name__ == "__main__":

@@ -166,15 +166,6 @@ async def plain(client: LanguageClient, uri: str, pos: types.Position) -> types.
     return result
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / ".git").mkdir()  # a repository root, as the stores expect
-    (root / "app.py").write_text(SAMPLE)
-    return root
-
-
 async def test_capabilities_and_k_drafts(workspace: Path) -> None:
     """Inline completion is advertised; both requests return k distinct drafts in order."""
     async with session(workspace, {"k": K, "maxNewTokens": 6}) as client:

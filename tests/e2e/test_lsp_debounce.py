@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from lsprotocol import types
 
 from tests.e2e.test_lsp import (
@@ -19,15 +18,6 @@ from tests.e2e.test_lsp import (
 )
 
 TEXT = SAMPLE + "\ndef helper():\n    "
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / ".git").mkdir()  # a repository root, as the stores expect
-    (root / "app.py").write_text(SAMPLE)
-    return root
 
 
 async def test_a_newer_request_within_debounce_replaces_the_older_undecoded(

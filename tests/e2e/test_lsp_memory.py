@@ -11,9 +11,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from tests.e2e.test_lsp import end_of, inline, open_doc, session, wait_for_counter, workspace
-
-__all__ = ["workspace"]  # the fixture, shared with test_lsp
+from tests.e2e.test_lsp import end_of, inline, open_doc, session, wait_for_counter
 
 HEAD = "def frobnicate(widget):\n    return"
 LINE = " widget.transmogrify(spline_count=42, reticulate=True)"

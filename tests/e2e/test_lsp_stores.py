@@ -58,15 +58,6 @@ async def serves_and_answers(client: LanguageClient, workspace: Path) -> dict[st
     return stats
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    (root / ".git").mkdir()
-    (root / "app.py").write_text(SAMPLE)
-    return root
-
-
 def make_store(path: Path, tokenizer: Any) -> None:
     """A valid store for the server's tokenizer, with enough pages to damage."""
     with NgramStore.open(path, tokenizer) as store:
