@@ -26,7 +26,8 @@ from ngram_db import (
 )
 from ngram_db import keys as K
 from ngram_db.errors import BadOrders
-from ngram_db.store import parse_orders
+from ngram_db.store import content_hash, parse_orders
+from ngram_db.tokenizer import clean_text
 
 BYTES = ByteTokenizer()
 
@@ -207,9 +208,22 @@ def test_awkward_inputs_are_handled(store: NgramStore) -> None:
     )
     stats = store.stats()
     assert stats["files"] == 5
-    assert stats["tokens"] == len(huge_line) + 1 + 5 + len(b"bad ? bytes ?")
+    assert stats["tokens"] == len(huge_line) + 1 + 5 + len("bad \ufffd bytes \ufffd".encode())
     assert store.remove_file("\udcffbad-name\n.py") is True
     assert store.is_consistent()
+
+
+def test_lone_surrogates_read_as_index_repo_reads_the_bad_bytes(store: NgramStore) -> None:
+    # The server's and the store's one clean_text: an editor's text with a lone surrogate
+    # (here, a bad byte escaped) is learned as index-repo reads that file (errors="replace").
+    raw = b"name = '\xff'  # caf\xc3\xa9\n"
+    from_editor = raw.decode("utf-8", errors="surrogateescape")
+    from_disk = raw.decode("utf-8", errors="replace")  # files.read_text
+    assert clean_text(from_editor) == from_disk == "name = '\ufffd'  # café\n"
+    assert content_hash(from_editor) == content_hash(from_disk)
+    store.update_file("a.py", from_editor)
+    assert store.update_file("a.py", from_disk) is False  # the same content: nothing to do
+    assert clean_text("café") == "café"
 
 
 def test_stats_count_distinct_ngrams_per_order(store: NgramStore) -> None:
