@@ -54,7 +54,7 @@ from lsp_server.memory import Memory, store_list
 from lsp_server.models import load_engine
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
-from lsp_server.stores import Stores, WriteQueue, accepted_name
+from lsp_server.stores import Stores, WriteQueue, accepted_name, explain
 from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError
 
@@ -333,7 +333,7 @@ class SuperposedServer(LanguageServer):
             if str(err) not in self._reported and self.loop is not None:
                 self._reported.add(str(err))
                 self.loop.call_soon_threadsafe(
-                    self._show_error, f"superposed: n-gram store unusable: {err}"
+                    self._show_error, f"superposed: n-gram store unusable: {explain(err)}"
                 )
             return None
 

@@ -24,8 +24,9 @@ from ngram_db import (
     codebase_db_path,
     user_db_path,
 )
+from ngram_db import cli as index_repo_cli
 from ngram_db import keys as K
-from ngram_db.errors import BadOrders
+from ngram_db.errors import BadOrders, advised
 from ngram_db.store import content_hash, parse_orders
 from ngram_db.tokenizer import clean_text
 
@@ -284,7 +285,10 @@ def test_corrupt_file_is_a_clear_error_and_left_untouched(tmp_path: Path, conten
     path.write_bytes(content)
     with pytest.raises(NotAStore) as err:
         NgramStore.open(path, BYTES)
-    assert str(path) in str(err.value) and "--rebuild" in str(err.value)
+    assert str(path) in str(err.value) and "left untouched" in str(err.value)
+    # The library states facts; each front end says what to do with its own flags/settings.
+    assert "--rebuild" not in str(err.value) and "--db" not in str(err.value)
+    assert "run index-repo with --rebuild" in advised(err.value, index_repo_cli.ADVICE)
     assert path.read_bytes() == content
     with NgramStore.open(path, BYTES, rebuild=True) as s:  # the explicit way out
         assert s.stats()["files"] == 0
@@ -307,7 +311,7 @@ def test_tokenizer_mismatch_names_both_fingerprints(tmp_path: Path) -> None:
     with pytest.raises(TokenizerMismatch) as err:
         NgramStore.open(path, other)
     assert BYTES.fingerprint in str(err.value) and other.fingerprint in str(err.value)
-    assert "--rebuild" in str(err.value)
+    assert "--rebuild" in advised(err.value, index_repo_cli.ADVICE)
 
 
 def test_orders_mismatch_and_bad_orders(tmp_path: Path) -> None:
