@@ -54,6 +54,7 @@ from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores, WriteQueue, accepted_name, explain
 from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError
+from ngram_db.store import NgramStore
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +305,7 @@ class SuperposedServer(LanguageServer):
         documents = {u: d.source for u, d in self.workspace.text_documents.items()}
 
         def build() -> Any:
-            stores: list[Any] = []
+            stores: list[NgramStore] = []
             if self.stores is not None:
                 try:
                     stores = store_list(self.stores, _path_of(uri), self._roots())
