@@ -133,13 +133,20 @@ class InvalidSetting(ValueError):
     """A setting's value is not allowed; the message says which and what is."""
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if value not in options:
-            raise InvalidSetting(f"use one of {', '.join(options)}")
+@dataclass(frozen=True)
+class _Choice:
+    """The parser of a setting that takes one of ``options``."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str:
+        if value not in self.options:
+            raise InvalidSetting(f"use one of {', '.join(self.options)}")
         return str(value)
 
-    return parse
+
+def _choice(options: tuple[str, ...]) -> _Choice:
+    return _Choice(options)
 
 
 def _int(low: int, high: int) -> Callable[[Any], int]:
@@ -254,6 +261,8 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
 }
 KEYS = tuple(_FIELDS)
+# The settings that take one of a few names, and those names (camelCase key -> names).
+CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}
 
 
 def section_of(options: Any) -> Mapping[str, Any]:

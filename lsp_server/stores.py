@@ -31,19 +31,8 @@ import numpy as np
 
 from lsp_server.engine.ngram import NgramResult, NgramSource
 from lsp_server.settings import StoreSettings
-from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
-from ngram_db.errors import (
-    Advice,
-    NgramStoreError,
-    NotAStore,
-    OrdersMismatch,
-    SchemaMismatch,
-    StoreBusy,
-    StoreCorrupt,
-    StoreUnwritable,
-    TokenizerMismatch,
-    advised,
-)
+from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
+from ngram_db.errors import Advice, NgramStoreError, StoreBusy, advised
 from ngram_db.files import save_skip_reason
 
 log = logging.getLogger(__name__)
@@ -61,22 +50,25 @@ T = TypeVar("T")
 _OTHER_PATH = "choose another store path (superposed.codebaseDb / superposed.userDb)"
 # What the editor's user can do about each store error (subclasses first).
 ADVICE: Advice = (
-    (StoreBusy, "try again once the other writer is done"),
+    (errors.StoreBusy, "try again once the other writer is done"),
     (
-        StoreUnwritable,
+        errors.StoreUnwritable,
         "check that the file and its folder are writable by you and the disk has room, "
         f"or {_OTHER_PATH}",
     ),
-    (StoreCorrupt, f"run index-repo with --rebuild to replace it (or delete it), or {_OTHER_PATH}"),
-    (NotAStore, f"run index-repo with --rebuild to replace it, or {_OTHER_PATH}"),
     (
-        TokenizerMismatch,
+        errors.StoreCorrupt,
+        f"run index-repo with --rebuild to replace it (or delete it), or {_OTHER_PATH}",
+    ),
+    (errors.NotAStore, f"run index-repo with --rebuild to replace it, or {_OTHER_PATH}"),
+    (
+        errors.TokenizerMismatch,
         "run index-repo with --rebuild and the server's model (--model) to rebuild it, "
         f"or {_OTHER_PATH}",
     ),
-    (SchemaMismatch, f"run index-repo with --rebuild, or {_OTHER_PATH}"),
+    (errors.SchemaMismatch, f"run index-repo with --rebuild, or {_OTHER_PATH}"),
     (
-        OrdersMismatch,
+        errors.OrdersMismatch,
         "set superposed.orders to the stored orders, or run index-repo with --rebuild",
     ),
 )

@@ -19,18 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ngram_db.errors import (
-    Advice,
-    NgramStoreError,
-    NotAStore,
-    OrdersMismatch,
-    SchemaMismatch,
-    StoreBusy,
-    StoreCorrupt,
-    StoreUnwritable,
-    TokenizerMismatch,
-    advised,
-)
+from ngram_db import errors
+from ngram_db.errors import Advice, NgramStoreError, advised
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from ngram_db.indexer import index_repo
 from ngram_db.paths import cache_root, codebase_db_path, user_db_path
@@ -42,17 +32,23 @@ DEFAULT_MODEL_FOLDER = "SmolLM2-135M-Instruct"
 
 # What to do about each store error, with this command's flags (subclasses first).
 ADVICE: Advice = (
-    (StoreBusy, "try again once the other writer is done"),
+    (errors.StoreBusy, "try again once the other writer is done"),
     (
-        StoreUnwritable,
+        errors.StoreUnwritable,
         "check that the file and its folder are writable by you and the disk has room, "
         "or choose another store file with --db",
     ),
-    (StoreCorrupt, "run index-repo with --rebuild to replace it (or delete it)"),
-    (NotAStore, "run index-repo with --rebuild to replace it, or use --db elsewhere"),
-    (TokenizerMismatch, "run index-repo with --rebuild (and the same --model) to rebuild it"),
-    (SchemaMismatch, "run index-repo with --rebuild"),
-    (OrdersMismatch, "omit --orders to use the stored ones, or run index-repo with --rebuild"),
+    (errors.StoreCorrupt, "run index-repo with --rebuild to replace it (or delete it)"),
+    (errors.NotAStore, "run index-repo with --rebuild to replace it, or use --db elsewhere"),
+    (
+        errors.TokenizerMismatch,
+        "run index-repo with --rebuild (and the same --model) to rebuild it",
+    ),
+    (errors.SchemaMismatch, "run index-repo with --rebuild"),
+    (
+        errors.OrdersMismatch,
+        "omit --orders to use the stored ones, or run index-repo with --rebuild",
+    ),
 )
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -139,13 +138,10 @@ def test_keys_carry_the_tuple_length() -> None:
     assert len(K.window_keys(seq, 6)) == 0
 
 
-def test_importing_ngram_db_loads_neither_torch_nor_transformers() -> None:
-    code = (
-        "import sys, ngram_db, ngram_db.cli; "
-        "print(sorted({'torch', 'transformers', 'pygls'} & set(sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+def test_importing_ngram_db_loads_neither_torch_nor_transformers(
+    heavy_imports: Callable[..., list[str]],
+) -> None:
+    assert heavy_imports("ngram_db", "ngram_db.cli") == []
 
 
 # ----- exact updates ---------------------------------------------------------------------

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Callable
 
 from lsp_server import settings
 from lsp_server.cli import build_parser
 from lsp_server.engine import options
 
 
-def test_options_settings_and_cli_import_without_torch() -> None:
-    code = (
-        "import sys, lsp_server.engine.options, lsp_server.settings, lsp_server.cli; "
-        "print(sorted({'torch', 'transformers', 'pygls'} & set(sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+def test_options_settings_and_cli_import_without_torch(
+    heavy_imports: Callable[..., list[str]],
+) -> None:
+    modules = ("lsp_server.engine.options", "lsp_server.settings", "lsp_server.cli")
+    assert heavy_imports(*modules) == []
 
 
 def test_the_engine_serves_every_name_it_offers() -> None:
@@ -27,17 +24,18 @@ def test_the_engine_serves_every_name_it_offers() -> None:
 
 
 def test_settings_accept_exactly_the_engine_names() -> None:
-    choices = {
-        "method": options.METHODS,
-        "device": options.DEVICES,
-        "dtype": options.DTYPES,
-        "precision": options.PRECISION_CHOICES,
-        "runner": options.RUNNERS,
-        "compile": options.COMPILE_MODES,
-        "mix": options.MIXES,
-        "fim": options.FIM_MODES,
+    engine = {
+        options.METHODS,
+        options.DEVICES,
+        options.DTYPES,
+        options.PRECISION_CHOICES,
+        options.RUNNERS,
+        options.COMPILE_MODES,
+        options.MIXES,
+        options.FIM_MODES,
     }
-    for key, names in choices.items():
+    assert engine <= set(settings.CHOICES.values())  # every engine list is a setting's
+    for key, names in settings.CHOICES.items():
         for name in names:
             assert settings.parse_settings({key: name})[1] == [], (key, name)
         assert settings.parse_settings({key: "no-such-name"})[1], key
