@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lsp_server.settings import METHODS, PRECISIONS, RUNNERS
+from lsp_server.engine.options import METHODS, PRECISION_CHOICES, RUNNERS
 
 
 class CliError(Exception):
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--dtype", default="auto")
     complete.add_argument(
         "--precision",
-        choices=PRECISIONS,
+        choices=PRECISION_CHOICES,
         default="auto",
         help="decode weights of the fast runner (auto: int4 on CPU)",
     )

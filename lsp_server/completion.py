@@ -17,7 +17,6 @@ Models trained for fill-in-the-middle also see the text after the cursor in thei
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from lsp_server.engine import fim
@@ -27,11 +26,11 @@ from lsp_server.engine.prompt import Prompt
 from lsp_server.engine.runner import reusable_prefix
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
+from ngram_db.tokenizer import clean_text
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
 # whitespace, merge in postprocess; superposed decoding makes the spares in the same pass.
 SPARE_DRAFTS = 2
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Characters of text before the cursor tokenized per token of the prompt window: a token of
 # code is about 4 characters, rarely more than 16; this bounds the work on huge files.
@@ -80,11 +79,6 @@ class Answer:
     short_window: bool = False  # the cache was cold: the prompt was the short recent window
     prompt_tokens: int = 0  # the prompt's length in tokens
     reused_tokens: int = 0  # how many of them the KV cache already held
-
-
-def clean_text(text: str) -> str:
-    """Text the tokenizer accepts: lone surrogates (from undecodable files) become U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 def first_line(text: str) -> str:

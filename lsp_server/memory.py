@@ -27,6 +27,7 @@ import numpy as np
 
 from lsp_server.engine.ngram import MatchSource
 from lsp_server.stores import Stores, root_for
+from ngram_db.store import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex
 from ngram_db.tokenizer import as_tokenizer
 
@@ -51,7 +52,7 @@ class Memory:
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = as_tokenizer(tokenizer)
-        self._stores: weakref.WeakKeyDictionary[Any, _StoreIndex] = weakref.WeakKeyDictionary()
+        self._stores = weakref.WeakKeyDictionary[NgramStore, _StoreIndex]()
         self._lock = threading.Lock()
         self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
         self._documents: dict[str, tuple[str, np.ndarray]] = {}  # uri -> (text, ids)
@@ -62,7 +63,7 @@ class Memory:
 
     # -- stores ----------------------------------------------------------------------------
 
-    def store_index(self, store: Any) -> SuffixIndex | None:
+    def store_index(self, store: NgramStore) -> SuffixIndex | None:
         """The store's current index; starts a rebuild in the background when the store
         changed since. The first build runs here, in the caller's thread (the engine's): a
         first request waits for it (about a second per million tokens) rather than decoding
@@ -80,7 +81,7 @@ class Memory:
             self._build(store, entry)
         return entry.index
 
-    def _build(self, store: Any, entry: _StoreIndex) -> None:
+    def _build(self, store: NgramStore, entry: _StoreIndex) -> None:
         try:
             streams = list(store.file_streams().values())
             entry.index = SuffixIndex(streams)
@@ -162,7 +163,7 @@ class Memory:
         uri: str,
         offset: int,
         documents: Mapping[str, str],
-        stores: Sequence[Any] = (),
+        stores: Sequence[NgramStore] = (),
     ) -> MatchSource:
         """Everything the request at ``offset`` in ``uri`` can match: the stores' files, the
         open ``documents`` (uri -> text, ``uri``'s among them) as they are now."""
@@ -175,7 +176,7 @@ class Memory:
         return MatchSet([i for i in indexes if i is not None and len(i)])
 
 
-def store_list(stores: Stores, path: Path | None, roots: Sequence[Path]) -> list[Any]:
+def store_list(stores: Stores, path: Path | None, roots: Sequence[Path]) -> list[NgramStore]:
     """The stores a request in ``path`` matches against: its codebase's (if it has one on
     disk) and the user store. Raises NgramStoreError when one cannot be opened."""
     root = root_for(path, roots) if path is not None else (roots[0] if roots else None)

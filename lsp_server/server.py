@@ -1,19 +1,16 @@
 """The language server: thin pygls handlers over completion.py, the engine and the stores.
 
 State-changing handlers run on the event loop and do no blocking work. Model calls run on
-one worker thread (the engine holds one KV cache and is not thread-safe), in request order;
-store writes (saves, accepted drafts, forgetting) go through a queue on another, which keeps
+the scheduler's engine thread (scheduler.py: one thread, in request order; a newer request
+for the same document, ``$/cancelRequest`` or ``didClose`` cancels the older one); store
+writes (saves, accepted drafts, forgetting) go through a queue on another, which keeps
 and retries a write that meets another process's lock, so no save is lost and no request
 waits for the lock; saves that come before the model (and so the stores) are ready are kept
-and applied once it is. A newer request for the same document, ``$/cancelRequest`` or
-``didClose`` sets the older request's cancel event; the engine checks it between decoding
-steps, and an answer whose event is set is replaced by an empty one, so a stale answer is
-never sent after a newer one.
+and applied once it is.
 
-Test hooks (environment variables, read once at start): ``SUPERPOSED_TEST_TINY_MODEL=1``
-(see models.py), ``SUPERPOSED_TEST_LOAD_DELAY_S`` (wait before loading the model, to test
-requests that come before it is ready) and ``SUPERPOSED_TEST_STEP_DELAY_S`` (sleep at every
-cancellation check, so that cancellation tests do not depend on the machine's speed).
+Tests slow the model's load and steps through their own entry point
+(tests/e2e/hooked_server.py); ``SUPERPOSED_TEST_TINY_MODEL=1`` selects the tiny model
+(models.py).
 """
 
 from __future__ import annotations
@@ -23,11 +20,10 @@ import logging
 import os
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,10 +49,12 @@ from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.memory import Memory, store_list
 from lsp_server.models import load_engine
 from lsp_server.protocol import SuperposedProtocol
+from lsp_server.scheduler import Scheduler
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
-from lsp_server.stores import Stores, WriteQueue, accepted_name
+from lsp_server.stores import Stores, WriteQueue, accepted_name, explain
 from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError
+from ngram_db.store import NgramStore
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +75,6 @@ LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert
 TRIGGER_CHARACTERS = [" ", ".", "(", "[", "{", ",", ":", "="]
 
 
-def _env_seconds(name: str) -> float:
-    try:
-        return max(0.0, float(os.environ.get(name, "0") or 0))
-    except ValueError:
-        return 0.0
-
-
 class SuperposedServer(LanguageServer):
     """Serves k drafts per request from one engine; learns saved and accepted text."""
 
@@ -98,19 +89,15 @@ class SuperposedServer(LanguageServer):
         self.counters: Counter[str] = Counter()
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
         self.last_prompt: dict[str, Any] = {}  # the last answer's prompt: tokens, reused, short
-        self._warming: threading.Event | None = None  # the queued or running warm-up's cancel
         self.init_options: Any = None
         self._reported: set[str] = set()  # store errors already shown
         self._load_started = False
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._inflight: dict[str, threading.Event] = {}
-        # One thread for the engine (loads and decodes, in order), one for store writes.
-        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
-        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+        # The engine thread (loads, decodes, warm-ups, in order), the store thread (index
+        # runs), and which request is each document's newest.
+        self.scheduler = Scheduler(self.counters)
         self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
         self._early_saves: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
-        self._load_delay = _env_seconds("SUPERPOSED_TEST_LOAD_DELAY_S")
-        self._step_delay = _env_seconds("SUPERPOSED_TEST_STEP_DELAY_S")
 
     # -- settings and model -------------------------------------------------------------
 
@@ -129,8 +116,7 @@ class SuperposedServer(LanguageServer):
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
             # On the engine thread, between decodes: a decode never reads a closed store.
-            reopen = self._decoder.submit(self.stores.configure, settings.stores)
-            reopen.add_done_callback(_log_failure)
+            self.scheduler.submit(self.stores.configure, settings.stores)
 
     async def start_loading(self) -> None:
         """Load the model (and open the stores) on the engine thread, reporting progress."""
@@ -148,8 +134,6 @@ class SuperposedServer(LanguageServer):
 
         def load() -> None:
             report("begin", f"loading {model.model}")
-            if self._load_delay:
-                time.sleep(self._load_delay)
             try:
                 engine = load_engine(model)
             except EngineError as err:  # a problem the user must fix: say what to do
@@ -168,7 +152,7 @@ class SuperposedServer(LanguageServer):
             report("end", f"ready: {engine.name}")
 
         self.engine = None
-        self._decoder.submit(load).add_done_callback(_log_failure)
+        self.scheduler.submit(load)
 
     def _progress_supported(self) -> bool:
         window = self.client_capabilities.window
@@ -233,7 +217,7 @@ class SuperposedServer(LanguageServer):
 
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
         key = _doc_key(uri)
-        self._cancel(key)  # this request supersedes older ones for the document
+        self.scheduler.supersede(key)  # this request supersedes older ones for the document
         along = self.cache.along(key, context)
         if along is not None:
             self.counters["typed_along"] += 1
@@ -241,28 +225,11 @@ class SuperposedServer(LanguageServer):
         if self.engine is None:
             self.counters["not_ready"] += 1
             return []
-        self._stop_warming()  # the engine thread is this request's now
-        cancel = threading.Event()
-        self._inflight[key] = cancel
         settings = self.settings
         memory = self._memory_source(uri, context) if settings.decoding.memory else None
-        loop = asyncio.get_running_loop()
-        try:
-            if settings.decoding.debounce_ms:  # a newer request may come and take its place
-                await asyncio.sleep(settings.decoding.debounce_ms / 1000)
-                if cancel.is_set():
-                    self.counters["debounced"] += 1
-                    return []
-            answer = await loop.run_in_executor(
-                self._decoder, self._decode, uri, context, settings, cancel, memory
-            )
-        except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
-            cancel.set()
-            raise
-        finally:
-            if self._inflight.get(key) is cancel:
-                del self._inflight[key]
-        if answer is None or cancel.is_set():
+        job = partial(self._decode, uri, context, settings, memory=memory)
+        answer = await self.scheduler.request(key, job, settings.decoding.debounce_ms / 1000)
+        if answer is None:
             return []  # superseded: a newer request answers instead
         self.last_prompt = {
             "tokens": answer.prompt_tokens,
@@ -284,16 +251,7 @@ class SuperposedServer(LanguageServer):
         settings = self.settings
         if self.engine is None or not settings.decoding.first_prompt_tokens:
             return
-        self._stop_warming()
-        event = threading.Event()
-        self._warming = event
-        job = partial(self._warm_up, context, settings, event)
-        self._decoder.submit(job).add_done_callback(_log_failure)
-
-    def _stop_warming(self) -> None:
-        if self._warming is not None:
-            self._warming.set()
-            self._warming = None
+        self.scheduler.warm(partial(self._warm_up, context, settings))
 
     def _warm_up(self, context: CursorContext, settings: Settings, event: threading.Event) -> None:
         """On the engine thread: prefill the full-window prompt at ``context``, chunk by chunk."""
@@ -303,7 +261,7 @@ class SuperposedServer(LanguageServer):
             return
         max_prompt = settings.decoding.max_prompt_tokens or None
         prompt = request_prompt(engine, context, settings.decoding, max_prompt)
-        done = prefill_missing(engine.runner, prompt.ids, self._cancel_check(event))
+        done = prefill_missing(engine.runner, prompt.ids, self.scheduler.cancel_check(event))
         if done is None:
             self.counters["warmups_cancelled"] += 1
         else:
@@ -333,7 +291,7 @@ class SuperposedServer(LanguageServer):
             if str(err) not in self._reported and self.loop is not None:
                 self._reported.add(str(err))
                 self.loop.call_soon_threadsafe(
-                    self._show_error, f"superposed: n-gram store unusable: {err}"
+                    self._show_error, f"superposed: n-gram store unusable: {explain(err)}"
                 )
             return None
 
@@ -347,7 +305,7 @@ class SuperposedServer(LanguageServer):
         documents = {u: d.source for u, d in self.workspace.text_documents.items()}
 
         def build() -> Any:
-            stores: list[Any] = []
+            stores: list[NgramStore] = []
             if self.stores is not None:
                 try:
                     stores = store_list(self.stores, _path_of(uri), self._roots())
@@ -378,7 +336,7 @@ class SuperposedServer(LanguageServer):
                 context,
                 settings.decoding,
                 ngram,
-                cancel=self._cancel_check(cancel),
+                cancel=self.scheduler.cancel_check(cancel),
                 max_prompt_tokens=settings.decoding.max_prompt_tokens or None,
                 memory=memory() if memory is not None else None,
             )
@@ -392,22 +350,11 @@ class SuperposedServer(LanguageServer):
                 self.loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
             return None
 
-    def _cancel_check(self, event: threading.Event) -> Callable[[], bool]:
-        if not self._step_delay:
-            return event.is_set
-        delay = self._step_delay
-
-        def check() -> bool:
-            time.sleep(delay)
-            return event.is_set()
-
-        return check
-
-    def _cancel(self, uri: str) -> None:
-        previous = self._inflight.pop(uri, None)
-        if previous is not None:
-            previous.set()
-            self.counters["superseded"] += 1
+    def close_document(self, uri: str) -> None:
+        """didClose: cancel the document's request in flight and forget its drafts."""
+        key = _doc_key(uri)
+        self.scheduler.supersede(key)
+        self.cache.forget(key)
 
     def _roots(self) -> list[Path]:
         roots = [Path(to_fs_path(f.uri) or "") for f in self.workspace.folders.values()]
@@ -529,7 +476,7 @@ class SuperposedServer(LanguageServer):
 
         results = []
         for root in self._roots():
-            summary = await loop.run_in_executor(self._writer, stores.index_root, root, report)
+            summary = await self.scheduler.on_store_thread(stores.index_root, root, report)
             results.append({"root": str(root), **summary})
         if progress:
             failed = sum("error" in r for r in results)
@@ -581,11 +528,6 @@ def _doc_key(uri: str) -> str:
 def _path_of(uri: str) -> Path | None:
     path = to_fs_path(uri) if uri.startswith("file:") else None
     return Path(path) if path else None
-
-
-def _log_failure(future: Any) -> None:
-    if (err := future.exception()) is not None:
-        log.error("background task failed", exc_info=err)
 
 
 SERVER = SuperposedServer()
@@ -658,9 +600,7 @@ async def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
-    key = _doc_key(params.text_document.uri)
-    ls._cancel(key)
-    ls.cache.forget(key)
+    ls.close_document(params.text_document.uri)
 
 
 # -- completion -----------------------------------------------------------------------------

@@ -15,21 +15,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_server.engine import fim
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS
+from lsp_server.engine.options import (
+    COMPILE_MODES,
+    DEVICES,
+    DTYPES,
+    FIM_MODES,
+    METHODS,
+    MIXES,
+    PRECISION_CHOICES,
+    RUNNERS,
+)
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 
 SECTION = "superposed"
-METHODS = ("superposed", "greedy", "nucleus", "nucleus-sequential", "beam", "nucleus-superposed")
-DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-PRECISIONS = ("auto", "fp32", "bf16", "int8", "int4")
-RUNNERS = ("auto", "hf", "fast")
-COMPILE_MODES = ("background", "off")
 LINE_MODES = ("single", "multi")
-FIM_MODES = fim.FIM_MODES
 DEFAULT_DEBOUNCE_MS = 0
-MIXES = ("interpolate", "loglinear")
 
 
 @dataclass
@@ -132,13 +133,20 @@ class InvalidSetting(ValueError):
     """A setting's value is not allowed; the message says which and what is."""
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(value: Any) -> str:
-        if value not in options:
-            raise InvalidSetting(f"use one of {', '.join(options)}")
+@dataclass(frozen=True)
+class _Choice:
+    """The parser of a setting that takes one of ``options``."""
+
+    options: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str:
+        if value not in self.options:
+            raise InvalidSetting(f"use one of {', '.join(self.options)}")
         return str(value)
 
-    return parse
+
+def _choice(options: tuple[str, ...]) -> _Choice:
+    return _Choice(options)
 
 
 def _int(low: int, high: int) -> Callable[[Any], int]:
@@ -225,7 +233,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "model": ("model", "model", _model_name),
     "device": ("model", "device", _choice(DEVICES)),
     "dtype": ("model", "dtype", _choice(DTYPES)),
-    "precision": ("model", "precision", _choice(PRECISIONS)),
+    "precision": ("model", "precision", _choice(PRECISION_CHOICES)),
     "runner": ("model", "runner", _choice(RUNNERS)),
     "threads": ("model", "threads", _int(1, 64)),
     "compile": ("model", "compile", _choice(COMPILE_MODES)),
@@ -253,6 +261,8 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
 }
 KEYS = tuple(_FIELDS)
+# The settings that take one of a few names, and those names (camelCase key -> names).
+CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}
 
 
 def section_of(options: Any) -> Mapping[str, Any]:

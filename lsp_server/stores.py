@@ -31,8 +31,8 @@ import numpy as np
 
 from lsp_server.engine.ngram import NgramResult, NgramSource
 from lsp_server.settings import StoreSettings
-from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
-from ngram_db.errors import NgramStoreError, StoreBusy
+from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
+from ngram_db.errors import Advice, NgramStoreError, StoreBusy, advised
 from ngram_db.files import save_skip_reason
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,37 @@ ACCEPTED_KEEP = 1_000
 Progress = Callable[[int, int, str], None]
 Report = Callable[[str], None]  # a problem the user must fix, said once per problem
 T = TypeVar("T")
+
+_OTHER_PATH = "choose another store path (superposed.codebaseDb / superposed.userDb)"
+# What the editor's user can do about each store error (subclasses first).
+ADVICE: Advice = (
+    (errors.StoreBusy, "try again once the other writer is done"),
+    (
+        errors.StoreUnwritable,
+        "check that the file and its folder are writable by you and the disk has room, "
+        f"or {_OTHER_PATH}",
+    ),
+    (
+        errors.StoreCorrupt,
+        f"run index-repo with --rebuild to replace it (or delete it), or {_OTHER_PATH}",
+    ),
+    (errors.NotAStore, f"run index-repo with --rebuild to replace it, or {_OTHER_PATH}"),
+    (
+        errors.TokenizerMismatch,
+        "run index-repo with --rebuild and the server's model (--model) to rebuild it, "
+        f"or {_OTHER_PATH}",
+    ),
+    (errors.SchemaMismatch, f"run index-repo with --rebuild, or {_OTHER_PATH}"),
+    (
+        errors.OrdersMismatch,
+        "set superposed.orders to the stored orders, or run index-repo with --rebuild",
+    ),
+)
+
+
+def explain(err: NgramStoreError) -> str:
+    """A store error as the editor shows it: what is wrong, then what to do."""
+    return advised(err, ADVICE)
 
 
 def repo_root(path: Path) -> Path | None:
@@ -131,7 +162,7 @@ class Stores:
             raise
         except NgramStoreError as err:
             self._broken[path] = err
-            self._report(f"n-gram store not used: {err}")
+            self._report(f"n-gram store not used: {explain(err)}")
             return None
         for notice in store.notices:
             self._report(notice)
@@ -149,7 +180,7 @@ class Stores:
             if self._user is store:
                 self._user = None
         store.close()
-        self._report(f"n-gram store not used: {err}")
+        self._report(f"n-gram store not used: {explain(err)}")
 
     def _use(self, store: NgramStore, action: Callable[[], T]) -> T | None:
         """Run ``action`` on ``store``; None if the store failed (StoreBusy passes through)."""
@@ -282,20 +313,24 @@ class Stores:
         try:
             store = self.codebase(root)
         except StoreBusy as err:
-            return {"error": str(err)}
+            return {"error": explain(err)}
         if store is None:
             return {"error": self.problem(self._codebase_path(root))}
         try:
             summary = index_repo(root, store, progress=progress or False)
         except NgramStoreError as err:
             self._failed(store, err)
-            return {"error": str(err)}
+            return {"error": explain(err)}
         return summary.as_dict()
 
     def problem(self, path: Path) -> str:
         """Why the store at ``path`` is not used."""
         err = self._broken.get(path)
-        return f"n-gram store not used: {err}" if err else f"n-gram store {path} not available"
+        return (
+            f"n-gram store not used: {explain(err)}"
+            if err
+            else f"n-gram store {path} not available"
+        )
 
     def stats(self, roots: Sequence[Path]) -> dict[str, Any]:
         """Each store's statistics, or ``{"path", "error"}`` for a store that is not used."""
@@ -311,7 +346,7 @@ class Stores:
         try:
             store = get()
         except StoreBusy as err:
-            return {"path": str(path), "error": str(err)}
+            return {"path": str(path), "error": explain(err)}
         if store is None:
             return (
                 {"path": str(path), "error": self.problem(path)} if path in self._broken else None

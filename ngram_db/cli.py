@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ngram_db.errors import NgramStoreError
+from ngram_db import errors
+from ngram_db.errors import Advice, NgramStoreError, advised
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from ngram_db.indexer import index_repo
 from ngram_db.paths import cache_root, codebase_db_path, user_db_path
@@ -28,6 +29,27 @@ from ngram_db.store import NgramStore, parse_orders
 # lsp_server.engine.model's default and the folder it converts it into, without importing torch
 DEFAULT_MODEL = "smollm2-135m"
 DEFAULT_MODEL_FOLDER = "SmolLM2-135M-Instruct"
+
+# What to do about each store error, with this command's flags (subclasses first).
+ADVICE: Advice = (
+    (errors.StoreBusy, "try again once the other writer is done"),
+    (
+        errors.StoreUnwritable,
+        "check that the file and its folder are writable by you and the disk has room, "
+        "or choose another store file with --db",
+    ),
+    (errors.StoreCorrupt, "run index-repo with --rebuild to replace it (or delete it)"),
+    (errors.NotAStore, "run index-repo with --rebuild to replace it, or use --db elsewhere"),
+    (
+        errors.TokenizerMismatch,
+        "run index-repo with --rebuild (and the same --model) to rebuild it",
+    ),
+    (errors.SchemaMismatch, "run index-repo with --rebuild"),
+    (
+        errors.OrdersMismatch,
+        "omit --orders to use the stored ones, or run index-repo with --rebuild",
+    ),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 skip_secrets=not args.index_secrets,
             )
     except NgramStoreError as err:
-        print(f"index-repo: error: {err}", file=sys.stderr)
+        print(f"index-repo: error: {advised(err, ADVICE)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(

@@ -37,3 +37,16 @@ class StoreBusy(NgramStoreError):
 
 class StoreUnwritable(NgramStoreError):
     """The store or its folder cannot be created, opened or written (permissions, disk)."""
+
+
+# What to do about a failure depends on who asks (index-repo's flags, the editor's settings):
+# each front end keeps its own advice per error class and says it with ``advised``.
+Advice = tuple[tuple[type[NgramStoreError], str], ...]
+
+
+def advised(err: NgramStoreError, advice: Advice) -> str:
+    """The error's message, then the first advice whose class it is an instance of."""
+    for kind, todo in advice:
+        if isinstance(err, kind):
+            return f"{err}: {todo}"
+    return str(err)

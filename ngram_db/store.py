@@ -15,7 +15,9 @@ two processes wait on the busy timeout instead of failing), in WAL mode.
 Store files hold every indexed file's tokens (they decode back to the text): they are created
 0600 in folders created 0700, whatever the umask (SQLite gives -wal/-shm the database's mode).
 SQLite's errors become the named errors of ``ngram_db.errors``: StoreCorrupt (damaged inside),
-StoreBusy (locked longer than the busy timeout), StoreUnwritable (permissions, disk).
+StoreBusy (locked longer than the busy timeout), StoreUnwritable (permissions, disk). Their
+messages state facts (the path, what is wrong); what the user can do differs between
+index-repo and the editor, so ngram_db/cli.py and lsp_server/stores.py say it.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 _MAX_PARAMS = 30_000  # below SQLite's default limit of 32766 bound parameters
 _LOOKUP_PAD = 16  # lookups bind a multiple of this many keys
 
+# SQL, not sqlite-utils' create_table, which cannot declare a table WITHOUT ROWID.
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE grams (
@@ -102,8 +105,7 @@ def _check_header(path: Path) -> None:
             header = f.read(len(_SQLITE_HEADER))
         if header != _SQLITE_HEADER:
             raise NotAStore(
-                f"{path} is not an n-gram store (not an SQLite database); it was left "
-                "untouched: run index-repo with --rebuild to replace it, or use --db elsewhere"
+                f"{path} is not an n-gram store (not an SQLite database); it was left untouched"
             )
 
 
@@ -131,9 +133,7 @@ def make_private_dirs(folder: Path) -> None:
             raise NotADirectoryError(f"{folder} is not a folder")
     except OSError as err:
         raise StoreUnwritable(
-            f"cannot create the folder {folder} for an n-gram store ({err.strerror or err}): "
-            "make it writable, or choose another store path (superposed.codebaseDb / "
-            "superposed.userDb in the editor, --db for index-repo)"
+            f"cannot create the folder {folder} for an n-gram store ({err.strerror or err})"
         ) from err
 
 
@@ -146,9 +146,7 @@ def _create_private(file: Path) -> None:
         pass  # another process created it meanwhile
     except OSError as err:
         raise StoreUnwritable(
-            f"cannot create the n-gram store {file} ({err.strerror or err}): make its folder "
-            "writable, or choose another store path (superposed.codebaseDb / superposed.userDb "
-            "in the editor, --db for index-repo)"
+            f"cannot create the n-gram store {file} ({err.strerror or err})"
         ) from err
     for suffix in ("", "-wal", "-shm", "-journal"):
         side = Path(f"{file}{suffix}")
@@ -166,29 +164,19 @@ _ACCESS_CODES = {3, 8, 10, 13, 14, 23}  # PERM, READONLY, IOERR, FULL, CANTOPEN,
 
 
 def store_error(name: str, err: sqlite3.Error) -> NgramStoreError:
-    """The named error (and what to do) for an SQLite error on store ``name``."""
+    """The named error for an SQLite error on store ``name`` (what to do is the caller's to
+    say: ngram_db.cli for index-repo, lsp_server.stores for the editor)."""
     code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF
     if code in _BUSY_CODES:
         return StoreBusy(
             f"{name} is locked: another writer held it for over {BUSY_TIMEOUT_MS // 1000} s "
-            f"({err}); this write was not made, earlier ones are kept: try again once the "
-            "other writer is done"
+            f"({err}); this write was not made, earlier ones are kept"
         )
     if code in _CORRUPT_CODES:
-        return StoreCorrupt(
-            f"{name} is damaged ({err}); it was left untouched: run index-repo with "
-            "--rebuild to replace it (or delete it)"
-        )
+        return StoreCorrupt(f"{name} is damaged ({err}); it was left untouched")
     if code in _ACCESS_CODES:
-        return StoreUnwritable(
-            f"{name} cannot be opened or written ({err}): check that the file and its folder "
-            "are writable by you and the disk has room, or choose another store path "
-            "(superposed.codebaseDb / superposed.userDb, --db for index-repo)"
-        )
-    return NotAStore(
-        f"{name} is not a usable n-gram store ({err}); it was left untouched: run "
-        "index-repo with --rebuild to replace it, or use --db elsewhere"
-    )
+        return StoreUnwritable(f"{name} cannot be opened or written ({err})")
+    return NotAStore(f"{name} is not a usable n-gram store ({err}); it was left untouched")
 
 
 class NgramStore:
@@ -204,7 +192,7 @@ class NgramStore:
     ) -> None:
         self._lock = threading.RLock()  # a connection is used by one thread at a time
         self.conn = conn  # writes, and reads that must see this connection's transaction
-        self.db = sqlite_utils.Database(conn)
+        self.db = sqlite_utils.Database(conn)  # plain inserts; the counting upserts are SQL
         # Lookups and stats read through their own connection: in WAL mode they then never
         # wait for a write in progress (a long index_repo chunk, another process's save).
         self._reader = conn if path is None else _connect(str(path), query_only=True)
@@ -356,12 +344,8 @@ class NgramStore:
         if not keys:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         keys += keys[:1] * (-len(keys) % _LOOKUP_PAD)  # few distinct statements to cache
-        found: dict[int, tuple[int, int]] = {}
         with self._read_lock, self._sqlite_errors():
-            for start in range(0, len(keys), _MAX_PARAMS):
-                chunk = keys[start : start + _MAX_PARAMS]
-                for key, g, c in self._reader.execute(_select_keys(len(chunk)), chunk):
-                    found[key] = (g, c)
+            found = {key: (g, c) for key, g, c in _in_chunks(self._reader, _SELECT_KEYS, keys)}
         counts = np.array([found.get(k, (0, 0)) for k in keys[: len(wanted)]], dtype=np.int64)
         return counts[:, 0], counts[:, 1]
 
@@ -479,10 +463,11 @@ class NgramStore:
         self._apply(delta)
         if gone:
             self.conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in gone])
-        self.conn.executemany(
-            "INSERT OR REPLACE INTO files (path, sha256, tokens, ids) VALUES (?, ?, ?, ?)",
-            [(f.path, f.sha256, len(f.ids), pack_ids(f.ids)) for f in files],
-        )
+        self.db.table("files").insert_all(
+            ({"path": f.path, "sha256": f.sha256, "tokens": len(f.ids), "ids": pack_ids(f.ids)}
+             for f in files),
+            replace=True,
+        )  # fmt: skip
         return len(files) + len(gone)
 
     def _apply(self, delta: K.Counts) -> None:
@@ -495,25 +480,12 @@ class NgramStore:
         self.conn.executemany(_UPSERT_MANY, batches)
         self.conn.executemany(_UPSERT, (flat[i : i + 3] for i in range(3 * full, len(flat), 3)))
         shrinking = delta.keys[(delta.g < 0) | (delta.c < 0)].tolist()
-        for start in range(0, len(shrinking), _MAX_PARAMS):
-            chunk = shrinking[start : start + _MAX_PARAMS]
-            self.conn.execute(
-                f"DELETE FROM grams WHERE key IN ({','.join('?' * len(chunk))}) "
-                "AND g <= 0 AND c <= 0",
-                chunk,
-            )
+        _in_chunks(self.conn, _DELETE_EMPTY, shrinking)
 
     def _stored(self, paths: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
         """path -> (sha256, token ids) of the given paths that are stored."""
-        out: dict[str, tuple[str, np.ndarray]] = {}
-        unique = list(dict.fromkeys(paths))
-        for start in range(0, len(unique), _MAX_PARAMS):
-            chunk = unique[start : start + _MAX_PARAMS]
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT path, sha256, ids FROM files WHERE path IN ({marks})"
-            for path, sha, blob in self.conn.execute(sql, chunk):
-                out[path] = (sha, unpack_ids(blob))
-        return out
+        rows = _in_chunks(self.conn, _SELECT_FILES, list(dict.fromkeys(paths)))
+        return {path: (sha, unpack_ids(blob)) for path, sha, blob in rows}
 
     # ----- reading bookkeeping -------------------------------------------------------------
 
@@ -522,12 +494,7 @@ class NgramStore:
         with self._lock, self._sqlite_errors():
             if paths is None:
                 return dict(self.conn.execute("SELECT path, sha256 FROM files"))
-            out: dict[str, str] = {}
-            for start in range(0, len(paths), _MAX_PARAMS):
-                chunk = list(paths[start : start + _MAX_PARAMS])
-                sql = f"SELECT path, sha256 FROM files WHERE path IN ({','.join('?' * len(chunk))})"
-                out.update(self.conn.execute(sql, chunk))
-            return out
+            return dict(_in_chunks(self.conn, _SELECT_HASHES, paths))
 
     def file_ids(self, path: str | os.PathLike[str]) -> np.ndarray | None:
         """The stored token ids of a file, or None."""
@@ -636,10 +603,27 @@ class StoreSource:
         return interpolate(next_counts, context_counts, self._lambdas)
 
 
+# Statements over a list of values: {marks} becomes one "?" per value of a chunk.
+_SELECT_KEYS = "SELECT key, g, c FROM grams WHERE key IN ({marks})"
+_DELETE_EMPTY = "DELETE FROM grams WHERE key IN ({marks}) AND g <= 0 AND c <= 0"
+_SELECT_FILES = "SELECT path, sha256, ids FROM files WHERE path IN ({marks})"
+_SELECT_HASHES = "SELECT path, sha256 FROM files WHERE path IN ({marks})"
+
+
+def _in_chunks(conn: sqlite3.Connection, template: str, values: Sequence[Any]) -> list[Any]:
+    """The rows of ``template`` run over ``values``, in chunks below SQLite's parameter limit."""
+    rows: list[Any] = []
+    for start in range(0, len(values), _MAX_PARAMS):
+        chunk = list(values[start : start + _MAX_PARAMS])
+        rows.extend(conn.execute(_statement(template, len(chunk)), chunk))
+    return rows
+
+
 @functools.cache
-def _select_keys(n: int) -> str:
-    """SELECT the rows of n keys (cached: the statement text is built once per size)."""
-    return f"SELECT key, g, c FROM grams WHERE key IN ({','.join('?' * n)})"
+def _statement(template: str, n: int) -> str:
+    """``template`` for n values (cached: each text is built once, and SQLite's statement
+    cache then finds it)."""
+    return template.format(marks=",".join("?" * n))
 
 
 def _connect(target: str, query_only: bool = False) -> sqlite3.Connection:
@@ -682,38 +666,31 @@ def _init_or_read_meta(
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-                conn.executemany(
-                    "INSERT INTO meta (key, value) VALUES (?, ?)",
-                    [
-                        ("schema_version", str(SCHEMA_VERSION)),
-                        ("orders", ",".join(map(str, orders))),
-                        ("tokenizer", tok.fingerprint),
-                    ],
-                )
+                meta = {
+                    "schema_version": str(SCHEMA_VERSION),
+                    "orders": _fmt(orders),
+                    "tokenizer": tok.fingerprint,
+                }
+                db.table("meta").insert_all({"key": k, "value": v} for k, v in meta.items())
                 return orders
     if "meta" not in tables or "grams" not in tables:
         raise NotAStore(
-            f"{name} is an SQLite database but not an n-gram store; it was left untouched: "
-            "run index-repo with --rebuild to replace it, or use --db elsewhere"
+            f"{name} is an SQLite database but not an n-gram store; it was left untouched"
         )
     meta = {row["key"]: row["value"] for row in db["meta"].rows}
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise SchemaMismatch(
             f"{name} has schema version {meta.get('schema_version')}, this ngram_db writes "
-            f"{SCHEMA_VERSION}: run index-repo with --rebuild"
+            f"{SCHEMA_VERSION}"
         )
     if meta.get("tokenizer") != tok.fingerprint:
         raise TokenizerMismatch(
             f"{name} was built with tokenizer {meta.get('tokenizer')}, but the tokenizer in use "
-            f"is {tok.fingerprint}: run index-repo with --rebuild (and the same --model) to "
-            "rebuild it for this tokenizer"
+            f"is {tok.fingerprint}"
         )
     stored = parse_orders(meta.get("orders", ""))
     if wanted is not None and wanted != stored:
-        raise OrdersMismatch(
-            f"{name} holds orders {_fmt(stored)}, not {_fmt(wanted)}: omit --orders to use "
-            "the stored ones, or run index-repo with --rebuild"
-        )
+        raise OrdersMismatch(f"{name} holds orders {_fmt(stored)}, not {_fmt(wanted)}")
     return stored
 
 

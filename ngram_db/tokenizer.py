@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Tokenizer(Protocol):
@@ -29,11 +32,18 @@ class Tokenizer(Protocol):
 
 
 def clean_text(text: str) -> str:
-    """Replace lone surrogates (from undecodable file names or bytes) so any str encodes."""
+    """Text that encodes as UTF-8: each lone surrogate becomes U+FFFD.
+
+    Lone surrogates come from undecodable bytes (surrogateescape) or an editor's JSON.
+    U+FFFD, not "?": index-repo decodes a file's bad bytes to U+FFFD (files.read_text), so a
+    save and an index run of the same text agree (one hash, one set of n-grams), and "?" is
+    code (a ternary, optional chaining) that the n-gram counts would learn as such. The
+    server and the store both use this one function.
+    """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
+        return _SURROGATE.sub("\ufffd", text)
     return text
 
 

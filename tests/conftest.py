@@ -6,6 +6,9 @@ and deterministic; tests marked ``model`` load the real default model once per s
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -57,3 +60,19 @@ def tiny_engine(tiny_loaded: LoadedModel) -> Engine:
 def real_engine() -> Engine:
     """The default model, loaded once per test session."""
     return Engine(load_model())
+
+
+def _heavy_imports(*modules: str) -> list[str]:
+    """Which of torch, transformers and pygls importing ``modules`` loads, in a new process."""
+    code = (
+        f"import sys, {', '.join(modules)}; "
+        "print(' '.join(sorted({'torch', 'transformers', 'pygls'} & set(sys.modules))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="session")
+def heavy_imports() -> Callable[..., list[str]]:
+    """_heavy_imports, for the tests that keep a module light."""
+    return _heavy_imports

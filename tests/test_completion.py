@@ -10,7 +10,6 @@ from lsp_server.completion import (
     CursorContext,
     Suggestion,
     TypingCache,
-    clean_text,
     first_line,
     postprocess,
     prompt_text,
@@ -74,11 +73,6 @@ def test_typing_to_the_end_of_a_draft_is_not_an_answer() -> None:
     cache = TypingCache()
     cache.remember("u", "x = ", [Suggestion("1", 0.0)])
     assert cache.along("u", CursorContext("x = 1", "")) is None
-
-
-def test_clean_text_replaces_lone_surrogates() -> None:
-    assert clean_text("ok \udcff end") == "ok \ufffd end"
-    assert clean_text("café") == "café"
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +23,11 @@ from ngram_db import (
     codebase_db_path,
     user_db_path,
 )
+from ngram_db import cli as index_repo_cli
 from ngram_db import keys as K
-from ngram_db.errors import BadOrders
-from ngram_db.store import parse_orders
+from ngram_db.errors import BadOrders, advised
+from ngram_db.store import content_hash, parse_orders
+from ngram_db.tokenizer import clean_text
 
 BYTES = ByteTokenizer()
 
@@ -137,13 +138,10 @@ def test_keys_carry_the_tuple_length() -> None:
     assert len(K.window_keys(seq, 6)) == 0
 
 
-def test_importing_ngram_db_loads_neither_torch_nor_transformers() -> None:
-    code = (
-        "import sys, ngram_db, ngram_db.cli; "
-        "print(sorted({'torch', 'transformers', 'pygls'} & set(sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+def test_importing_ngram_db_loads_neither_torch_nor_transformers(
+    heavy_imports: Callable[..., list[str]],
+) -> None:
+    assert heavy_imports("ngram_db", "ngram_db.cli") == []
 
 
 # ----- exact updates ---------------------------------------------------------------------
@@ -207,9 +205,22 @@ def test_awkward_inputs_are_handled(store: NgramStore) -> None:
     )
     stats = store.stats()
     assert stats["files"] == 5
-    assert stats["tokens"] == len(huge_line) + 1 + 5 + len(b"bad ? bytes ?")
+    assert stats["tokens"] == len(huge_line) + 1 + 5 + len("bad \ufffd bytes \ufffd".encode())
     assert store.remove_file("\udcffbad-name\n.py") is True
     assert store.is_consistent()
+
+
+def test_lone_surrogates_read_as_index_repo_reads_the_bad_bytes(store: NgramStore) -> None:
+    # The server's and the store's one clean_text: an editor's text with a lone surrogate
+    # (here, a bad byte escaped) is learned as index-repo reads that file (errors="replace").
+    raw = b"name = '\xff'  # caf\xc3\xa9\n"
+    from_editor = raw.decode("utf-8", errors="surrogateescape")
+    from_disk = raw.decode("utf-8", errors="replace")  # files.read_text
+    assert clean_text(from_editor) == from_disk == "name = '\ufffd'  # café\n"
+    assert content_hash(from_editor) == content_hash(from_disk)
+    store.update_file("a.py", from_editor)
+    assert store.update_file("a.py", from_disk) is False  # the same content: nothing to do
+    assert clean_text("café") == "café"
 
 
 def test_stats_count_distinct_ngrams_per_order(store: NgramStore) -> None:
@@ -270,7 +281,10 @@ def test_corrupt_file_is_a_clear_error_and_left_untouched(tmp_path: Path, conten
     path.write_bytes(content)
     with pytest.raises(NotAStore) as err:
         NgramStore.open(path, BYTES)
-    assert str(path) in str(err.value) and "--rebuild" in str(err.value)
+    assert str(path) in str(err.value) and "left untouched" in str(err.value)
+    # The library states facts; each front end says what to do with its own flags/settings.
+    assert "--rebuild" not in str(err.value) and "--db" not in str(err.value)
+    assert "run index-repo with --rebuild" in advised(err.value, index_repo_cli.ADVICE)
     assert path.read_bytes() == content
     with NgramStore.open(path, BYTES, rebuild=True) as s:  # the explicit way out
         assert s.stats()["files"] == 0
@@ -293,7 +307,7 @@ def test_tokenizer_mismatch_names_both_fingerprints(tmp_path: Path) -> None:
     with pytest.raises(TokenizerMismatch) as err:
         NgramStore.open(path, other)
     assert BYTES.fingerprint in str(err.value) and other.fingerprint in str(err.value)
-    assert "--rebuild" in str(err.value)
+    assert "--rebuild" in advised(err.value, index_repo_cli.ADVICE)
 
 
 def test_orders_mismatch_and_bad_orders(tmp_path: Path) -> None:

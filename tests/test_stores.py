@@ -134,6 +134,7 @@ def test_an_unusable_store_is_left_out_and_reported_once(tmp_path: Path, ws: Pat
         source = stores.source_for(ws / "f0.py", [ws], {2: 0.5, 3: 0.5})
         assert source is not None  # the codebase store still serves
     assert len(reported) == 1 and "--rebuild" in reported[0] and str(user_db) in reported[0]
+    assert "superposed.userDb" in reported[0]  # the editor's advice: its settings, not --db
     stats = stores.stats([ws])
     assert stats["user"]["error"] == f"n-gram store not used: {reported[0].split(': ', 1)[1]}"
     assert stats["codebase"][str(ws)]["files"] == 3

@@ -36,7 +36,6 @@ from lsp_server.engine.model import cache_dir, load_model
 
 log = logging.getLogger(__name__)
 
-COMPILE_MODES = ("background", "off")
 MAX_TOKENS = 16  # new positions a compiled step takes at once (a decode step: one)
 _CODE = ("fast_runner.py", "quant.py", "compiled.py")  # the sources a package is built from
 _NICE = 10  # the builder's priority below the server's

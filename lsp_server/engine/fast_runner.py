@@ -25,14 +25,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from lsp_server.engine.options import PRECISIONS, RUNNERS
 from lsp_server.engine.quant import Linear, RefinedHead, quantize
 from lsp_server.engine.runner import HFRunner, ModelRunner, check_finite
 from lsp_server.engine.types import EngineError
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16", "int8", "int4")
-RUNNERS = ("auto", "hf", "fast")
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 _STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inv_freq does not depend on length
 _PREFILL_CHUNK = 512  # tokens per prefill forward: bounds the attention matrix's memory

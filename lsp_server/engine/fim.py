@@ -26,10 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lsp_server.engine.options import FIM_MODES
 from lsp_server.engine.prompt import Prompt, encode_healed, truncate
 from lsp_server.engine.vocab import Vocab
-
-FIM_MODES = ("auto", "on", "off")
 
 # (prefix, suffix, middle) markers, in PSM order.
 FIM_SPELLINGS: tuple[tuple[str, str, str], ...] = (

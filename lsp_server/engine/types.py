@@ -6,8 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS
-
-MIXES = ("interpolate", "loglinear")
+from lsp_server.engine.options import MIXES
 
 
 class EngineError(Exception):

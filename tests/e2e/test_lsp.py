@@ -72,12 +72,20 @@ async def session(
     workspace: Path,
     options: dict[str, Any] | None = None,
     wait_ready: bool = True,
+    load_delay_s: float = 0.0,
+    step_delay_s: float = 0.0,
     **env: str,
 ) -> AsyncIterator[LanguageClient]:
+    """A server session; a load or step delay runs it through tests/e2e/hooked_server.py."""
+    entry = ["-m", "lsp_server.cli"]
+    if load_delay_s or step_delay_s:
+        hooks = ["--load-delay", str(load_delay_s), "--step-delay", str(step_delay_s)]
+        entry = [str(Path(__file__).with_name("hooked_server.py")), *hooks, "--"]
     config = ClientServerConfig(
         server_command=[
             sys.executable,
-            *("-m", "lsp_server.cli", "-v", "--log-file", str(workspace.parent / "server.log")),
+            *entry,
+            *("-v", "--log-file", str(workspace.parent / "server.log")),
         ],
         server_env=server_env(workspace.parent, **env),
     )
@@ -279,7 +287,7 @@ async def wait_for_counter(client: LanguageClient, name: str, value: int) -> dic
 async def test_supersession_and_cancel_request(workspace: Path) -> None:
     """A newer request stops the older one; $/cancelRequest stops decoding too."""
     options = {"k": K, "maxNewTokens": 40}
-    async with session(workspace, options, SUPERPOSED_TEST_STEP_DELAY_S="0.05") as client:
+    async with session(workspace, options, step_delay_s=0.05) as client:
         text = SAMPLE + "\n\ndef helper():\n    "
         uri = open_doc(client, workspace / "app.py", text)
         pos = end_of(text)
@@ -391,9 +399,7 @@ async def test_unknown_uri_huge_file_and_non_utf8(workspace: Path) -> None:
 
 
 async def test_request_before_model_ready(workspace: Path) -> None:
-    async with session(
-        workspace, {"k": K}, wait_ready=False, SUPERPOSED_TEST_LOAD_DELAY_S="3"
-    ) as client:
+    async with session(workspace, {"k": K}, wait_ready=False, load_delay_s=3) as client:
         text = "def f():\n    "
         uri = open_doc(client, workspace / "app.py", text)
         assert await inline(client, uri, end_of(text)) == []

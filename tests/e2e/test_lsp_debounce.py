@@ -58,9 +58,7 @@ async def test_request_while_the_model_reloads_reads_open_stores(workspace: Path
     """
     options = {"k": 3, "maxNewTokens": 4}
     # Each load waits 1 s first: the request lands between the two loads.
-    async with session(
-        workspace, options, wait_ready=False, SUPERPOSED_TEST_LOAD_DELAY_S="1"
-    ) as client:
+    async with session(workspace, options, wait_ready=False, load_delay_s=1) as client:
         uri = open_doc(client, workspace / "app.py", TEXT)
         changed = {**options, "compile": "off"}  # a model setting: the model reloads
         client.workspace_did_change_configuration(

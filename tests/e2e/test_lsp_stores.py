@@ -118,9 +118,7 @@ async def test_saves_before_the_model_is_ready_are_learned_then_forgotten(
     workspace: Path,
 ) -> None:
     options = {"k": K, "maxNewTokens": 4}
-    async with session(
-        workspace, options, wait_ready=False, SUPERPOSED_TEST_LOAD_DELAY_S="3"
-    ) as client:
+    async with session(workspace, options, wait_ready=False, load_delay_s=3) as client:
         first = open_doc(client, workspace / "app.py", SAMPLE)
         save(client, first)
         (workspace / "other.py").write_text("def other():\n    return 2\n")

@@ -60,7 +60,7 @@ async def test_first_request_prefills_only_the_short_window(workspace: Path) -> 
     """A fresh long file: the first answer's prompt is the short window, then the warm-up
     extends the cache to the full window, and the next request prefills a few tokens only."""
     options = {"k": K, "maxNewTokens": 4}
-    async with session(workspace, options, SUPERPOSED_TEST_STEP_DELAY_S="0.05") as client:
+    async with session(workspace, options, step_delay_s=0.05) as client:
         uri = open_doc(client, workspace / "long.py", TEXT)
         assert await inline(client, uri, end_of(TEXT))
         stats = await command(client, "superposed.stats")
@@ -97,7 +97,7 @@ async def test_request_during_warmup_is_answered(workspace: Path) -> None:
     """A request that comes while a warm-up runs cancels it between chunks and is answered."""
     options = {"k": K, "maxNewTokens": 4}
     # 0.3 s a chunk: the didOpen warm-up of ~8 chunks would hold the engine for 2.4 s.
-    async with session(workspace, options, SUPERPOSED_TEST_STEP_DELAY_S="0.3") as client:
+    async with session(workspace, options, step_delay_s=0.3) as client:
         uri = open_doc(client, workspace / "long.py", TEXT)
         await asyncio.sleep(WARM_IDLE_S + 1.0)  # the warm-up is prefilling its chunks now
         assert await inline(client, uri, end_of(TEXT))

@@ -1,0 +1,130 @@
+"""Where the server's work runs, and which of it still matters.
+
+- One engine thread: model loads, decodes and KV-cache warm-ups run there in order (the
+  engine holds one KV cache and is not thread-safe).
+- One store thread: index runs (saves and the other writes have their own queue,
+  stores.WriteQueue).
+- Supersession: a request for a document cancels the older one for the same document (and
+  ``$/cancelRequest`` or ``didClose`` cancel it too). A cancelled request's event is set;
+  the engine checks it between decoding steps, and its answer is dropped, so a stale answer
+  is never sent after a newer one.
+- Warm-ups: at most one is queued or running; a newer warm-up or any request that needs the
+  engine cancels it.
+
+No pygls and no model here: the server (server.py) says what to run, this says where and
+whether it still should.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from lsp_server.engine.types import CancelCheck
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Scheduler:
+    """The engine and store threads, the requests in flight per document, the warm-up."""
+
+    def __init__(self, counters: Counter[str] | None = None) -> None:
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        # Runs at every cancellation check (None: nothing). Tests set it, through their own
+        # entry point, to make the engine slow enough to be caught mid-request.
+        self.step_hook: Callable[[], None] | None = None
+        self._engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
+        self._store = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+        self._inflight: dict[str, threading.Event] = {}  # document key -> its request's cancel
+        self._warming: threading.Event | None = None  # the queued or running warm-up's cancel
+
+    # -- threads --------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` on the engine thread after what is queued there; a failure is
+        logged."""
+        future = self._engine.submit(fn, *args)
+        future.add_done_callback(log_failure)
+        return future
+
+    async def on_store_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the store thread, awaited."""
+        return await asyncio.get_running_loop().run_in_executor(self._store, fn, *args)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def supersede(self, key: str) -> None:
+        """Cancel the request in flight for document ``key``, if any (a newer one came, or
+        the document closed)."""
+        previous = self._inflight.pop(key, None)
+        if previous is not None:
+            previous.set()
+            self.counters["superseded"] += 1
+
+    async def request(
+        self, key: str, job: Callable[[threading.Event], T | None], debounce_s: float = 0.0
+    ) -> T | None:
+        """``job(cancel)`` on the engine thread as document ``key``'s request in flight.
+
+        After ``debounce_s`` seconds (if a newer request has not taken its place meanwhile);
+        stops any warm-up first. None when it was superseded or cancelled, whatever ``job``
+        returned. Called on the event loop.
+        """
+        self.stop_warming()  # the engine thread is this request's now
+        cancel = threading.Event()
+        self._inflight[key] = cancel
+        loop = asyncio.get_running_loop()
+        try:
+            if debounce_s:  # a newer request may come and take its place
+                await asyncio.sleep(debounce_s)
+                if cancel.is_set():
+                    self.counters["debounced"] += 1
+                    return None
+            result = await loop.run_in_executor(self._engine, job, cancel)
+        except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
+            cancel.set()
+            raise
+        finally:
+            if self._inflight.get(key) is cancel:
+                del self._inflight[key]
+        return None if cancel.is_set() else result
+
+    def cancel_check(self, event: threading.Event) -> CancelCheck:
+        """What the engine calls between steps: whether ``event`` is set (after the step hook)."""
+        hook = self.step_hook
+        if hook is None:
+            return event.is_set
+
+        def check() -> bool:
+            hook()
+            return event.is_set()
+
+        return check
+
+    # -- warm-ups ----------------------------------------------------------------------------
+
+    def warm(self, job: Callable[[threading.Event], None]) -> None:
+        """Queue ``job(cancel)`` on the engine thread as the one warm-up; it runs after what
+        is queued there, and a newer warm-up or any request sets its cancel event."""
+        self.stop_warming()
+        event = threading.Event()
+        self._warming = event
+        self.submit(job, event)
+
+    def stop_warming(self) -> None:
+        if self._warming is not None:
+            self._warming.set()
+            self._warming = None
+
+
+def log_failure(future: Future[Any]) -> None:
+    """A background task's exception, logged (a done callback)."""
+    if (err := future.exception()) is not None:
+        log.error("background task failed", exc_info=err)
