@@ -23,18 +23,10 @@ from typing import Any
 
 import torch
 
-from bench.common import (
-    RESULTS,
-    Stamp,
-    bootstrap_ci,
-    fast_runner,
-    library_files,
-    read_text,
-    run_parser,
-    sample_tasks,
-    stdlib_root,
-    write_json,
-)
+from bench.common import fast_runner, run_parser
+from bench.measure import RESULTS, Stamp, write_json
+from bench.metrics import bootstrap_ci
+from bench.split import library_files, read_text, sample_tasks, stdlib_root
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.prompt import Prompt

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.common import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, Stamp, write_json
 from lsp_server.engine.quant import Int4Linear, Int8Linear
 
 # SmolLM2-135M: hidden 576, intermediate 1536, 9 query and 3 KV heads of 64, 30 layers.

@@ -39,7 +39,8 @@ from typing import Any
 
 import torch
 
-from bench.common import RESULTS, ROOT, Stamp, fast_runner, write_json
+from bench.common import fast_runner
+from bench.measure import RESULTS, ROOT, Stamp, write_json
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model

@@ -52,16 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    RESULTS,
-    ROOT,
-    Stamp,
-    bootstrap_ci,
-    edit_similarity,
-    paired_diff_ci,
-    store_dir,
-    write_json,
-)
+from bench.common import store_dir
+from bench.measure import RESULTS, ROOT, Stamp, write_json
+from bench.metrics import bootstrap_ci, edit_similarity, paired_diff_ci
 from lsp_server.settings import parse_settings
 
 DATA = ROOT / "bench" / "data" / "replay.json.gz"
