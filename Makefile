@@ -46,7 +46,7 @@ bench: setup
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.kernels
 	$(BIN)/python -m bench.fidelity --size medium
-	$(BIN)/python bench/lsp_latency.py
+	$(BIN)/python -m bench.lsp_latency
 	$(BIN)/python -m bench.ngram
 	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.quality

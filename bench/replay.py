@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import store_dir
-from bench.measure import RESULTS, ROOT, Stamp, write_json
+from bench.measure import RESULTS, ROOT, Stamp, percentile, write_json
 from bench.metrics import bootstrap_ci, edit_similarity, paired_diff_ci
 from lsp_server.settings import parse_settings
 
@@ -201,13 +201,6 @@ SUBSETS = {
     "in-file": lambda r: r["in_file"],
     "new": lambda r: not r["verbatim"] and not r["in_file"],
 }
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

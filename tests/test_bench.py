@@ -206,6 +206,51 @@ def test_verdict_reads_the_interval() -> None:
     assert "supported" in tables.verdict({"mean": -1.0, "lo": -2.0, "hi": -0.5}, "lower")
 
 
+def test_table_aligns_the_columns_it_is_told() -> None:
+    text = tables.table(["name", "ms"], [["a", 1], ["b", 22]], align="lr")
+    assert text.splitlines() == ["| name | ms |", "|---|---:|", "| a | 1 |", "| b | 22 |"]
+    assert tables.table(["x", "y"], []).splitlines()[1] == "|---|---|"
+
+
+def test_hypotheses_are_found_by_the_role_of_the_spec_not_its_label() -> None:
+    from bench import report
+
+    main = {"method": "superposed", "store": "codebase", "name": "main"}
+    specs = [
+        main,
+        {"method": "greedy", "store": None, "name": "plain"},
+        # an ablation of the same role, listed after the main methods: not a hypothesis's b
+        {"method": "greedy", "store": None, "name": "plain, no healing"},
+    ]
+    comps = [
+        {"a": "main", "b": "plain, no healing", "metric_a": "emk", "mean": 1.0},
+        {"a": "main", "b": "plain", "metric_a": "esk", "mean": 2.0},
+        {"a": "main", "b": "plain", "metric_a": "emk", "mean": 3.0},
+    ]
+    data = {"specs": specs, "methods": {"main": {}, "plain": {}}, "comparisons": comps}
+    assert report.comparison(data, "greedy", "emk")["mean"] == 3.0
+    assert report.comparison(data, "nostore", "emk") is None
+
+
+def test_every_section_of_the_report_template_is_filled_or_refused() -> None:
+    from bench import report
+
+    assert {"document", "nextline", "humaneval", "coherence", "replay"} <= set(report.PROSE)
+    assert "%%" not in "".join(t.template for t in report.PROSE.values())
+    with pytest.raises(KeyError):
+        report.say("store_build", rate="1")  # no $seconds: an error, never a blank
+
+
+def test_the_standard_library_is_the_running_pythons(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sysconfig
+
+    monkeypatch.delenv("BENCH_STDLIB", raising=False)
+    assert split.stdlib_root() == Path(sysconfig.get_paths()["stdlib"])
+    assert (split.stdlib_root() / "argparse.py").is_file()
+    monkeypatch.setenv("BENCH_STDLIB", "/elsewhere")
+    assert split.stdlib_root() == Path("/elsewhere")
+
+
 def test_generic_renders_lists_of_rows_as_tables() -> None:
     text = tables.generic({"machine": "x", "rows": [{"k": 1, "ms": 12.5}, {"k": 3, "ms": 30.0}]})
     assert "| machine | x |" in text
