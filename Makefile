@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench bench-quick clean editors
+.PHONY: setup demo test test-fast lint unit bench bench-quick clean editors
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -32,6 +32,10 @@ editors: setup
 
 test: setup lint editors
 	$(BIN)/pytest -q -rs
+
+# The quick loop (under a minute): no real model, no editor, no server or CLI process.
+test-fast: setup
+	$(BIN)/pytest -q -m "not slow and not model and not editor"
 
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
 bench-quick: setup
