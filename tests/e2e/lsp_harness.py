@@ -20,6 +20,7 @@ from lsp_server.engine.model import cache_dir
 
 K = 3
 INITIALIZED: dict[int, types.InitializeResult] = {}  # id(client) -> the server's answer
+STATUSES: dict[int, list[dict[str, Any]]] = {}  # id(client) -> its superposed/status payloads
 SAMPLE = '''import os
 import re
 
@@ -77,6 +78,11 @@ async def session(
     )
     client = await config.start()
     assert isinstance(client, LanguageClient)
+    statuses = STATUSES.setdefault(id(client), [])
+
+    @client.feature("superposed/status")
+    def on_status(params: Any) -> None:
+        statuses.append(params._asdict())  # pygls reads unknown params as a namedtuple
     try:
         result = await client.initialize_session(
             types.InitializeParams(

@@ -19,6 +19,7 @@ from pygls.uris import from_fs_path
 from tests.e2e.lsp_harness import (
     INITIALIZED,
     SAMPLE,
+    STATUSES,
     K,
     command,
     end_of,
@@ -261,6 +262,24 @@ async def test_request_before_model_ready(workspace: Path) -> None:
         # The load reported $/progress from begin to end.
         kinds = [type(p).__name__ for reports in client.progress_reports.values() for p in reports]
         assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+        # ... and its state with superposed/status: loading, then ready, naming the model.
+        states = [(s["state"], s["model"]) for s in STATUSES[id(client)]]
+        assert states == [("loading", "smollm2-135m"), ("ready", "tiny-random")]
+
+
+async def test_a_model_that_cannot_load_is_an_error_status(workspace: Path) -> None:
+    """superposed/status says error, with the message, when the model does not load."""
+    missing = str(workspace.parent / "no-such-model")
+    async with session(
+        workspace, {"model": missing}, wait_ready=False, SUPERPOSED_TEST_TINY_MODEL="0"
+    ) as client:
+        for _ in range(300):
+            if STATUSES[id(client)][-1:] and STATUSES[id(client)][-1]["state"] == "error":
+                break
+            await asyncio.sleep(0.1)
+        (*_, last) = STATUSES[id(client)]
+        assert last["state"] == "error" and last["model"] == missing
+        assert last["message"] == (await command(client, "superposed.stats"))["error"]
 
 
 async def test_index_workspace_with_progress_and_accept(workspace: Path) -> None:
@@ -274,6 +293,12 @@ async def test_index_workspace_with_progress_and_accept(workspace: Path) -> None
         reports = [p for values in client.progress_reports.values() for p in values]
         kinds = [type(p).__name__ for p in reports]
         assert "WorkDoneProgressReport" in kinds and kinds[-1] == "WorkDoneProgressEnd"
+        # superposed/status: indexing with a rising percentage, then ready again.
+        statuses = STATUSES[id(client)]
+        indexing = [s for s in statuses if s["state"] == "indexing"]
+        assert [s["percent"] for s in indexing] == sorted(s["percent"] for s in indexing)
+        assert indexing[0]["percent"] == 0 and indexing[-1]["percent"] == 100
+        assert statuses[-1]["state"] == "ready"
         stats = await command(client, "superposed.stats")
         (codebase,) = stats["stores"]["codebase"].values()
         assert codebase["files"] == 2
