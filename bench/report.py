@@ -83,6 +83,16 @@ def load(name: str, quick: bool) -> dict[str, Any] | None:
     return None
 
 
+def run_of(data: dict[str, Any]) -> dict[str, Any]:
+    """What a section says of its results file: the file and the size of the run."""
+    return {"file": data["_file"], "size": data["size"]}
+
+
+def tuned_as(data: dict[str, Any]) -> dict[str, Any]:
+    """The alpha and tau a run used, and where they were tuned."""
+    return {key: data[key] for key in ("alpha", "tau", "tuning_from")}
+
+
 def comparison(data: dict[str, Any], against: str, metric: str) -> dict[str, Any] | None:
     """The run's comparison of its first method with the method ``against`` (a ``spec_key``:
     "greedy", "nostore", "nucleus", ...) in ``metric`` (the first method's metric). Only the
@@ -215,8 +225,7 @@ def nextline_section(q: dict[str, Any], images: list[str]) -> str:
     )
     return say(
         "nextline",
-        file=q["_file"],
-        size=q["size"],
+        **run_of(q),
         stdlib=q["stdlib"],
         split=q["split"],
         test_units=", ".join(q["test_units"]),
@@ -309,16 +318,13 @@ def humaneval_section(h: dict[str, Any]) -> str:
     )
     return say(
         "humaneval",
-        file=h["_file"],
-        size=h["size"],
+        **run_of(h),
         n=h["n"],
         timeout_s=f"{h['timeout_s']:.0f}",
         canonical=f"{100 * h['canonical_pass']:.0f}",
         store_files=h["store"]["files"],
         store_tokens=f"{h['store']['tokens']:,}",
-        alpha=h["alpha"],
-        tau=h["tau"],
-        tuning_from=h["tuning_from"],
+        **tuned_as(h),
         methods_table=methods_table,
         comparisons_table=comparisons_table,
     )
@@ -358,12 +364,9 @@ def coherence_section(c: dict[str, Any], image: str) -> str:
         hypothesis = say("coherence_hypothesis", verdict=said, diff=points(d, 1.0, 2)) + "\n\n"
     return say(
         "coherence",
-        file=c["_file"],
-        size=c["size"],
+        **run_of(c),
         n=c["n"],
-        alpha=c["alpha"],
-        tau=c["tau"],
-        tuning_from=c["tuning_from"],
+        **tuned_as(c),
         methods_table=methods_table,
         comparisons_table=comparisons_table,
         hypothesis=hypothesis,

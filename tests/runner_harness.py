@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from lsp_server import models
 from lsp_server.engine.runner import ModelRunner
 
 VOCAB = 512
@@ -18,13 +19,7 @@ def tiny(kind: str = "llama", seed: int = 0, max_positions: int = 1024) -> Any:
 
     torch.manual_seed(seed)
     shape: dict[str, Any] = dict(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
+        vocab_size=VOCAB, max_position_embeddings=max_positions, **models.TINY_SHAPE
     )
     if kind == "qwen2":
         model = Qwen2ForCausalLM(Qwen2Config(**shape, tie_word_embeddings=False))

@@ -333,8 +333,6 @@ def test_replay_metrics_compare_the_rest_of_the_line() -> None:
 def test_replay_chars_saved_is_the_best_drafts_accepted_prefix() -> None:
     from bench import replay
 
-    assert replay.accepted_chars("return self.x", "return self.y") == 12
-    assert replay.accepted_chars("ret", "return") == 3
     m = replay.position_metrics(["return s", "return self.x"], "return self.y")
     assert m["csk"] == pytest.approx(12 / 13)
     assert m["es1"] == pytest.approx(metrics.edit_similarity("return s", "return self.y"))
