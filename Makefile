@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench bench-quick clean editors
+.PHONY: setup demo test test-fast lint unit bench bench-quick clean editors
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ editors: setup
 test: setup lint editors
 	$(BIN)/pytest -q -rs
 
+# The quick loop (under a minute): no real model, no editor, no server or CLI process.
+test-fast: setup
+	$(BIN)/pytest -q -m "not slow and not model and not editor"
+
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
 bench-quick: setup
 	$(BIN)/python -m bench.replay --quick
@@ -46,7 +50,7 @@ bench: setup
 	$(BIN)/python -m bench.latency
 	$(BIN)/python -m bench.kernels
 	$(BIN)/python -m bench.fidelity --size medium
-	$(BIN)/python bench/lsp_latency.py
+	$(BIN)/python -m bench.lsp_latency
 	$(BIN)/python -m bench.ngram
 	$(BIN)/python -m bench.replay
 	$(BIN)/python -m bench.quality

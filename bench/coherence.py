@@ -21,25 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.common import (
-    RESULTS,
-    bootstrap_ci,
-    build_store,
-    distinct_ratio,
-    library_files,
-    load_engine,
-    main_specs,
-    paired_diff_ci,
-    progress,
-    read_text,
-    run_parser,
-    run_spec,
-    self_bleu,
-    stdlib_root,
-    warm_cache,
-    write_json,
-)
+from bench.common import build_store, load_engine, main_specs, run_parser, run_spec, warm_cache
 from bench.humaneval import tuned
+from bench.measure import RESULTS, progress, write_json
+from bench.metrics import bootstrap_ci, distinct_ratio, paired_diff_ci, self_bleu
+from bench.split import library_files, read_text, stdlib_root
 
 SIZES = {"quick": 8, "medium": 40, "full": 500}
 PREFIX_TOKENS = 15

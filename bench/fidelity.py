@@ -23,18 +23,11 @@ from typing import Any
 
 import torch
 
-from bench.common import (
-    RESULTS,
-    Stamp,
-    bootstrap_ci,
-    fast_runner,
-    library_files,
-    read_text,
-    run_parser,
-    sample_tasks,
-    stdlib_root,
-    write_json,
-)
+from bench.common import fast_runner, run_parser
+from bench.measure import RESULTS, Stamp, write_json
+from bench.metrics import bootstrap_ci
+from bench.split import library_files, read_text, sample_tasks, stdlib_root
+from bench.tables import table
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.prompt import Prompt
@@ -191,16 +184,18 @@ def markdown(results: dict[str, Any]) -> str:
         "model's perplexity of this runner's drafts against that of the reference runner's "
         "drafts (target < 2%), with a 95% bootstrap interval over positions.",
         "",
-        "| precision | agreement | greedy drafts identical | perplexity change, greedy "
-        "drafts | perplexity change, superposed k=3 drafts |",
-        "|---|---:|---:|---:|---:|",
+        table(
+            ["precision", "agreement", "greedy drafts identical"]
+            + ["perplexity change, greedy drafts", "perplexity change, superposed k=3 drafts"],
+            [
+                [precision, f"{100 * r['agreement']:.1f}%"]
+                + [f"{100 * r['greedy_drafts_identical']:.0f}%", change(r["greedy_perplexity"])]
+                + [change(r["superposed_perplexity"])]
+                for precision, r in results["precisions"].items()
+            ],
+            align="lrrrr",
+        ),
     ]
-    for precision, r in results["precisions"].items():
-        lines.append(
-            f"| {precision} | {100 * r['agreement']:.1f}% | "
-            f"{100 * r['greedy_drafts_identical']:.0f}% | {change(r['greedy_perplexity'])} | "
-            f"{change(r['superposed_perplexity'])} |"
-        )
     return "\n".join(lines) + "\n"
 
 

@@ -24,25 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
-    DATA,
-    RESULTS,
-    LineTask,
-    bootstrap_ci,
     build_store,
-    library_files,
-    line_metrics,
     load_engine,
     main_specs,
-    paired_diff_ci,
-    progress,
-    read_text,
     run_parser,
     run_spec,
-    stdlib_root,
     store_dir,
     warm_cache,
-    write_json,
 )
+from bench.measure import DATA, RESULTS, progress, write_json
+from bench.metrics import bootstrap_ci, line_metrics, paired_diff_ci
+from bench.split import LineTask, library_files, read_text, stdlib_root
 
 SIZES = {"quick": 8, "medium": 60, "full": 1033}
 TIMEOUT_S = 10.0

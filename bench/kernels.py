@@ -20,7 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.common import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, Stamp, median_ms, write_json
+from bench.tables import table
 from lsp_server.engine.quant import Int4Linear, Int8Linear
 
 # SmolLM2-135M: hidden 576, intermediate 1536, 9 query and 3 KV heads of 64, 30 layers.
@@ -55,13 +56,7 @@ def kernels(weights: list[torch.Tensor]) -> dict[str, tuple[Callable[[], object]
     }
 
 
-def median_ms(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+KEYS = ("ms", "MB", "GB/s")
 
 
 def measure(weights: list[torch.Tensor], runs: int) -> dict[str, Any]:
@@ -100,26 +95,33 @@ def main(argv: list[str] | None = None) -> None:
     results["head"] = measure([torch.randn(HEAD) * 0.02], args.runs)
     results["stamp"] = stamp.finish(started)
     write_json(RESULTS / "kernels.json", results)
+    text = markdown(results, args.runs)
+    (RESULTS / "kernels.md").write_text(text)
+    print(text, end="")
+
+
+def markdown(results: dict[str, Any], runs: int) -> str:
+    """kernels.md: the bandwidth line and one row per kernel."""
+    s = results["stamp"]
+    rows = [
+        [name, *(results[part][name][key] for part in ("layers", "head") for key in KEYS)]
+        for name in results["layers"]
+    ]
     lines = [
         "# One-row matmul kernels (bench/kernels.py)",
         "",
-        f"`{results['stamp']['command']}`: {results['stamp']['date']}, commit "
-        f"{results['stamp']['commit']}, {results['stamp']['machine']}, 1 thread, medians of "
-        f"{args.runs}, load {results['stamp']['load_start']} at start, "
-        f"{results['stamp']['load_end']} at end.",
+        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}, 1 thread, "
+        f"medians of {runs}, load {s['load_start']} at start, {s['load_end']} at end.",
         "",
         f"Streaming bandwidth (fp32 sum over 256 MB): {results['fp32 sum, 256 MB (GB/s)']} GB/s.",
         "",
-        "| kernel | 30 layers: ms | MB | GB/s | output head: ms | MB | GB/s |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        table(
+            ["kernel", "30 layers: ms", "MB", "GB/s", "output head: ms", "MB", "GB/s"],
+            rows,
+            align="l" + "r" * 6,
+        ),
     ]
-    for name in results["layers"]:
-        cells = [
-            results[part][name][key] for part in ("layers", "head") for key in ("ms", "MB", "GB/s")
-        ]
-        lines.append(f"| {name} | " + " | ".join(str(c) for c in cells) + " |")
-    (RESULTS / "kernels.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

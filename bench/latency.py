@@ -33,13 +33,14 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench.common import RESULTS, ROOT, Stamp, fast_runner, write_json
+from bench.common import fast_runner
+from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
+from bench.tables import table
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
@@ -96,16 +97,6 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def median_ms(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
-    return round(statistics.median(times), 2)
-
-
 def time_requests(engine: Engine, text: str, runs: int) -> dict[str, Any]:
     """Median ms per request of every method, interleaved run by run."""
     times: dict[str, list[float]] = {label: [] for label, _, _ in METHODS}
@@ -145,7 +136,7 @@ def time_steps(runner: ModelRunner, ids: list[int], runs: int) -> dict[str, floa
             runner.rewind(0)
             runner.prefill(ids[:n])
 
-        out[f"prefill {n}"] = median_ms(prefill, 3)
+        out[f"prefill {n}"] = round(median_ms(prefill, 3, sync), 2)
     runner.rewind(0)
     runner.prefill(ids[:512])
     for batch in (1, 3):
@@ -270,31 +261,32 @@ def markdown(results: dict[str, Any]) -> str:
             )
         for setting in [s for s in ("short", "long") if s in per_runner[runners[0]]]:
             tokens = results["prompt_tokens"][setting]
+            at = {r: per_runner[r][setting] for r in runners}
+            rows = [
+                [label, *(f"{at[r]['median_ms'][label]:.0f}" for r in runners)]
+                for label, _, _ in METHODS
+            ]
+            rows += [
+                [f"*{name}*", *(f"{at[r]['ratios'][name]:.2f}x" for r in runners)]
+                for name in at[runners[0]]["ratios"]
+            ]
+            rows.append(["*load after*", *(at[r]["load"][0] for r in runners)])
             lines += [
                 "",
                 f"### {setting}: {tokens}-token prompt, {threads} thread(s)",
                 "",
-                "| method | " + " | ".join(runners) + " |",
-                "|---" * (len(runners) + 1) + "|",
+                table(["method", *runners], rows),
             ]
-            for label, _, _ in METHODS:
-                cells = [per_runner[r][setting]["median_ms"][label] for r in runners]
-                lines.append(f"| {label} | " + " | ".join(f"{c:.0f}" for c in cells) + " |")
-            for name in per_runner[runners[0]][setting]["ratios"]:
-                cells = [per_runner[r][setting]["ratios"][name] for r in runners]
-                lines.append(f"| *{name}* | " + " | ".join(f"{c:.2f}x" for c in cells) + " |")
-            loads = [per_runner[r][setting]["load"][0] for r in runners]
-            lines.append("| *load after* | " + " | ".join(str(x) for x in loads) + " |")
+        steps = [
+            [name, *(f"{per_runner[r]['steps'][name]:.1f}" for r in runners)]
+            for name in per_runner[runners[0]]["steps"]
+        ]
         lines += [
             "",
             f"### decode steps and prefills alone, {threads} thread(s) (ms)",
             "",
-            "| | " + " | ".join(runners) + " |",
-            "|---" * (len(runners) + 1) + "|",
+            table(["", *runners], steps),
         ]
-        for name in per_runner[runners[0]]["steps"]:
-            cells = [per_runner[r]["steps"][name] for r in runners]
-            lines.append(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
     return "\n".join(lines + targets(results)) + "\n"
 
 
@@ -322,23 +314,21 @@ def targets(results: dict[str, Any]) -> list[str]:
     runners = [r for r in one if r.startswith("fast-")]
     if not runners:
         return []
-    lines = [
-        "",
-        "## Issue 7's targets, 1 thread (fast runners; measured under load)",
-        "",
-        "| target | wanted | " + " | ".join(runners) + " |",
-        "|---" * (len(runners) + 2) + "|",
-    ]
+    cells = []
     for label, wanted, part, key in rows:
-        cells = []
+        cells.append([label, wanted])
         for r in runners:
             data = one[r].get(part, {})
             value = data.get(key) if part == "steps" else data.get("ratios", {}).get(key)
             if value is None and part != "steps":
                 value = data.get("median_ms", {}).get(key)
-            cells.append("-" if value is None else f"{value:.2f}")
-        lines.append(f"| {label} | {wanted} | " + " | ".join(cells) + " |")
-    return lines
+            cells[-1].append("-" if value is None else f"{value:.2f}")
+    return [
+        "",
+        "## Issue 7's targets, 1 thread (fast runners; measured under load)",
+        "",
+        table(["target", "wanted", *runners], cells),
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,7 +11,7 @@ without waiting for the answer, as VS Code does. For each debounce value, in one
 
 Prints and writes bench/results/lsp_debounce.json and .md.
 
-    .venv/bin/python bench/lsp_debounce.py [--values 0,50,100,150] [--lines 3] [--interval-ms 100]
+    .venv/bin/python -m bench.lsp_debounce [--values 0,50,100,150] [--lines 3] [--interval-ms 100]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from bench.lsp_latency import LONG_SOURCE, RESULTS, Bench, capabilities, save
+from bench.tables import table
 
 
 async def burst(bench: Bench, name: str, rows: list[str], line: int, interval_s: float) -> float:
@@ -125,17 +126,21 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {result['machine']}; load average before {result['loadavg_before'][0]:.2f}, "
         f"after {result['loadavg_after'][0]:.2f} (shared: noisy).",
         "",
-        "| debounceMs | keystrokes | model calls | calls per line | p50 last key to answer ms "
-        "| p50 lone request ms |",
-        "|---:|---:|---:|---:|---:|---:|",
+        table(
+            ["debounceMs", "keystrokes", "model calls", "calls per line"]
+            + ["p50 last key to answer ms", "p50 lone request ms"],
+            [
+                [r["debounce_ms"], r["keystrokes"], r["model_calls"]]
+                + [f"{r['model_calls_per_line']:.1f}", f"{r['last_key_to_answer_p50_ms']:.0f}"]
+                + [f"{r['lone_request_p50_ms']:.0f}"]
+                for r in result["results"]
+            ],
+            align="rrrrrr",
+        ),
+        "",
+        f"Command: `{result['command']}`",
+        "",
     ]
-    for r in result["results"]:
-        lines.append(
-            f"| {r['debounce_ms']} | {r['keystrokes']} | {r['model_calls']} | "
-            f"{r['model_calls_per_line']:.1f} | {r['last_key_to_answer_p50_ms']:.0f} | "
-            f"{r['lone_request_p50_ms']:.0f} |"
-        )
-    lines += ["", f"Command: `{result['command']}`", ""]
     return "\n".join(lines)
 
 

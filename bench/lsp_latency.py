@@ -20,7 +20,7 @@ times each ``textDocument/inlineCompletion`` request from send to response, k=3:
 Prints and writes p50/p95 (and min/max) per case, with the machine's load average:
 bench/results/lsp_latency.json and .md.
 
-    .venv/bin/python bench/lsp_latency.py [--requests 12] [--model smollm2-135m]
+    .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m]
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "results"
+from bench.measure import RESULTS, percentile
+from bench.tables import table
+
 LONG_SOURCE = Path(argparse.__file__)  # ~2,600 lines of real Python, on every machine
 LATER_S = 2.5  # first-request case: seconds between the first request and the next
 FIRST_MODES = {"firstPromptTokens 0 (old)": 0, "firstPromptTokens 256 (warm-up)": 256}
@@ -78,12 +79,6 @@ def capabilities() -> types.ClientCapabilities:
     assert caps.text_document is not None
     caps.text_document.inline_completion = types.InlineCompletionClientCapabilities()
     return caps
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -290,17 +285,19 @@ def first_request_table(result: dict[str, Any]) -> list[str]:
         "background (lsp_server/warmup.py). "
         "Target: p50 first request <= 500 ms, later requests unchanged.",
         "",
-        "| setting | n | first p50 ms | first p95 ms | first prompt tokens (p50) | "
-        "later p50 ms | later p95 ms | later prefilled tokens (p50) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        table(
+            ["setting", "n", "first p50 ms", "first p95 ms", "first prompt tokens (p50)"]
+            + ["later p50 ms", "later p95 ms", "later prefilled tokens (p50)"],
+            [
+                [mode, m["first"]["n"], f"{m['first']['p50_ms']:.0f}"]
+                + [f"{m['first']['p95_ms']:.0f}", f"{m['first_prompt_tokens_p50']:.0f}"]
+                + [f"{m['later']['p50_ms']:.0f}", f"{m['later']['p95_ms']:.0f}"]
+                + [f"{m['later_prefilled_tokens_p50']:.0f}"]
+                for mode, m in case["modes"].items()
+            ],
+            align="l" + "r" * 7,
+        ),
     ]
-    for mode, m in case["modes"].items():
-        lines.append(
-            f"| {mode} | {m['first']['n']} | {m['first']['p50_ms']:.0f} | "
-            f"{m['first']['p95_ms']:.0f} | {m['first_prompt_tokens_p50']:.0f} | "
-            f"{m['later']['p50_ms']:.0f} | {m['later']['p95_ms']:.0f} | "
-            f"{m['later_prefilled_tokens_p50']:.0f} |"
-        )
     lines += [
         "",
         f"Ratios (warm-up over old), p50: first request {case['ratio_first_p50']:.2f}x, "
@@ -425,6 +422,7 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
+    t = result["typing_1500"]
     lines = [
         "# Language server latency, request to response over stdio",
         "",
@@ -436,14 +434,16 @@ def markdown(result: dict[str, Any]) -> str:
         f"load average before {result['loadavg_before'][0]:.2f}, after "
         f"{result['loadavg_after'][0]:.2f} (the machine is shared: treat as noisy).",
         "",
-        "| case | n | p50 ms | p95 ms | min ms | max ms |",
-        "|---|---:|---:|---:|---:|---:|",
+        table(
+            ["case", "n", "p50 ms", "p95 ms", "min ms", "max ms"],
+            [
+                [name, s["n"], f"{s['p50_ms']:.0f}", f"{s['p95_ms']:.0f}"]
+                + [f"{s['min_ms']:.0f}", f"{s['max_ms']:.1f}"]
+                for name, s in result["cases"].items()
+            ],
+            align="lrrrrr",
+        ),
     ]
-    for name, s in result["cases"].items():
-        lines.append(
-            f"| {name} | {s['n']} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | "
-            f"{s['min_ms']:.0f} | {s['max_ms']:.1f} |"
-        )
     lines += [
         "",
         f"Short file: {result['short_file_lines']} lines; long file: "
@@ -472,10 +472,14 @@ def markdown(result: dict[str, Any]) -> str:
         "without a pause on a cold cache would be decoded from the short window. "
         "Target: p50 request <= 1.3x p50 steps.",
         "",
-        "| calls | p50 request ms | p50 decoding steps ms | p50 prefill ms | ratio |",
-        "|---:|---:|---:|---:|---:|",
-        "| {calls} | {p50_request_ms:.0f} | {p50_steps_ms:.0f} | {p50_prefill_ms:.0f} | "
-        "{ratio_p50:.2f}x |".format(**result["typing_1500"]),
+        table(
+            ["calls", "p50 request ms", "p50 decoding steps ms", "p50 prefill ms", "ratio"],
+            [
+                [t["calls"], f"{t['p50_request_ms']:.0f}", f"{t['p50_steps_ms']:.0f}"]
+                + [f"{t['p50_prefill_ms']:.0f}", f"{t['ratio_p50']:.2f}x"]
+            ],
+            align="rrrrr",
+        ),
         *first_request_table(result),
         "",
         f"Command: `{result['command']}`",
@@ -508,7 +512,7 @@ def save(
     """Stamp ``result`` (load, machine, command), write it as JSON and markdown, print it."""
     result["loadavg_before"] = loadavg_before
     result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
-    result["command"] = f"python bench/{script} " + " ".join(argv or sys.argv[1:])
+    result["command"] = f"python -m bench.{Path(script).stem} " + " ".join(argv or sys.argv[1:])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     report = markdown(result)

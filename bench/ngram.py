@@ -29,13 +29,15 @@ from typing import Any
 
 import numpy as np
 
+from bench.measure import RESULTS
+from bench.split import stdlib_root
+from bench.tables import table
 from ngram_db import NgramStore, index_repo
 from ngram_db import keys as K
 from ngram_db.cli import load_tokenizer
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES, Skipped, list_candidates, read_text
 
-STDLIB = Path(os.environ.get("BENCH_STDLIB", "/root/.pyenv/versions/3.11.7/lib/python3.11"))
-RESULTS = Path(__file__).resolve().parent / "results"
+STDLIB = stdlib_root()
 TOP_LEVEL = ["/*.py"]  # gitwildmatch: the library's top-level modules only
 DRAFTS, CANDIDATES = 8, 8
 TARGETS = {"index_1m_tokens_s": 15.0, "update_1000_lines_ms": 100.0, "lookup_8x5x8_ms": 1.0}
@@ -236,13 +238,16 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         f"{results['loadavg_before']}, after {results['loadavg_after']}; SQLite "
         f"{results['sqlite']}; tokenizer {results['tokenizer']}; orders 2..6.",
         "",
-        "| measure | target | median | met |",
-        "|---|---|---|---|",
-    ]
-    for name, v in results["verdicts"].items():
-        rows.append(f"| {name} | {v['target']:g} | {v['measured']:.3g} | {v['met']} |")
-    rows += [
+        table(
+            ["measure", "target", "median", "met"],
+            [
+                [name, f"{v['target']:g}", f"{v['measured']:.3g}", v["met"]]
+                for name, v in results["verdicts"].items()
+            ],
+        ),
         "",
+    ]
+    rows += [
         f"- Index: {idx['tokens']:,} tokens in {idx['files']} files ({idx['corpus']}), "
         f"{idx['median_s']:.1f} s median of {len(idx['seconds'])} "
         f"({idx['tokens_per_s']:,.0f} tokens/s), CPU {idx['cpu_seconds_per_1m_tokens']:.1f} s "

@@ -22,25 +22,17 @@ from typing import Any
 import numpy as np
 
 from bench.common import (
-    RESULTS,
-    LineTask,
     Spec,
-    bootstrap_ci,
     build_store,
-    library_files,
-    line_metrics,
     load_engine,
     main_specs,
-    paired_diff_ci,
-    progress,
-    read_text,
     run_parser,
     run_spec,
-    sample_tasks,
-    stdlib_root,
     warm_cache,
-    write_json,
 )
+from bench.measure import RESULTS, progress, write_json
+from bench.metrics import bootstrap_ci, line_metrics, paired_diff_ci
+from bench.split import LineTask, library_files, read_text, sample_tasks, stdlib_root
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS
 
 METRICS = ("em1", "emk", "es1", "esk", "cs1", "csk", "empty", "empty_any")

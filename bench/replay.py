@@ -52,16 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import (
-    RESULTS,
-    ROOT,
-    Stamp,
-    bootstrap_ci,
-    edit_similarity,
-    paired_diff_ci,
-    store_dir,
-    write_json,
-)
+from bench.common import store_dir
+from bench.measure import RESULTS, ROOT, Stamp, percentile, write_json
+from bench.metrics import bootstrap_ci, chars_saved, edit_similarity, paired_diff_ci
 from lsp_server.settings import parse_settings
 
 DATA = ROOT / "bench" / "data" / "replay.json.gz"
@@ -175,16 +168,6 @@ def draft_line(draft: str) -> str:
     return draft.split("\n", 1)[0].rstrip()
 
 
-def accepted_chars(draft: str, rest: str) -> int:
-    """Characters of ``rest`` a user accepts from ``draft``: their longest common prefix."""
-    n = 0
-    for a, b in zip(draft, rest, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
 def position_metrics(drafts: Sequence[str], rest: str) -> dict[str, float]:
     """EM@1, EM@k, edit similarity@k, characters saved@k, distinct and empty for one request."""
     lines = [draft_line(d) for d in drafts]
@@ -195,7 +178,7 @@ def position_metrics(drafts: Sequence[str], rest: str) -> dict[str, float]:
         "emk": float(rest in lines),
         "es1": edit_similarity(first, rest),
         "esk": max((edit_similarity(d, rest) for d in lines), default=0.0),
-        "csk": max((accepted_chars(d, rest) for d in lines), default=0) / max(1, len(rest)),
+        "csk": max((chars_saved(d, rest) for d in lines), default=0.0),
         "distinct": float(len(set(shown))),
         "empty": float(not shown),
     }
@@ -208,13 +191,6 @@ SUBSETS = {
     "in-file": lambda r: r["in_file"],
     "new": lambda r: not r["verbatim"] and not r["in_file"],
 }
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

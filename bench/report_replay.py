@@ -6,7 +6,8 @@ import statistics
 from typing import Any
 
 from bench.replay import CURSORS, SUBSETS
-from bench.report import code, diff_text, num, pct, table, verdict
+from bench.report import say
+from bench.tables import code, diff_text, num, pct, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
 
@@ -40,48 +41,46 @@ def _p50(r: dict[str, Any], config: str) -> float | None:
     return statistics.median(ms) if ms else None
 
 
+def met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
 def targets(r: dict[str, Any]) -> list[str]:
     """Issue 13's targets, each with what this run measured (where its configurations ran)."""
     s, out = r["summary"], []
     line = "line-start"
     if MEMORY in s and GREEDY in s:
         d = _comparison(r, MEMORY, GREEDY, "emk", "em1", line)
-        met = d["lo"] > 0 and d["mean"] >= 0.05
-        out.append(
-            f"- {MEMORY} EM@3 beats greedy EM@1 by at least 5 points at the line start: "
-            f"{'**met**' if met else '**not met**'} ({diff_text(d)})."
-        )
+        ok = d["lo"] > 0 and d["mean"] >= 0.05
+        out.append(say("target_beats_greedy", memory=MEMORY, met=met(ok), diff=diff_text(d)))
     if MEMORY in s:
         es = s[MEMORY][line]["all"]["esk"]
-        out.append(
-            f"- {MEMORY} edit similarity@3 at least 55% at the line start: "
-            f"{'**met**' if es['mean'] >= 0.55 else '**not met**'} ({pct(es)})."
-        )
+        ok = es["mean"] >= 0.55
+        out.append(say("target_edit_similarity", memory=MEMORY, met=met(ok), value=pct(es)))
     if MEMORY in s and NO_MEMORY in s:
         for metric, name in (("emk", "EM@3"), ("esk", "edit similarity@3")):
             d = _difference(r, MEMORY, NO_MEMORY, metric, line)
+            verdict_ = verdict(d)
             out.append(
-                f"- with the store beats without at {name} (line start): {verdict(d)} "
-                f"({diff_text(d)})."
+                say("target_store_vs_none", metric=name, verdict=verdict_, diff=diff_text(d))
             )
     if MEMORY in s:
         v = s[MEMORY][line]["verbatim"]["emk"]
-        out.append(
-            f"- lines verbatim in the snapshot, EM@3 at least 50% (line start): "
-            f"{'**met**' if v.get('n') and v['mean'] >= 0.5 else '**not met**'} ({pct(v)})."
-        )
+        ok = bool(v.get("n")) and v["mean"] >= 0.5
+        out.append(say("target_verbatim", met=met(ok), value=pct(v)))
         cs = s[MEMORY]["mid-line"]["all"]["csk"]
-        out.append(
-            f"- mid-line characters saved@3 at least 40%: "
-            f"{'**met**' if cs['mean'] >= 0.4 else '**not met**'} ({pct(cs)})."
-        )
+        out.append(say("target_mid_line", met=met(cs["mean"] >= 0.4), value=pct(cs)))
     with_ms, without_ms = _p50(r, MEMORY), _p50(r, NO_MEMORY)
     if with_ms and without_ms:
         ratio = with_ms / without_ms
         out.append(
-            f"- p50 latency with the store at most 1.2x without, same run: "
-            f"{'**met**' if ratio <= 1.2 else '**not met**'} ({with_ms:.0f} ms / "
-            f"{without_ms:.0f} ms = {ratio:.2f}x, both cursors)."
+            say(
+                "target_latency",
+                met=met(ratio <= 1.2),
+                with_ms=f"{with_ms:.0f}",
+                without_ms=f"{without_ms:.0f}",
+                ratio=f"{ratio:.2f}x",
+            )
         )
     return out
 
@@ -152,69 +151,50 @@ def examples(r: dict[str, Any], n: int = 3) -> list[str]:
 
 def replay_section(r: dict[str, Any], number: int = 1) -> str:
     """The section: where the data comes from, the targets, the tables, the examples."""
-    d, settings = r["data"], r["settings"]
-    repos = "; ".join(
-        f"{name} at {m['snapshot'][:10]} ({m['snapshot_date'][:10]}, the last commit before "
-        f"{m['cutoff']}; {r['stores']['repos'][name]['tokens']:,} tokens indexed)"
+    d = r["data"]
+    snapshots = "; ".join(
+        say(
+            "replay_snapshot",
+            name=name,
+            snapshot=m["snapshot"][:10],
+            date=m["snapshot_date"][:10],
+            cutoff=m["cutoff"],
+            tokens=f"{r['stores']['repos'][name]['tokens']:,}",
+        )
         for name, m in d["repos"].items()
     )
     configs = "; ".join(
-        f"*{name}*: {_settings(opts['options']) if opts['options'] else 'the defaults'}"
-        + ("" if opts["store"] else ", an empty codebase store")
+        say(
+            "replay_config",
+            name=name,
+            options=_settings(opts["options"]) if opts["options"] else "the defaults",
+            empty_store="" if opts["store"] else ", an empty codebase store",
+        )
         for name, opts in r["configs"].items()
     )
-    out: list[str] = [
-        f"## {number}. Repository-history replay: the next lines of the indexed codebase",
-        "",
-        f"Source: `{r['_file']}` ({d['split']} split: {', '.join(d['splits'][d['split']])}; "
-        f"validation, for all tuning: {', '.join(d['splits']['validation'])}). Data: "
-        f"`{d['file']}` (built by `bench/replay_build.py`). Snapshots: {repos}. Targets: "
-        f"{d['targets']} lines that later commits added (not blank, comments, docstrings or "
-        f"lines moved within a commit), each at two cursors: *line-start* (after the "
-        f"indentation) and *mid-line* (the end of the first word past a third of the line): "
-        f"{d['positions']} positions.",
-        "",
-        "Through the language server over stdio, as an editor: the snapshot indexed into a "
-        "codebase store (`ngram_db.index_repo`), the post-commit file opened with the target "
-        "line cut at the cursor (the rest of the file present), `textDocument/inlineCompletion`"
-        f" at the cursor. Settings: {_settings(settings)}; configurations: {configs}.",
-        "",
-        "Metrics against the rest of the line after the cursor (trailing whitespace trimmed; "
-        "a draft counts up to its first newline): EM = exact match, @1 the first draft, @k "
-        "any; ES@k = best edit similarity; CS@k = characters saved, the longest common prefix "
-        "of the best draft and the rest over the rest's length; distinct = different "
-        "non-empty drafts per request; empty = no non-empty draft; latency from request to "
-        "response, on the shared machine of the stamp above (its load average is there: "
-        "compare latencies within one run only). Cells: mean [95% bootstrap interval], in "
-        "percent.",
-        "",
-        *(
-            ["**Partial run**: the results file was written before all configurations ran.", ""]
-            if r.get("partial")
-            else []
-        ),
-        "### Issue 13's targets",
-        "",
-        *targets(r),
-        "",
-    ]
-    for cursor in CURSORS:
-        out += [f"### Cursor {cursor}", "", metrics_table(r, cursor), ""]
-    out += [
-        "### Where the target line already occurs",
-        "",
-        "*verbatim*: the line's text is a line of the snapshot; *in-file*: another line of the "
-        "same document has it; *new*: neither.",
-        "",
-        subsets_table(r),
-        "",
-        "### Paired differences (the same positions)",
-        "",
-        comparisons_table(r),
-        "",
-        "### Examples: the first targets, every configuration's drafts",
-        "",
-        *examples(r),
-        "",
-    ]
-    return "\n".join(out)
+    cursor_tables = "".join(
+        f"### Cursor {cursor}\n\n{metrics_table(r, cursor)}\n\n" for cursor in CURSORS
+    )
+    return (
+        say(
+            "replay",
+            number=number,
+            file=r["_file"],
+            split=d["split"],
+            split_repos=", ".join(d["splits"][d["split"]]),
+            validation_repos=", ".join(d["splits"]["validation"]),
+            data_file=d["file"],
+            snapshots=snapshots,
+            targets=d["targets"],
+            positions=d["positions"],
+            settings=_settings(r["settings"]),
+            configs=configs,
+            partial=say("replay_partial") + "\n\n" if r.get("partial") else "",
+            targets_met="\n".join(targets(r)),
+            cursor_tables=cursor_tables,
+            subsets_table=subsets_table(r),
+            comparisons_table=comparisons_table(r),
+            examples="\n".join(examples(r)),
+        )
+        + "\n"
+    )

@@ -27,19 +27,21 @@ def tiny_requested(model: str) -> bool:
     return model == TINY_MODEL or os.environ.get(TINY_ENV) == "1"
 
 
+# The tiny models' shape: 2 layers, grouped-query attention (4 query heads, 2 key/value heads).
+TINY_SHAPE: dict[str, Any] = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+
+
 def tiny_llama(vocab_size: int, seed: int = 0, max_positions: int = 2048) -> Any:
     """A randomly initialised 2-layer Llama (about 3M parameters with SmolLM2's vocabulary)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-    )
+    config = LlamaConfig(vocab_size=vocab_size, max_position_embeddings=max_positions, **TINY_SHAPE)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config).eval()
 

@@ -63,6 +63,8 @@ CMD_INDEX = "superposed.indexWorkspace"
 CMD_STATS = "superposed.stats"
 CMD_ACCEPT = "superposed.accept"
 CMD_FORGET = "superposed.forget"
+# Notification: the server's state for editors' status lines (docs/architecture.md, "Status").
+STATUS = "superposed/status"
 ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
 SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
@@ -134,12 +136,14 @@ class SuperposedServer(LanguageServer):
 
         def load() -> None:
             report("begin", f"loading {model.model}")
+            loop.call_soon_threadsafe(self._status, "loading", f"loading {model.model}")
             try:
                 engine = load_engine(model)
             except EngineError as err:  # a problem the user must fix: say what to do
                 self.engine_error = str(err)
                 loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
                 report("end", f"failed: {err}")
+                loop.call_soon_threadsafe(self._status, "error", str(err))
                 return
             # The stores count token ids of this model's tokenizer: open them with it.
             if self.stores is not None:
@@ -150,9 +154,33 @@ class SuperposedServer(LanguageServer):
             loop.call_soon_threadsafe(self._apply_early_saves)
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
+            loop.call_soon_threadsafe(self._status, "ready")
 
         self.engine = None
         self.scheduler.submit(load)
+
+    def _status(self, state: str, message: str | None = None, percent: int | None = None) -> None:
+        """Send superposed/status (event loop only): ``state`` is loading, indexing, ready or
+        error; the payload adds the model, a message for people and, indexing, a percentage."""
+        engine = self.engine
+        status: dict[str, Any] = {
+            "state": state,
+            "model": engine.name if engine else self.settings.model.model,
+        }
+        if message is not None:
+            status["message"] = message
+        if percent is not None:
+            status["percent"] = percent
+        self.protocol.notify(STATUS, status)
+
+    def _status_after_work(self) -> None:
+        """superposed/status once indexing is over: the model's state again."""
+        if self.engine is not None:
+            self._status("ready")
+        elif self.engine_error is not None:
+            self._status("error", self.engine_error)
+        else:
+            self._status("loading")
 
     def _progress_supported(self) -> bool:
         window = self.client_capabilities.window
@@ -466,18 +494,23 @@ class SuperposedServer(LanguageServer):
         if progress:
             await self.work_done_progress.create_async(token)
             self._progress(token, "begin", "indexing the workspace")
+        self._status("indexing", "indexing the workspace", 0)
         loop = asyncio.get_running_loop()
 
         def report(done: int, total: int, path: str) -> None:
+            pct = int(100 * done / total) if total else 100
+            msg = f"{done}/{total} {path}"
             if progress:
-                pct = int(100 * done / total) if total else 100
-                msg = f"{done}/{total} {path}"
                 loop.call_soon_threadsafe(self._progress, token, "report", msg, pct)
+            loop.call_soon_threadsafe(self._status, "indexing", msg, pct)
 
         results = []
-        for root in self._roots():
-            summary = await self.scheduler.on_store_thread(stores.index_root, root, report)
-            results.append({"root": str(root), **summary})
+        try:
+            for root in self._roots():
+                summary = await self.scheduler.on_store_thread(stores.index_root, root, report)
+                results.append({"root": str(root), **summary})
+        finally:
+            self._status_after_work()
         if progress:
             failed = sum("error" in r for r in results)
             done = f"indexed {len(results) - failed} folder(s)"

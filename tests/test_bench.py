@@ -10,50 +10,50 @@ import numpy as np
 import pytest
 import torch
 
-from bench import coherence, humaneval, report
+from bench import coherence, humaneval, metrics, split, tables
 from bench import common as C
 
 # ----- metrics --------------------------------------------------------------------------------
 
 
 def test_exact_match_normalises_whitespace_only() -> None:
-    assert C.exact_match(["x  =  f( a )"], "x = f( a )")
-    assert C.exact_match(["nope", "return x\t"], "return x")
-    assert not C.exact_match(["x = f(a)"], "x = f( a )")
-    assert not C.exact_match([], "x")
+    assert metrics.exact_match(["x  =  f( a )"], "x = f( a )")
+    assert metrics.exact_match(["nope", "return x\t"], "return x")
+    assert not metrics.exact_match(["x = f(a)"], "x = f( a )")
+    assert not metrics.exact_match([], "x")
 
 
 def test_edit_similarity_is_one_minus_levenshtein_over_max_length() -> None:
-    assert C.edit_similarity("kitten", "sitting") == pytest.approx(1 - 3 / 7)
-    assert C.edit_similarity("", "") == 1.0
-    assert C.edit_similarity("abc", "") == 0.0
+    assert metrics.edit_similarity("kitten", "sitting") == pytest.approx(1 - 3 / 7)
+    assert metrics.edit_similarity("", "") == 1.0
+    assert metrics.edit_similarity("abc", "") == 0.0
 
 
 def test_chars_saved_is_the_common_prefix_share() -> None:
-    assert C.chars_saved("return x + 1", "return y") == pytest.approx(7 / 8)
-    assert C.chars_saved("", "abc") == 0.0
-    assert C.chars_saved("abcdef", "abc") == 1.0
+    assert metrics.chars_saved("return x + 1", "return y") == pytest.approx(7 / 8)
+    assert metrics.chars_saved("", "abc") == 0.0
+    assert metrics.chars_saved("abcdef", "abc") == 1.0
 
 
 def test_line_metrics_separate_first_draft_from_best_of_k() -> None:
-    m = C.line_metrics(["x = 2", "x = 1   "], "x = 1")
+    m = metrics.line_metrics(["x = 2", "x = 1   "], "x = 1")
     assert m["em1"] == 0.0 and m["emk"] == 1.0
     assert m["esk"] == 1.0 and m["es1"] == pytest.approx(0.8)
     assert m["empty"] == 0.0 and m["empty_any"] == 0.0
-    empty = C.line_metrics(["", "x"], "x")
+    empty = metrics.line_metrics(["", "x"], "x")
     assert empty["empty"] == 1.0 and empty["emk"] == 1.0
 
 
 def test_distinct_ratio_counts_repeated_ngrams() -> None:
-    assert C.distinct_ratio([1, 1, 1], 1) == pytest.approx(1 / 3)
-    assert C.distinct_ratio([1, 2, 1, 2], 2) == pytest.approx(2 / 3)
-    assert math.isnan(C.distinct_ratio([1], 2))
+    assert metrics.distinct_ratio([1, 1, 1], 1) == pytest.approx(1 / 3)
+    assert metrics.distinct_ratio([1, 2, 1, 2], 2) == pytest.approx(2 / 3)
+    assert math.isnan(metrics.distinct_ratio([1], 2))
 
 
 def test_self_bleu_is_high_for_identical_and_low_for_disjoint_drafts() -> None:
-    assert C.self_bleu(["return a + b", "return a + b"]) == pytest.approx(100.0)
-    assert C.self_bleu(["for x in y", "import os, sys"]) < 10.0
-    assert math.isnan(C.self_bleu(["only one"]))
+    assert metrics.self_bleu(["return a + b", "return a + b"]) == pytest.approx(100.0)
+    assert metrics.self_bleu(["for x in y", "import os, sys"]) < 10.0
+    assert math.isnan(metrics.self_bleu(["only one"]))
 
 
 # ----- bootstrap ------------------------------------------------------------------------------
@@ -61,19 +61,19 @@ def test_self_bleu_is_high_for_identical_and_low_for_disjoint_drafts() -> None:
 
 def test_bootstrap_interval_contains_the_mean_and_narrows_with_more_items() -> None:
     rng = np.random.default_rng(1)
-    small = C.bootstrap_ci(list(rng.random(20)))
-    large = C.bootstrap_ci(list(rng.random(2000)))
+    small = metrics.bootstrap_ci(list(rng.random(20)))
+    large = metrics.bootstrap_ci(list(rng.random(2000)))
     for ci in (small, large):
         assert ci["lo"] <= ci["mean"] <= ci["hi"]
     assert large["hi"] - large["lo"] < small["hi"] - small["lo"]
-    const = C.bootstrap_ci([0.5] * 10)
+    const = metrics.bootstrap_ci([0.5] * 10)
     assert const["lo"] == const["hi"] == 0.5
 
 
 def test_bootstrap_drops_nan_and_pairs_differences() -> None:
-    assert C.bootstrap_ci([1.0, float("nan"), 3.0])["n"] == 2
-    assert C.bootstrap_ci([])["n"] == 0
-    diff = C.paired_diff_ci([1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0])
+    assert metrics.bootstrap_ci([1.0, float("nan"), 3.0])["n"] == 2
+    assert metrics.bootstrap_ci([])["n"] == 0
+    diff = metrics.paired_diff_ci([1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0])
     assert diff["mean"] == pytest.approx(0.75) and diff["lo"] > 0
 
 
@@ -81,8 +81,8 @@ def test_bootstrap_drops_nan_and_pairs_differences() -> None:
 
 
 def test_bucket_is_stable_and_in_range() -> None:
-    assert C.bucket("asyncio") == C.bucket("asyncio")
-    values = {C.bucket(f"unit{i}") for i in range(300)}
+    assert split.bucket("asyncio") == split.bucket("asyncio")
+    values = {split.bucket(f"unit{i}") for i in range(300)}
     assert values <= set(range(100)) and len(values) > 50
 
 
@@ -100,21 +100,21 @@ def test_split_keeps_whole_packages_together_and_skips_tests(tmp_path: Path) -> 
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x = 1\n")
-    parts = C.library_files(tmp_path)
+    parts = split.library_files(tmp_path)
     every = [f for files in parts.values() for f in files]
     names = {str(f) for f in every}
     assert "pkg/tests/test_x.py" not in names and "test/test_os.py" not in names
     assert "encodings/cp1252.py" not in names and "test_top.py" not in names
     assert "data.txt" not in names and "pkg/sub/deep.py" in names
     part = {str(f): p for p, files in parts.items() for f in files}
-    assert part["pkg/__init__.py"] == part["pkg/sub/deep.py"] == C.part_of(Path("pkg/x.py"))
+    assert part["pkg/__init__.py"] == part["pkg/sub/deep.py"] == split.part_of(Path("pkg/x.py"))
     assert len(every) == 63
     assert parts["test"] and parts["train"]  # 63 units: both sides are non-empty
 
 
 def test_line_tasks_put_the_cursor_after_the_indentation() -> None:
     text = "def f(x):\n\n    return x + 1  \n"
-    tasks = C.line_tasks("f.py", text)
+    tasks = split.line_tasks("f.py", text)
     assert len(tasks) == 1  # the first line has no prompt; blank lines are no task
     (t,) = tasks
     assert t.prompt == "def f(x):\n\n    " and t.target == "return x + 1" and t.line == 2
@@ -123,10 +123,10 @@ def test_line_tasks_put_the_cursor_after_the_indentation() -> None:
 
 def test_sample_tasks_is_deterministic_and_smaller_samples_are_prefixes() -> None:
     files = {f"f{i}.py": "".join(f"x{j} = {j}\n" for j in range(30)) for i in range(5)}
-    big = C.sample_tasks(files, 40, seed=3)
-    assert big == C.sample_tasks(files, 40, seed=3)
-    assert C.sample_tasks(files, 10, seed=3) == big[:10]
-    assert C.sample_tasks(files, 10, seed=4) != big[:10]
+    big = split.sample_tasks(files, 40, seed=3)
+    assert big == split.sample_tasks(files, 40, seed=3)
+    assert split.sample_tasks(files, 10, seed=3) == big[:10]
+    assert split.sample_tasks(files, 10, seed=4) != big[:10]
     assert len({(t.source, t.line) for t in big}) == 40
 
 
@@ -200,18 +200,63 @@ def test_perplexity_matches_the_models_own_loss(tiny_loaded: Any) -> None:
 
 
 def test_verdict_reads_the_interval() -> None:
-    assert "supported" in report.verdict({"mean": 0.1, "lo": 0.02, "hi": 0.2})
-    assert "not shown" in report.verdict({"mean": 0.1, "lo": -0.02, "hi": 0.2})
-    assert "contradicted" in report.verdict({"mean": -0.1, "lo": -0.2, "hi": -0.01})
-    assert "supported" in report.verdict({"mean": -1.0, "lo": -2.0, "hi": -0.5}, "lower")
+    assert "supported" in tables.verdict({"mean": 0.1, "lo": 0.02, "hi": 0.2})
+    assert "not shown" in tables.verdict({"mean": 0.1, "lo": -0.02, "hi": 0.2})
+    assert "contradicted" in tables.verdict({"mean": -0.1, "lo": -0.2, "hi": -0.01})
+    assert "supported" in tables.verdict({"mean": -1.0, "lo": -2.0, "hi": -0.5}, "lower")
+
+
+def test_table_aligns_the_columns_it_is_told() -> None:
+    text = tables.table(["name", "ms"], [["a", 1], ["b", 22]], align="lr")
+    assert text.splitlines() == ["| name | ms |", "|---|---:|", "| a | 1 |", "| b | 22 |"]
+    assert tables.table(["x", "y"], []).splitlines()[1] == "|---|---|"
+
+
+def test_hypotheses_are_found_by_the_role_of_the_spec_not_its_label() -> None:
+    from bench import report
+
+    main = {"method": "superposed", "store": "codebase", "name": "main"}
+    specs = [
+        main,
+        {"method": "greedy", "store": None, "name": "plain"},
+        # an ablation of the same role, listed after the main methods: not a hypothesis's b
+        {"method": "greedy", "store": None, "name": "plain, no healing"},
+    ]
+    comps = [
+        {"a": "main", "b": "plain, no healing", "metric_a": "emk", "mean": 1.0},
+        {"a": "main", "b": "plain", "metric_a": "esk", "mean": 2.0},
+        {"a": "main", "b": "plain", "metric_a": "emk", "mean": 3.0},
+    ]
+    data = {"specs": specs, "methods": {"main": {}, "plain": {}}, "comparisons": comps}
+    assert report.comparison(data, "greedy", "emk")["mean"] == 3.0
+    assert report.comparison(data, "nostore", "emk") is None
+
+
+def test_every_section_of_the_report_template_is_filled_or_refused() -> None:
+    from bench import report
+
+    assert {"document", "nextline", "humaneval", "coherence", "replay"} <= set(report.PROSE)
+    assert "%%" not in "".join(t.template for t in report.PROSE.values())
+    with pytest.raises(KeyError):
+        report.say("store_build", rate="1")  # no $seconds: an error, never a blank
+
+
+def test_the_standard_library_is_the_running_pythons(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sysconfig
+
+    monkeypatch.delenv("BENCH_STDLIB", raising=False)
+    assert split.stdlib_root() == Path(sysconfig.get_paths()["stdlib"])
+    assert (split.stdlib_root() / "argparse.py").is_file()
+    monkeypatch.setenv("BENCH_STDLIB", "/elsewhere")
+    assert split.stdlib_root() == Path("/elsewhere")
 
 
 def test_generic_renders_lists_of_rows_as_tables() -> None:
-    text = report.generic({"machine": "x", "rows": [{"k": 1, "ms": 12.5}, {"k": 3, "ms": 30.0}]})
+    text = tables.generic({"machine": "x", "rows": [{"k": 1, "ms": 12.5}, {"k": 3, "ms": 30.0}]})
     assert "| machine | x |" in text
     assert "| k | ms |" in text and "| 3 | 30 |" in text
-    assert report.pct({"mean": 0.5, "lo": 0.25, "hi": 0.75, "n": 4}) == "50.0 [25.0, 75.0]"
-    assert report.pct({"mean": float("nan"), "lo": 0, "hi": 0, "n": 0}) == "n/a"
+    assert tables.pct({"mean": 0.5, "lo": 0.25, "hi": 0.75, "n": 4}) == "50.0 [25.0, 75.0]"
+    assert tables.pct({"mean": float("nan"), "lo": 0, "hi": 0, "n": 0}) == "n/a"
 
 
 # ----- fast-path benchmarks (issue 7) ----------------------------------------------------------
@@ -288,11 +333,9 @@ def test_replay_metrics_compare_the_rest_of_the_line() -> None:
 def test_replay_chars_saved_is_the_best_drafts_accepted_prefix() -> None:
     from bench import replay
 
-    assert replay.accepted_chars("return self.x", "return self.y") == 12
-    assert replay.accepted_chars("ret", "return") == 3
     m = replay.position_metrics(["return s", "return self.x"], "return self.y")
     assert m["csk"] == pytest.approx(12 / 13)
-    assert m["es1"] == pytest.approx(C.edit_similarity("return s", "return self.y"))
+    assert m["es1"] == pytest.approx(metrics.edit_similarity("return s", "return self.y"))
 
 
 def test_replay_target_filter_drops_comments_docstrings_moved_and_punctuation() -> None:

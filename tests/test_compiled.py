@@ -15,7 +15,7 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import FastRunner
 from lsp_server.engine.runner import HFRunner
 from lsp_server.engine.types import EngineError
-from tests.test_fast_runner import ids, script, tiny
+from tests.runner_harness import ids, script, tiny
 
 
 def test_pure_step_matches_the_reference_runner_call_for_call() -> None:
@@ -61,6 +61,7 @@ def greedy_tokens(runner: FastRunner, prompt: list[int], steps: int) -> list[tor
     return logits
 
 
+@pytest.mark.slow  # the package fixture: an AOTInductor build
 def test_the_compiled_package_steps_like_the_eager_runner(
     package: tuple[FastRunner, Path],
 ) -> None:
@@ -86,6 +87,7 @@ def test_the_compiled_package_steps_like_the_eager_runner(
     runner.compiled_steps = {}
 
 
+@pytest.mark.slow  # the package fixture: an AOTInductor build
 def test_the_background_compiler_loads_a_package_that_is_on_disk(
     package: tuple[FastRunner, Path],
 ) -> None:

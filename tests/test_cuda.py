@@ -19,7 +19,7 @@ from lsp_server.engine.model import LoadedModel
 from lsp_server.engine.runner import HFRunner
 from lsp_server.engine.types import DecodeConfig
 from lsp_server.engine.vocab import Vocab
-from tests.test_fast_runner import ids, script, tiny
+from tests.runner_harness import ids, script, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 CUDA = torch.device("cuda")

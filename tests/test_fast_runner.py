@@ -10,64 +10,16 @@ import torch
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import FastRunner, UnsupportedModel, make_runner
 from lsp_server.engine.model import LoadedModel
-from lsp_server.engine.runner import HFRunner, ModelRunner, prefill_reusing_cache
+from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
 from lsp_server.engine.types import DecodeConfig, EngineError
 from lsp_server.engine.vocab import Vocab
-
-VOCAB = 512
-
-
-def tiny(kind: str = "llama", seed: int = 0, max_positions: int = 1024) -> Any:
-    """A 2-layer random model of the Llama family: llama, or qwen2 (q/k/v biases)."""
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(seed)
-    shape: dict[str, Any] = dict(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-    )
-    if kind == "qwen2":
-        model = Qwen2ForCausalLM(Qwen2Config(**shape, tie_word_embeddings=False))
-        with torch.no_grad():  # random init leaves biases at zero: make them matter
-            for layer in model.model.layers:
-                layer.self_attn.q_proj.bias.normal_()
-                layer.self_attn.k_proj.bias.normal_()
-        return model.eval()
-    return LlamaForCausalLM(LlamaConfig(**shape, tie_word_embeddings=True)).eval()
+from tests.runner_harness import VOCAB, ids, script, tiny
 
 
 @pytest.fixture(scope="module")
 def llama() -> Any:
     torch.set_num_threads(1)
     return tiny()
-
-
-def ids(n: int, seed: int = 1) -> list[int]:
-    return torch.randint(0, VOCAB, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
-
-def script(runner: ModelRunner) -> list[torch.Tensor]:
-    """Drive a runner through every call a decoder makes; return all the logits it gave."""
-    tokens = ids(63)
-    out = [runner.prefill(tokens[:30]), runner.prefill(tokens[30:40])]
-    runner.expand(3)
-    out.append(runner.step(runner.embed(torch.tensor([[1], [2], [3]]))))
-    runner.select(torch.tensor([2, 0]))
-    out.append(runner.step(runner.embed(torch.tensor([[4], [5]]))))
-    runner.expand(2)  # 2 rows -> 4
-    out.append(runner.step(runner.embed(torch.tensor([[6], [7], [8], [9]]))))
-    runner.rewind(40)
-    superposed = runner.embed(torch.tensor([[10, 11]])).mean(1, keepdim=True)  # [1, 1, H]
-    out.append(runner.step(superposed))
-    runner.rewind(35)  # back into the prompt, as when the user deleted text
-    out.append(runner.prefill(tokens[35:60]))
-    out.append(runner.prefill(tokens[60:63]))  # a few tokens: the fast runner's decode weights
-    return out
 
 
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])

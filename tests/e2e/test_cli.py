@@ -11,7 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lsp_server.engine.model import cache_dir
+
+pytestmark = pytest.mark.slow  # every test runs the CLI as a process that loads a model
 
 SOURCE = "import os\n\n\ndef read(path):\n    return open(path).read()\n\n\ndef main():\n    \n"
 

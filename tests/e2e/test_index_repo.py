@@ -3,50 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ngram_db.paths import codebase_db_path
+from tests.e2e.index_harness import make_tokenizer, run
 
-
-def make_tokenizer(folder: Path, extra: str = "") -> Path:
-    """A byte-level tokenizer.json (256 ids, plus ``extra`` tokens) in ``folder``."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {ch: i for i, ch in enumerate(pre_tokenizers.ByteLevel.alphabet())}
-    if extra:
-        vocab[extra] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    folder.mkdir(parents=True)
-    tok.save(str(folder / "tokenizer.json"))
-    return folder
-
-
-def run(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ngram_db.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-
-
-@pytest.fixture()
-def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, dict[str, str]]:
-    project = tmp_path / "project"
-    (project / "src").mkdir(parents=True)
-    (project / "src" / "app.py").write_text("def app():\n    return 42\n")
-    (project / "README.md").write_text("# project\n")
-    (project / ".env").write_text("SECRET=1\n")
-    model = make_tokenizer(tmp_path / "tok")
-    monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path / "cache"))  # here and in the child
-    return project, model, dict(os.environ)
+pytestmark = pytest.mark.slow  # every test runs index-repo as a process
 
 
 def test_index_then_reindex_then_stats(setup: tuple[Path, Path, dict[str, str]]) -> None:

@@ -6,13 +6,17 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tests.e2e.test_index_repo import run, setup  # noqa: F401  (setup is a fixture)
+import pytest
+
+from tests.e2e.index_harness import run
+
+pytestmark = pytest.mark.slow  # every test runs index-repo as a process
 
 PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
 Setup = tuple[Path, Path, dict[str, str]]
 
 
-def test_files_holding_secrets_are_skipped_and_counted(setup: Setup) -> None:  # noqa: F811
+def test_files_holding_secrets_are_skipped_and_counted(setup: Setup) -> None:
     project, model, env = setup
     (project / "src" / "settings.py").write_text('AWS_ACCESS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"\n')
     (project / "deploy.txt").write_text(PEM)
@@ -22,7 +26,7 @@ def test_files_holding_secrets_are_skipped_and_counted(setup: Setup) -> None:  #
     assert "2 indexed" in result.stdout
 
 
-def test_a_damaged_store_gives_a_message_not_a_traceback(setup: Setup) -> None:  # noqa: F811
+def test_a_damaged_store_gives_a_message_not_a_traceback(setup: Setup) -> None:
     project, model, env = setup
     db = project.parent / "store.sqlite"
     (project / "src" / "big.py").write_text("def f(x):\n    return x + 1\n" * 3000)
@@ -41,7 +45,7 @@ def test_a_damaged_store_gives_a_message_not_a_traceback(setup: Setup) -> None: 
     assert db.read_bytes() == damaged
 
 
-def test_an_empty_store_file_is_said(setup: Setup) -> None:  # noqa: F811
+def test_an_empty_store_file_is_said(setup: Setup) -> None:
     project, model, env = setup
     db = project.parent / "empty.sqlite"
     db.touch()
@@ -50,7 +54,7 @@ def test_an_empty_store_file_is_said(setup: Setup) -> None:  # noqa: F811
     assert "0 bytes" in result.stderr and str(db) in result.stderr
 
 
-def test_a_writer_holding_the_lock_gives_a_message(setup: Setup) -> None:  # noqa: F811
+def test_a_writer_holding_the_lock_gives_a_message(setup: Setup) -> None:
     project, model, env = setup
     db = project.parent / "store.sqlite"
     assert run(project, "--model", model, "--db", db, env=env).returncode == 0
@@ -70,7 +74,7 @@ def test_a_writer_holding_the_lock_gives_a_message(setup: Setup) -> None:  # noq
     assert run(project, "--model", model, "--db", db, env=env).returncode == 0  # then it works
 
 
-def test_forget_a_path_and_clear_a_store(setup: Setup, tmp_path: Path) -> None:  # noqa: F811
+def test_forget_a_path_and_clear_a_store(setup: Setup, tmp_path: Path) -> None:
     project, model, env = setup
     env = {**env, "SUPERPOSED_DATA_DIR": str(tmp_path / "data")}
     assert run(project, "--model", model, "--scope", "user", env=env).returncode == 0

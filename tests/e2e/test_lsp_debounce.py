@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
-from tests.e2e.test_lsp import (
+from tests.e2e.lsp_harness import (
     SAMPLE,
     command,
     end_of,
@@ -16,6 +17,8 @@ from tests.e2e.test_lsp import (
     session,
     wait_until_ready,
 )
+
+pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
 TEXT = SAMPLE + "\ndef helper():\n    "
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
-from tests.e2e.test_lsp import end_of, inline, open_doc, session, wait_for_counter
+from tests.e2e.lsp_harness import end_of, inline, open_doc, session, wait_for_counter
+
+pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
 HEAD = "def frobnicate(widget):\n    return"
 LINE = " widget.transmogrify(spline_count=42, reticulate=True)"

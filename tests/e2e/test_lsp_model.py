@@ -17,7 +17,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.e2e.test_lsp import K, command, end_of, inline, open_doc, session, wait_for_counter
+from tests.e2e.lsp_harness import K, command, end_of, inline, open_doc, session, wait_for_counter
 
 pytestmark = pytest.mark.model
 

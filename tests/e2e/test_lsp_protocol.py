@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_lsp import server_env
+from tests.e2e.lsp_harness import server_env
+
+pytestmark = pytest.mark.slow  # every test starts the server as a process
 
 WAIT_S = 30.0  # for one answer; the server imports torch at start, on a shared machine
 

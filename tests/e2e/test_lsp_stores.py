@@ -19,7 +19,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from ngram_db import NgramStore
-from tests.e2e.test_lsp import (
+from tests.e2e.lsp_harness import (
     SAMPLE,
     K,
     command,
@@ -30,6 +30,8 @@ from tests.e2e.test_lsp import (
     wait_for_counter,
     wait_until_ready,
 )
+
+pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
 PEM = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nu\n-----END EC PRIVATE KEY-----\n"
 PROMPT = SAMPLE + "\ndef helper():\n    "

@@ -15,7 +15,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from lsp_server.warmup import WARM_IDLE_S
-from tests.e2e.test_lsp import (
+from tests.e2e.lsp_harness import (
     command,
     end_of,
     inline,
@@ -23,6 +23,8 @@ from tests.e2e.test_lsp import (
     session,
     wait_for_counter,
 )
+
+pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
 K = 3
 FIRST = 256  # firstPromptTokens' default

@@ -5,40 +5,23 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 
+import manifest from '../package.json';
+
 export const SECTION = 'superposed';
 
-/** The settings the server parses, under the server's own names. */
-export const SERVER_KEYS = [
-  'model',
-  'device',
-  'dtype',
-  'precision',
-  'runner',
-  'threads',
-  'compile',
-  'k',
-  'method',
-  'maxNewTokens',
-  'maxPromptTokens',
-  'firstPromptTokens',
-  'debounceMs',
-  'alpha',
-  'mix',
-  'memory',
-  'memorySeed',
-  'verify',
-  'temperature',
-  'lambdas',
-  'orders',
-  'codebaseDb',
-  'userDb',
-  'userStore',
-  'userWeight',
-  'indexOnSave',
-  'maxFileBytes',
-  'lineMode',
-  'fim',
-] as const;
+/** The extension's own settings; every other `superposed.*` setting is the server's. */
+export const EXTENSION_KEYS: readonly string[] = ['pythonPath', 'languages', 'trace.server'];
+
+/**
+ * The settings the server parses, under the server's own names: package.json's
+ * contributes.configuration is their one list (tests/e2e/test_vscode_manifest.py checks it
+ * against the server's lsp_server/settings.py).
+ */
+export const SERVER_KEYS: readonly string[] = Object.keys(
+  manifest.contributes.configuration.properties,
+)
+  .map((key) => key.slice(SECTION.length + 1))
+  .filter((key) => !EXTENSION_KEYS.includes(key));
 
 /**
  * Settings that need a new server process: the interpreter, what the model load reads, and the

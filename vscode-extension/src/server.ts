@@ -1,23 +1,18 @@
-/** The language client: starting superposed-lsp, its settings, progress and commands. */
+/** The language client: starting superposed-lsp, its settings, state and commands. */
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification,
   ExecuteCommandRequest,
-  type FeatureState,
   LanguageClient,
   type LanguageClientOptions,
+  NotificationType,
   type ServerOptions,
   State,
-  type StaticFeature,
-  WorkDoneProgress,
-  WorkDoneProgressCancelNotification,
-  WorkDoneProgressCreateRequest,
-  type ProgressToken,
 } from 'vscode-languageclient/node';
 
 import { resolvePython, SECTION, serverCommand, serverSettings } from './config';
 import { answers } from './partial';
-import { progressKind, type ServerState } from './state';
+import { type ServerState, type ServerStatus, STATUS_NOTIFICATION, stateOfStatus } from './state';
 
 type Listener = (state: ServerState) => void;
 
@@ -40,81 +35,6 @@ export async function pythonExtensionInterpreter(): Promise<string | undefined> 
     return resolved?.executable?.uri?.fsPath ?? active?.path;
   } catch {
     return undefined;
-  }
-}
-
-/**
- * Shows the server's work-done progress (model load, indexing) and mirrors it in the status bar.
- * Registered after the built-in progress feature, so its handler replaces the built-in one.
- */
-class ProgressFeature implements StaticFeature {
-  constructor(
-    private readonly client: LanguageClient,
-    private readonly onState: Listener,
-    private readonly ready: () => ServerState,
-  ) {}
-
-  fillClientCapabilities(capabilities: { window?: { workDoneProgress?: boolean } }): void {
-    capabilities.window = { ...capabilities.window, workDoneProgress: true };
-  }
-
-  initialize(): void {
-    this.client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => this.watch(token));
-  }
-
-  getState(): FeatureState {
-    return { kind: 'static' };
-  }
-
-  clear(): void {}
-
-  private watch(token: ProgressToken): void {
-    let kind: 'loading' | 'indexing' | 'other' = 'other';
-    let report: ((message: string | undefined, percent: number | undefined) => void) | undefined;
-    let finish: (() => void) | undefined;
-    let lastPercent = 0;
-    const subscription = this.client.onProgress(WorkDoneProgress.type, token, (value) => {
-      if (value.kind === 'begin') {
-        kind = progressKind(value.title, value.message);
-        const location =
-          kind === 'indexing'
-            ? vscode.ProgressLocation.Notification
-            : vscode.ProgressLocation.Window;
-        void vscode.window.withProgress(
-          {
-            location,
-            title: `Superposed: ${value.title}`,
-            cancellable: value.cancellable === true,
-          },
-          (progress, cancel) => {
-            cancel.onCancellationRequested(() => {
-              void this.client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
-            });
-            report = (message, percent) => {
-              const increment = percent === undefined ? undefined : percent - lastPercent;
-              lastPercent = percent ?? lastPercent;
-              progress.report({ message, increment });
-            };
-            return new Promise<void>((resolve) => (finish = resolve));
-          },
-        );
-        report?.(value.message, value.percentage);
-      } else if (value.kind === 'report') {
-        report?.(value.message, value.percentage);
-      } else {
-        finish?.();
-        subscription.dispose();
-        if (value.message?.startsWith('failed')) {
-          this.onState({ kind: 'error', message: value.message });
-        } else if (kind !== 'other') {
-          this.onState(this.ready());
-        }
-        return;
-      }
-      if (kind !== 'other') {
-        this.onState({ kind, percent: value.percentage });
-      }
-    });
   }
 }
 
@@ -184,7 +104,11 @@ export class Server {
       },
     };
     const client = new LanguageClient(SECTION, 'Superposed', serverOptions, clientOptions);
-    client.registerFeature(new ProgressFeature(client, this.onState, () => this.readyState()));
+    // The status bar follows the server's superposed/status; the work-done progress it also
+    // reports (model load, indexing) is shown by the client's built-in progress feature.
+    client.onNotification(new NotificationType<ServerStatus>(STATUS_NOTIFICATION), (status) =>
+      this.onState(stateOfStatus(status, () => this.readyState())),
+    );
     client.onDidChangeState(({ newState }) => {
       if (newState === State.Stopped && this.client === client) {
         this.onState({ kind: 'error', message: 'The server stopped; see the log.' });

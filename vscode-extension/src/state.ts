@@ -13,16 +13,29 @@ export interface StatusView {
   tooltip: string;
 }
 
-/** Which state a work-done progress stands for, from its title and first message. */
-export function progressKind(title: string, message = ''): 'loading' | 'indexing' | 'other' {
-  const words = `${title} ${message}`;
-  if (/index/i.test(words)) {
-    return 'indexing';
+/** The server's notification of its state (docs/architecture.md, "Status"). */
+export const STATUS_NOTIFICATION = 'superposed/status';
+
+/** The payload of superposed/status. */
+export interface ServerStatus {
+  state: 'loading' | 'indexing' | 'ready' | 'error';
+  model: string; // the model loading, or loaded
+  message?: string; // for people; the error's text when state is 'error'
+  percent?: number; // 0..100, while indexing
+}
+
+/** The state a superposed/status stands for; `ready` builds the ready state (model, k, stats). */
+export function stateOfStatus(status: ServerStatus, ready: () => ServerState): ServerState {
+  switch (status.state) {
+    case 'loading':
+      return { kind: 'loading' };
+    case 'indexing':
+      return { kind: 'indexing', percent: status.percent };
+    case 'ready':
+      return ready();
+    case 'error':
+      return { kind: 'error', message: status.message ?? 'The model did not load; see the log.' };
   }
-  if (/model|load/i.test(words)) {
-    return 'loading';
-  }
-  return 'other';
 }
 
 /** The stats entries worth a tooltip line (the settings echo is left out). */

@@ -6,17 +6,19 @@ import { test } from 'node:test';
 
 import {
   acceptedPart,
+  EXTENSION_KEYS,
   expandPath,
   type Inspected,
   needsRestart,
   resolvePython,
+  RESTART_KEYS,
   SERVER_KEYS,
   serverCommand,
   serverSettings,
   toggled,
   wantsServer,
 } from '../src/config';
-import { formatStats, progressKind, statusView } from '../src/state';
+import { formatStats, type ServerState, stateOfStatus, statusView } from '../src/state';
 
 const manifest = JSON.parse(
   fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'),
@@ -109,11 +111,34 @@ test('the server runs as a module of the chosen interpreter, on stdio', () => {
   assert.deepEqual(serverCommand('python3', ['-v']).args, ['-m', 'lsp_server.cli', '-v']);
 });
 
-test('progress titles map to status states', () => {
-  assert.equal(progressKind('Loading model smollm2-135m'), 'loading');
-  assert.equal(progressKind('superposed', 'loading smollm2-135m'), 'loading');
-  assert.equal(progressKind('superposed', 'indexing the workspace'), 'indexing');
-  assert.equal(progressKind('superposed', 'something else'), 'other');
+test('superposed/status maps to the status bar state, whatever its message says', () => {
+  const ready = (): ServerState => ({ kind: 'ready', model: 'm', k: 3 });
+  const model = 'smollm2-135m';
+  // The messages would have fooled the old text matching ('index', 'failed'): only state counts.
+  assert.deepEqual(stateOfStatus({ state: 'loading', model, message: 'index' }, ready), {
+    kind: 'loading',
+  });
+  assert.deepEqual(
+    stateOfStatus({ state: 'indexing', model, message: 'a.py', percent: 40 }, ready),
+    {
+      kind: 'indexing',
+      percent: 40,
+    },
+  );
+  assert.deepEqual(stateOfStatus({ state: 'ready', model, message: 'failed: no' }, ready), ready());
+  assert.deepEqual(stateOfStatus({ state: 'error', model, message: 'no such model' }, ready), {
+    kind: 'error',
+    message: 'no such model',
+  });
+});
+
+test("the server settings are package.json's, less the extension's own", () => {
+  const declared = Object.keys(properties).map((key) => key.replace(/^superposed\./, ''));
+  assert.deepEqual([...SERVER_KEYS, ...EXTENSION_KEYS].sort(), declared.sort());
+  assert.ok(SERVER_KEYS.includes('k') && !SERVER_KEYS.includes('pythonPath'));
+  for (const key of RESTART_KEYS) {
+    assert.ok(declared.includes(key), `superposed.${key} (a restart key) is not declared`);
+  }
 });
 
 test('the status bar says what the server is doing', () => {

@@ -303,21 +303,14 @@ function M.restart()
   end, 500)
 end
 
---- Mirrors the server's work-done progress (model load, indexing) in M.state.
-local function on_progress(args)
-  local client = vim.lsp.get_client_by_id(args.data.client_id)
-  local value = args.data.params and args.data.params.value
-  if not client or client.name ~= M.name or type(value) ~= 'table' then
+--- The handler of superposed/status, the server's notification of its state (docs/architecture.md,
+--- "Status"): { state = loading | indexing | ready | error, model, message?, percent? }.
+function M.on_status(_, status, ctx)
+  local client = vim.lsp.get_client_by_id(ctx.client_id)
+  if not client or type(status) ~= 'table' then
     return
   end
-  if value.kind == 'begin' then
-    -- The server's title is its name; the message says what it does ("loading smollm2-135m").
-    M.state = { kind = 'busy', title = value.message or value.title, percent = value.percentage }
-  elseif value.kind == 'report' then
-    M.state.percent = value.percentage or M.state.percent
-  elseif value.kind == 'end' and (value.message or ''):find('^failed') then
-    M.state = { kind = 'error', title = value.message }
-  elseif value.kind == 'end' then
+  if status.state == 'ready' then
     M.state = { kind = 'ready', stats = M.state.stats }
     client:request('workspace/executeCommand', { command = 'superposed.stats', arguments = {} },
       function(err, result)
@@ -325,6 +318,12 @@ local function on_progress(args)
           M.state.stats = result
         end
       end)
+  elseif status.state == 'error' then
+    M.state = { kind = 'error', title = status.message }
+  elseif status.state == 'loading' then
+    M.state = { kind = 'loading', title = 'loading ' .. tostring(status.model) }
+  else
+    M.state = { kind = status.state, title = status.state, percent = status.percent }
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'SuperposedStatus', modeline = false })
 end
@@ -362,14 +361,13 @@ end
 
 local global_done = false
 
---- The user commands and the progress autocmd, once (from setup() or the first attach).
+--- The user commands and the status handler, once (from setup() or the first attach).
 local function setup_global()
   if global_done then
     return
   end
   global_done = true
-  local group = vim.api.nvim_create_augroup('superposed', { clear = true })
-  vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = on_progress })
+  vim.lsp.handlers['superposed/status'] = M.on_status
   local command = vim.api.nvim_create_user_command
   command('SuperposedStatus', M.show_status, { desc = 'superposed: status and store stats' })
   command('SuperposedIndex', M.index, { desc = 'superposed: index the workspace' })

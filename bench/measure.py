@@ -1,0 +1,114 @@
+"""Where results go and how they are stamped: paths, the stamp, JSON output, timing helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+DATA = ROOT / "bench" / "data"
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "lsp_server", "ngram_db"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return out.stdout.strip() + ("+uncommitted engine/store changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def command_line() -> str:
+    """How this script was run, as ``python -m bench.x ...``."""
+    script = Path(sys.argv[0])
+    if script.suffix == ".py" and script.resolve().is_relative_to(ROOT):
+        module = ".".join(script.resolve().relative_to(ROOT).with_suffix("").parts)
+        return " ".join(["python -m", module, *sys.argv[1:]])
+    return " ".join(["python", *sys.argv])
+
+
+@dataclass
+class Stamp:
+    """Where and when numbers were measured."""
+
+    model: str
+    commit: str = field(default_factory=git_commit)
+    date: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    machine: str = field(
+        default_factory=lambda: f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}"
+    )
+    python: str = field(default_factory=lambda: sys.version.split()[0])
+    torch_threads: int = 0
+    load_start: list[float] = field(default_factory=lambda: [round(x, 2) for x in os.getloadavg()])
+    load_end: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    command: str = field(default_factory=lambda: command_line())
+    runner: str = ""  # the engine's model runner (and precision), where the script records it
+
+    def finish(self, started: float) -> dict[str, Any]:
+        import torch
+
+        self.torch_threads = torch.get_num_threads()
+        self.load_end = [round(x, 2) for x in os.getloadavg()]
+        self.seconds = round(time.perf_counter() - started, 1)
+        return asdict(self)
+
+
+def write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, allow_nan=True) + "\n")
+    print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+
+@contextmanager
+def progress(label: str, total: int) -> Iterator[Any]:
+    """A tqdm bar on stderr (stdout stays for the summary lines)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=label, file=sys.stderr, mininterval=5, leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def median_ms(fn: Callable[[], object], runs: int, sync: Callable[[], None] | None = None) -> float:
+    """The median wall-clock milliseconds of ``runs`` calls of ``fn`` (``sync`` waits for queued
+    device work inside each timing)."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        if sync is not None:
+            sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank q-th percentile (0..100); nan for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]

@@ -1,0 +1,94 @@
+"""Next-line metrics (exact match, edit similarity, characters saved, diversity) and
+bootstrap intervals over items."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def normalize(text: str) -> str:
+    """Whitespace-normalised text: runs of whitespace become one space, ends stripped."""
+    return " ".join(text.split())
+
+
+def exact_match(drafts: Sequence[str], target: str) -> bool:
+    """Does any draft equal the target, whitespace-normalised?"""
+    want = normalize(target)
+    return any(normalize(d) == want for d in drafts)
+
+
+def edit_similarity(a: str, b: str) -> float:
+    """1 - Levenshtein(a, b) / max(len a, len b); 1 for two empty strings."""
+    from rapidfuzz.distance import Levenshtein
+
+    return float(Levenshtein.normalized_similarity(a, b))
+
+
+def chars_saved(draft: str, target: str) -> float:
+    """The share of the target's characters a draft types correctly before it first differs."""
+    n = 0
+    for x, y in zip(draft, target, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n / len(target) if target else 0.0
+
+
+def line_metrics(drafts: Sequence[str], target: str) -> dict[str, float]:
+    """Exact match, edit similarity and characters saved at 1 (first draft) and at k (best)."""
+    drafts = [d.rstrip() for d in drafts]
+    first = drafts[:1] or [""]
+    return {
+        "em1": float(exact_match(first, target)),
+        "emk": float(exact_match(drafts, target)),
+        "es1": edit_similarity(first[0], target),
+        "esk": max((edit_similarity(d, target) for d in drafts), default=0.0),
+        "cs1": chars_saved(first[0], target),
+        "csk": max((chars_saved(d, target) for d in drafts), default=0.0),
+        "empty": float(not first[0].strip()),
+        "empty_any": float(any(not d.strip() for d in drafts) or not drafts),
+    }
+
+
+def distinct_ratio(tokens: Sequence[Any], n: int) -> float:
+    """Unique n-grams / all n-grams of one sequence (1: no repetition); nan if too short."""
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def self_bleu(drafts: Sequence[str]) -> float:
+    """Mean sentence BLEU (0..100) of each draft against the other drafts: high = alike."""
+    from sacrebleu.metrics import BLEU
+
+    if len(drafts) < 2:
+        return float("nan")
+    bleu = BLEU(effective_order=True, tokenize="13a")
+    scores = [
+        bleu.sentence_score(d, [o for j, o in enumerate(drafts) if j != i]).score
+        for i, d in enumerate(drafts)
+    ]
+    return float(np.mean(scores))
+
+
+def bootstrap_ci(
+    values: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict[str, float]:
+    """Mean and percentile bootstrap interval over items (nan items are dropped)."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        return {"mean": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 0}
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return {"mean": float(x.mean()), "lo": float(lo), "hi": float(hi), "n": int(len(x))}
+
+
+def paired_diff_ci(a: Sequence[float], b: Sequence[float], **kw: Any) -> dict[str, float]:
+    """Bootstrap interval of mean(a - b) over the same items (pairs with a nan are dropped)."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    return bootstrap_ci(list(d), **kw)

@@ -1,0 +1,95 @@
+"""What every benchmark's markdown shares: tables, shares in percent, differences, verdicts.
+
+Cells that carry an interval take the ``{"mean", "lo", "hi", "n"}`` dicts of
+``bench.metrics.bootstrap_ci``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+ALIGN = {"l": "---", "r": "---:"}
+
+
+def table(header: Sequence[Any], rows: Sequence[Sequence[Any]], align: str = "") -> str:
+    """A markdown table; ``align`` gives each column "l" or "r" (missing: "l")."""
+    rule = [ALIGN[a] for a in align.ljust(len(header), "l")]
+    lines = ["| " + " | ".join(str(c) for c in header) + " |", "|" + "".join(r + "|" for r in rule)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _missing(ci: dict[str, float]) -> bool:
+    return ci.get("n", 0) == 0 or math.isnan(ci["mean"])
+
+
+def pct(ci: dict[str, float]) -> str:
+    """A share with its 95% interval, in percent."""
+    if _missing(ci):
+        return "n/a"
+    return f"{100 * ci['mean']:.1f} [{100 * ci['lo']:.1f}, {100 * ci['hi']:.1f}]"
+
+
+def num(ci: dict[str, float], digits: int = 2) -> str:
+    """A mean with its 95% interval."""
+    if _missing(ci):
+        return "n/a"
+    return f"{ci['mean']:.{digits}f} [{ci['lo']:.{digits}f}, {ci['hi']:.{digits}f}]"
+
+
+def points(d: dict[str, float], scale: float = 100.0, digits: int = 1) -> str:
+    """A signed difference with its interval: ``+1.2 [-0.3, +2.8]`` (percentage points)."""
+    f = f"+.{digits}f"
+    return f"{scale * d['mean']:{f}} [{scale * d['lo']:{f}}, {scale * d['hi']:{f}}]"
+
+
+def diff_text(d: dict[str, float], scale: float = 100.0, unit: str = " points") -> str:
+    """A difference with its unit, interval and number of pairs."""
+    return (
+        f"{scale * d['mean']:+.1f}{unit} [{scale * d['lo']:+.1f}, {scale * d['hi']:+.1f}], "
+        f"n = {d['n']}"
+    )
+
+
+def verdict(diff: dict[str, float], better: str = "higher") -> str:
+    """Supported when the 95% interval of the paired difference excludes 0 in the right way."""
+    lo, hi = (diff["lo"], diff["hi"]) if better == "higher" else (-diff["hi"], -diff["lo"])
+    if lo > 0:
+        return "**supported**"
+    if hi < 0:
+        return "**contradicted**"
+    return "**not shown** (interval includes 0)"
+
+
+def code(text: str) -> str:
+    """Inline code that survives backticks and newlines (shown as ⏎) inside the text."""
+    text = text.replace("\n", "⏎")
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def fmt(v: Any) -> str:
+    """A value for a generic table: floats to 3 significant digits, large ones with commas."""
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def generic(data: Any, depth: int = 0) -> str:
+    """Render any results file: tables for lists of flat dicts, else key: value."""
+    if isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        keys = list(dict.fromkeys(k for r in data for k in r))
+        flat = [k for k in keys if not any(isinstance(r.get(k), dict | list) for r in data)]
+        return table(flat, [[fmt(r.get(k, "")) for k in flat] for r in data])
+    if isinstance(data, dict):
+        parts = []
+        scalars = {k: v for k, v in data.items() if not isinstance(v, dict | list)}
+        if scalars:
+            parts.append(table(["key", "value"], [[k, fmt(v)] for k, v in scalars.items()]))
+        for k, v in data.items():
+            if isinstance(v, dict | list) and depth < 2:
+                parts.append(f"\n**{k}**\n\n{generic(v, depth + 1)}")
+        return "\n".join(parts)
+    return f"`{json.dumps(data)[:500]}`"
