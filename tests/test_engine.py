@@ -23,6 +23,7 @@ from lsp_server.engine.superposed import (
 from lsp_server.engine.types import (
     Cancelled,
     DecodeConfig,
+    DecodeRequest,
     EngineError,
     NonFiniteLogits,
     StopCondition,
@@ -302,7 +303,8 @@ def test_ngram_source_steers_superposed_drafts(tiny_engine: Engine) -> None:
 
 def test_superposed_decode_function_defaults(tiny_engine: Engine) -> None:
     prompt = Prompt(tiny_engine.tokenizer.encode(CODE))
-    drafts = superposed_decode(tiny_engine.runner, tiny_engine.vocab, prompt, DecodeConfig(k=2))
+    request = DecodeRequest(tiny_engine.runner, tiny_engine.vocab, prompt, DecodeConfig(k=2))
+    drafts = superposed_decode(request)
     assert len(drafts) == 2
 
 
