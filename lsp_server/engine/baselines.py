@@ -157,25 +157,27 @@ def nucleus_superposed(request: DecodeRequest) -> list[Draft]:
     decoder = _RowDecoder(request)
     drafts: list[Draft] = []
     prefix_len = min(cfg.nucleus_prefix_tokens, cfg.max_new_tokens - 1)
-    for _ in range(cfg.nucleus_prefixes):
-        no_prefix = [Hypothesis(heal=prompt.heal)]
-        (row,) = decoder.run(1, True, prefix_len) if prefix_len > 0 else no_prefix
-        done = decoder.finisher.finished(row) if row.tokens else None  # no prefix: not done
-        if done is not None:  # the prefix alone finished
-            drafts.append(done)
-            continue
-        extended = Prompt(ids=prompt.ids + row.tokens, heal=row.heal)
-        rest = cfg.max_new_tokens - len(row.tokens)
-        sub = replace(request, prompt=extended, cfg=replace(cfg, max_new_tokens=rest))
-        prefix_text = decoder.finisher.unfinished(row).text
-        for draft in superposed_decode(sub):
-            drafts.append(
-                Draft(
-                    prefix_text + draft.text,
-                    row.tokens + draft.token_ids,
-                    row.score + draft.score,
-                    draft.finished,
+    try:
+        for _ in range(cfg.nucleus_prefixes):
+            no_prefix = [Hypothesis(heal=prompt.heal)]
+            (row,) = decoder.run(1, True, prefix_len) if prefix_len > 0 else no_prefix
+            done = decoder.finisher.finished(row) if row.tokens else None  # no prefix: not done
+            if done is not None:  # the prefix alone finished
+                drafts.append(done)
+                continue
+            extended = Prompt(ids=prompt.ids + row.tokens, heal=row.heal)
+            rest = cfg.max_new_tokens - len(row.tokens)
+            sub = replace(request, prompt=extended, cfg=replace(cfg, max_new_tokens=rest))
+            prefix_text = decoder.finisher.unfinished(row).text
+            for draft in superposed_decode(sub):
+                drafts.append(
+                    Draft(
+                        prefix_text + draft.text,
+                        row.tokens + draft.token_ids,
+                        row.score + draft.score,
+                        draft.finished,
+                    )
                 )
-            )
-    request.runner.rewind(len(prompt.ids))
+    finally:
+        request.runner.rewind(len(prompt.ids))  # the superposed passes leave their prefix
     return best_drafts(drafts, cfg.k * cfg.nucleus_prefixes)
