@@ -33,7 +33,7 @@ from lsp_server.engine.fast_runner import PRECISIONS
 from lsp_server.engine.prompt import Prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.superposed import superposed_decode
-from lsp_server.engine.types import DecodeConfig
+from lsp_server.engine.types import DecodeConfig, DecodeRequest
 
 SIZES = {"quick": 12, "medium": 64, "full": 200}
 # The fast runner at each precision, and int4 through its compiled step (what a server serves).
@@ -69,7 +69,7 @@ def nll(model: Any, prompt: Sequence[int], continuation: Sequence[int]) -> float
 def superposed(runner: ModelRunner, engine: Engine, prompt: list[int], n: int) -> list[list[int]]:
     """The product's k=3 drafts (token ids) after ``prompt``, no n-gram store."""
     cfg = DecodeConfig(k=3, max_new_tokens=n)
-    drafts = superposed_decode(runner, engine.vocab, Prompt(ids=prompt), cfg, None, None, None)
+    drafts = superposed_decode(DecodeRequest(runner, engine.vocab, Prompt(ids=prompt), cfg))
     runner.rewind(0)
     return [d.token_ids for d in drafts]
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import numpy as np
 import pytest
 import torch
 
-from lsp_server.engine.api import Engine
+from lsp_server.engine.api import METHODS, Engine
 from lsp_server.engine.hypotheses import Hypothesis
 from lsp_server.engine.ngram import InMemoryNgramSource
 from lsp_server.engine.prompt import Prompt
-from lsp_server.engine.runner import HFRunner
+from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.superposed import (
     rescore,
     select,
@@ -23,6 +24,7 @@ from lsp_server.engine.superposed import (
 from lsp_server.engine.types import (
     Cancelled,
     DecodeConfig,
+    DecodeRequest,
     EngineError,
     NonFiniteLogits,
     StopCondition,
@@ -175,6 +177,48 @@ def test_cancel_between_steps(tiny_engine: Engine) -> None:
     assert tiny_engine.runner.cached_ids == tiny_engine.prompt(CODE, 10).ids
 
 
+class StepFailsAt:
+    """A runner whose n-th decoding step raises, as a model producing NaN mid-decode would."""
+
+    def __init__(self, runner: ModelRunner, n: int) -> None:
+        self.runner, self.n, self.calls = runner, n, 0
+
+    def step(self, embeds: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == self.n:
+            raise NonFiniteLogits(f"step {self.n} fails")
+        return self.runner.step(embeds)
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the runner's own
+        return getattr(self.runner, name)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("fails", ["cancel", "step"])
+def test_a_method_raising_mid_decode_leaves_the_prompt_cached(
+    tiny_engine: Engine, method: str, fails: str
+) -> None:
+    """Cancelled on the third check, or the second step failing: every method rewinds.
+
+    nucleus-superposed fails inside its superposed pass, whose cache holds prompt + prefix.
+    """
+    prompt = tiny_engine.prompt(CODE, 10)
+    checks: list[int] = []
+
+    def cancel() -> bool:
+        checks.append(1)
+        return fails == "cancel" and len(checks) == 3
+
+    runner = StepFailsAt(tiny_engine.runner, 2 if fails == "step" else 0)
+    cfg, vocab = DecodeConfig(k=3, max_new_tokens=10), tiny_engine.vocab
+    request = DecodeRequest(cast(ModelRunner, runner), vocab, prompt, cfg, cancel=cancel)
+    with pytest.raises(Cancelled if fails == "cancel" else NonFiniteLogits):
+        METHODS[method](request)
+    assert (len(checks) == 3) if fails == "cancel" else (runner.calls == 2)
+    assert tiny_engine.runner.cached_ids == prompt.ids
+    assert tiny_engine.runner.length == len(prompt.ids)
+
+
 def test_resets_keep_k_drafts(tiny_engine: Engine) -> None:
     drafts = tiny_engine.complete(
         CODE, "superposed", DecodeConfig(k=3, max_new_tokens=9, reset_every=3)
@@ -302,7 +346,8 @@ def test_ngram_source_steers_superposed_drafts(tiny_engine: Engine) -> None:
 
 def test_superposed_decode_function_defaults(tiny_engine: Engine) -> None:
     prompt = Prompt(tiny_engine.tokenizer.encode(CODE))
-    drafts = superposed_decode(tiny_engine.runner, tiny_engine.vocab, prompt, DecodeConfig(k=2))
+    request = DecodeRequest(tiny_engine.runner, tiny_engine.vocab, prompt, DecodeConfig(k=2))
+    drafts = superposed_decode(request)
     assert len(drafts) == 2
 
 

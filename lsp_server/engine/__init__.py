@@ -1,7 +1,7 @@
 """Decoding engine: pure tensor code. Imports neither SQLite nor pygls.
 
 Modules:
-    types       configuration, drafts, stop conditions, errors shared by every method
+    types       configuration, the request, drafts, stop conditions, errors shared by every method
     ngram       the n-gram source interface and a small in-memory source
     vocab       token bytes, EOS ids and the prefix index used by token healing
     prompt      text before the cursor -> prompt token ids (+ healed text)

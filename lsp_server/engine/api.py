@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -20,12 +19,18 @@ from lsp_server.engine.options import COMPILE_MODES
 from lsp_server.engine.prompt import Prompt, build_prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
 from lsp_server.engine.superposed import superposed_decode
-from lsp_server.engine.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
+from lsp_server.engine.types import (
+    CancelCheck,
+    DecodeConfig,
+    DecodeRequest,
+    Draft,
+    EngineError,
+    Method,
+    StopCondition,
+)
 from lsp_server.engine.verify import verify
 
 log = logging.getLogger(__name__)
-
-Method = Callable[..., list[Draft]]
 
 METHODS: dict[str, Method] = {
     "superposed": superposed_decode,
@@ -187,8 +192,17 @@ class Engine:
         encoded = time.perf_counter()
         clock = PrefillClock(self.runner)
         runner = cast(ModelRunner, clock)
-        extra = {"memory": memory} if method == "superposed" and memory is not None else {}
-        drafts = METHODS[method](runner, self.vocab, prompt, cfg, ngram, stop, cancel, **extra)
+        request = DecodeRequest(
+            runner,
+            self.vocab,
+            prompt,
+            cfg,
+            ngram=ngram,
+            stop=stop or StopCondition(),
+            cancel=cancel,
+            memory=memory if method == "superposed" else None,
+        )
+        drafts = METHODS[method](request)
         decoded = time.perf_counter()
         if cfg.verify:
             drafts = verify(self.runner, prompt.ids, drafts, cfg)

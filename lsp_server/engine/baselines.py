@@ -3,6 +3,8 @@ and the paper's combination (section 4.5) of nucleus prefixes expanded by superp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 
@@ -14,12 +16,10 @@ from lsp_server.engine.hypotheses import (
     heal_masks,
     settled,
 )
-from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.prompt import Prompt
-from lsp_server.engine.runner import ModelRunner, prefill_reusing_cache
+from lsp_server.engine.runner import prefill_reusing_cache
 from lsp_server.engine.superposed import superposed_decode
-from lsp_server.engine.types import CancelCheck, Cancelled, DecodeConfig, Draft, StopCondition
-from lsp_server.engine.vocab import Vocab
+from lsp_server.engine.types import Cancelled, DecodeRequest, Draft
 
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -34,23 +34,11 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
 class _RowDecoder:
     """B independent rows, one token per row per step (greedy, nucleus)."""
 
-    def __init__(
-        self,
-        runner: ModelRunner,
-        vocab: Vocab,
-        prompt: Prompt,
-        cfg: DecodeConfig,
-        stop: StopCondition,
-        cancel: CancelCheck | None,
-    ) -> None:
-        self.runner, self.vocab, self.prompt, self.cfg, self.cancel = (
-            runner,
-            vocab,
-            prompt,
-            cfg,
-            cancel,
-        )
-        self.finisher = Finisher(vocab, prompt.heal, stop)
+    def __init__(self, request: DecodeRequest) -> None:
+        cfg = request.cfg
+        self.runner, self.vocab, self.prompt = request.runner, request.vocab, request.prompt
+        self.cfg, self.cancel = cfg, request.cancel
+        self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
         self.generator = torch.Generator().manual_seed(cfg.seed if cfg.seed is not None else 0)
         if cfg.seed is None:
             self.generator.seed()
@@ -63,8 +51,8 @@ class _RowDecoder:
         probs = filtered.softmax(-1).cpu()
         return torch.multinomial(probs, 1, generator=self.generator)[:, 0].to(logits.device)
 
-    def run(self, rows: int, sample: bool, max_new_tokens: int) -> list[Hypothesis | Draft]:
-        """Decode ``rows`` rows from the cached prompt; each row ends as a Draft or Hypothesis."""
+    def run(self, rows: int, sample: bool, max_new_tokens: int) -> list[Hypothesis]:
+        """Decode ``rows`` rows from the cached prompt; a finished row stops growing."""
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)[None].expand(rows, -1)
         prompt_len = self.runner.length
         hyps = [Hypothesis(heal=self.prompt.heal) for _ in range(rows)]
@@ -87,75 +75,42 @@ class _RowDecoder:
                 logits = self.runner.step(self.runner.embed(tokens[:, None]))  # [B, V]
         finally:
             self.runner.rewind(prompt_len)
-        return [d if d is not None else h for d, h in zip(done, hyps, strict=True)]
+        return hyps
+
+    def draft(self, hyp: Hypothesis) -> Draft:
+        """A row as a draft: finished (EOS, a stop) or cut off at the token limit."""
+        done = self.finisher.finished(hyp)
+        return done if done is not None else self.finisher.unfinished(hyp)
 
     def drafts(self, rows: int, sample: bool) -> list[Draft]:
-        return [
-            r if isinstance(r, Draft) else self.finisher.unfinished(r)
-            for r in self.run(rows, sample, self.cfg.max_new_tokens)
-        ]
+        return [self.draft(h) for h in self.run(rows, sample, self.cfg.max_new_tokens)]
 
 
 @torch.inference_mode()
-def greedy(
-    runner: ModelRunner,
-    vocab: Vocab,
-    prompt: Prompt,
-    cfg: DecodeConfig,
-    ngram: NgramSource | None = None,
-    stop: StopCondition | None = None,
-    cancel: CancelCheck | None = None,
-) -> list[Draft]:
+def greedy(request: DecodeRequest) -> list[Draft]:
     """One draft: the most probable token at every step."""
-    cfg.validate()
-    return _RowDecoder(runner, vocab, prompt, cfg, stop or StopCondition(), cancel).drafts(1, False)
+    return _RowDecoder(request).drafts(1, False)
 
 
 @torch.inference_mode()
-def nucleus_batched(
-    runner: ModelRunner,
-    vocab: Vocab,
-    prompt: Prompt,
-    cfg: DecodeConfig,
-    ngram: NgramSource | None = None,
-    stop: StopCondition | None = None,
-    cancel: CancelCheck | None = None,
-) -> list[Draft]:
+def nucleus_batched(request: DecodeRequest) -> list[Draft]:
     """k nucleus samples as ONE batch of k rows sharing the prefilled prompt."""
-    cfg.validate()
-    decoder = _RowDecoder(runner, vocab, prompt, cfg, stop or StopCondition(), cancel)
-    return decoder.drafts(cfg.k, True)
+    return _RowDecoder(request).drafts(request.cfg.k, True)
 
 
 @torch.inference_mode()
-def nucleus_sequential(
-    runner: ModelRunner,
-    vocab: Vocab,
-    prompt: Prompt,
-    cfg: DecodeConfig,
-    ngram: NgramSource | None = None,
-    stop: StopCondition | None = None,
-    cancel: CancelCheck | None = None,
-) -> list[Draft]:
+def nucleus_sequential(request: DecodeRequest) -> list[Draft]:
     """k nucleus samples as k separate runs (the prompt cache is reused between them)."""
-    cfg.validate()
-    decoder = _RowDecoder(runner, vocab, prompt, cfg, stop or StopCondition(), cancel)
-    return [draft for _ in range(cfg.k) for draft in decoder.drafts(1, True)]
+    decoder = _RowDecoder(request)
+    return [draft for _ in range(request.cfg.k) for draft in decoder.drafts(1, True)]
 
 
 @torch.inference_mode()
-def beam_search(
-    runner: ModelRunner,
-    vocab: Vocab,
-    prompt: Prompt,
-    cfg: DecodeConfig,
-    ngram: NgramSource | None = None,
-    stop: StopCondition | None = None,
-    cancel: CancelCheck | None = None,
-) -> list[Draft]:
+def beam_search(request: DecodeRequest) -> list[Draft]:
     """Beam search of width k; finished beams are set aside; returns the k best."""
-    cfg.validate()
-    finisher = Finisher(vocab, prompt.heal, stop or StopCondition())
+    runner, vocab, prompt, cfg = request.runner, request.vocab, request.prompt, request.cfg
+    cancel = request.cancel
+    finisher = Finisher(vocab, prompt.heal, request.stop)
     logits = prefill_reusing_cache(runner, prompt.ids)[None]  # [1, V]
     prompt_len = runner.length
     beams = [Hypothesis(heal=prompt.heal)]
@@ -196,39 +151,33 @@ def beam_search(
 
 
 @torch.inference_mode()
-def nucleus_superposed(
-    runner: ModelRunner,
-    vocab: Vocab,
-    prompt: Prompt,
-    cfg: DecodeConfig,
-    ngram: NgramSource | None = None,
-    stop: StopCondition | None = None,
-    cancel: CancelCheck | None = None,
-) -> list[Draft]:
+def nucleus_superposed(request: DecodeRequest) -> list[Draft]:
     """Paper 4.5: n nucleus prefixes, each expanded into k superposed drafts (n passes)."""
-    cfg.validate()
-    stop = stop or StopCondition()
-    decoder = _RowDecoder(runner, vocab, prompt, cfg, stop, cancel)
+    prompt, cfg = request.prompt, request.cfg
+    decoder = _RowDecoder(request)
     drafts: list[Draft] = []
     prefix_len = min(cfg.nucleus_prefix_tokens, cfg.max_new_tokens - 1)
-    for _ in range(cfg.nucleus_prefixes):
-        no_prefix: list[Hypothesis | Draft] = [Hypothesis(heal=prompt.heal)]
-        (row,) = decoder.run(1, True, prefix_len) if prefix_len > 0 else no_prefix
-        if isinstance(row, Draft):  # the prefix alone finished
-            drafts.append(row)
-            continue
-        extended = Prompt(ids=prompt.ids + row.tokens, heal=row.heal)
-        rest = cfg.max_new_tokens - len(row.tokens)
-        sub = DecodeConfig(**{**cfg.__dict__, "max_new_tokens": rest})
-        prefix_text = decoder.finisher.unfinished(row).text
-        for draft in superposed_decode(runner, vocab, extended, sub, ngram, stop, cancel):
-            drafts.append(
-                Draft(
-                    prefix_text + draft.text,
-                    row.tokens + draft.token_ids,
-                    row.score + draft.score,
-                    draft.finished,
+    try:
+        for _ in range(cfg.nucleus_prefixes):
+            no_prefix = [Hypothesis(heal=prompt.heal)]
+            (row,) = decoder.run(1, True, prefix_len) if prefix_len > 0 else no_prefix
+            done = decoder.finisher.finished(row) if row.tokens else None  # no prefix: not done
+            if done is not None:  # the prefix alone finished
+                drafts.append(done)
+                continue
+            extended = Prompt(ids=prompt.ids + row.tokens, heal=row.heal)
+            rest = cfg.max_new_tokens - len(row.tokens)
+            sub = replace(request, prompt=extended, cfg=replace(cfg, max_new_tokens=rest))
+            prefix_text = decoder.finisher.unfinished(row).text
+            for draft in superposed_decode(sub):
+                drafts.append(
+                    Draft(
+                        prefix_text + draft.text,
+                        row.tokens + draft.token_ids,
+                        row.score + draft.score,
+                        draft.finished,
+                    )
                 )
-            )
-    runner.rewind(len(prompt.ids))
+    finally:
+        request.runner.rewind(len(prompt.ids))  # the superposed passes leave their prefix
     return best_drafts(drafts, cfg.k * cfg.nucleus_prefixes)

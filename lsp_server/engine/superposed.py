@@ -30,15 +30,13 @@ from lsp_server.engine.hypotheses import (
     heal_masks,
     settled,
 )
-from lsp_server.engine.ngram import Match, MatchSource, NgramSource
-from lsp_server.engine.prompt import Prompt
+from lsp_server.engine.ngram import Match, NgramSource
 from lsp_server.engine.runner import ModelRunner, prefill_reusing_cache
 from lsp_server.engine.types import (
-    CancelCheck,
     Cancelled,
     DecodeConfig,
+    DecodeRequest,
     Draft,
-    StopCondition,
 )
 from lsp_server.engine.vocab import Vocab
 
@@ -150,21 +148,12 @@ def select(
 class SuperposedDecoder:
     """One superposed decoding request over a runner whose cache holds the prompt."""
 
-    def __init__(
-        self,
-        runner: ModelRunner,
-        vocab: Vocab,
-        prompt: Prompt,
-        cfg: DecodeConfig,
-        ngram: NgramSource | None,
-        stop: StopCondition,
-        cancel: CancelCheck | None,
-        memory: MatchSource | None = None,
-    ) -> None:
-        self.runner, self.vocab, self.prompt, self.cfg = runner, vocab, prompt, cfg
-        self.ngram, self.cancel, self.memory = ngram, cancel, memory
-        self.finisher = Finisher(vocab, prompt.heal, stop)
-        self.context_len = max(ngram.orders) - 1 if ngram is not None else 0
+    def __init__(self, request: DecodeRequest) -> None:
+        self.runner, self.vocab, self.prompt = request.runner, request.vocab, request.prompt
+        self.cfg, self.ngram = request.cfg, request.ngram
+        self.cancel, self.memory = request.cancel, request.memory
+        self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
+        self.context_len = max(self.ngram.orders) - 1 if self.ngram is not None else 0
         self.finished: list[Draft] = []
 
     def _sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
@@ -230,18 +219,6 @@ class SuperposedDecoder:
 
 
 @torch.inference_mode()
-def superposed_decode(
-    runner: ModelRunner,
-    vocab: Vocab,
-    prompt: Prompt,
-    cfg: DecodeConfig,
-    ngram: NgramSource | None = None,
-    stop: StopCondition | None = None,
-    cancel: CancelCheck | None = None,
-    memory: MatchSource | None = None,
-) -> list[Draft]:
+def superposed_decode(request: DecodeRequest) -> list[Draft]:
     """k drafts from one superposed pass; best first. Without an n-gram source alpha is 0."""
-    cfg.validate()
-    return SuperposedDecoder(
-        runner, vocab, prompt, cfg, ngram, stop or StopCondition(), cancel, memory
-    ).run()
+    return SuperposedDecoder(request).run()
