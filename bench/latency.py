@@ -40,9 +40,10 @@ from typing import Any
 import torch
 
 from bench.common import RESULTS, ROOT, Stamp, fast_runner, write_json
+from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
-from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
+from lsp_server.engine.model import LoadedModel, load_model
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.types import DecodeConfig, StopCondition
 from ngram_db.suffix import MatchSet, SuffixIndex

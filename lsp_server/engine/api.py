@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import torch
 
+from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.engine import baselines
 from lsp_server.engine.compiled import (
     COMPILE_MODES,
@@ -19,7 +20,7 @@ from lsp_server.engine.compiled import (
 )
 from lsp_server.engine.fast_runner import FastRunner, make_runner
 from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
-from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
+from lsp_server.engine.model import LoadedModel, load_model
 from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix

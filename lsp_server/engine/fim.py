@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.engine.prompt import Prompt, encode_healed, truncate
+from lsp_server.engine.prompt import Prompt, adds_bos, encode_healed, truncate
 from lsp_server.engine.vocab import Vocab
 
 FIM_MODES = ("auto", "on", "off")
@@ -125,9 +125,8 @@ def build_fim_prompt(
     ids, healed = encode_healed(tokenizer, vocab, before, heal)
     ids = truncate(ids, vocab, prefix_budget)
     start: list[int] = []
-    bos = tokenizer.bos_token_id
-    if bos is not None and getattr(tokenizer, "add_bos_token", False):
-        start = [int(bos)]
+    if adds_bos(tokenizer):
+        start = [int(tokenizer.bos_token_id)]
     tail = suffix_ids(tokenizer, vocab, after, suffix_budget)
     return Prompt(
         ids=[*start, tokens.prefix, *ids, tokens.suffix, *tail, tokens.middle], heal=healed

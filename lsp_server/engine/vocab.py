@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import re
 from functools import lru_cache
 from typing import Any
 
 import torch
+
+_BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -48,6 +51,8 @@ class Vocab:
         for i, piece in enumerate(pieces):
             if piece is None or i in special:
                 token_bytes.append(b"")
+            elif _BYTE_PIECE.fullmatch(piece):  # sentencepiece byte fallback: <0x0A>
+                token_bytes.append(bytes([int(piece[3:5], 16)]))
             elif all(ch in decoder for ch in piece):  # byte-level BPE (GPT-2, Llama 3, SmolLM2)
                 token_bytes.append(bytes(decoder[ch] for ch in piece))
             else:  # sentencepiece and friends
