@@ -80,6 +80,7 @@ class Engine:
         self.name = loaded.name
         self.runner: ModelRunner = runner if runner is not None else HFRunner(loaded.model)
         self.max_context = self.runner.max_context
+        self.vocab.warm(self.runner.vocab_size, self.runner.device)  # heal masks, at load
         self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
         self.compile_off_reason = ""  # why compile "background" left decoding eager
         self.fim_tokens = fim_tokens(self.tokenizer)  # None: no fill-in-the-middle markers
