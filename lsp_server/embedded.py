@@ -47,3 +47,11 @@ DEFAULT_MODEL = SMOLLM2.name
 def embedded(name: str) -> EmbeddedModel | None:
     """The embedded model called ``name`` ("" is the default), or None for any other name."""
     return EMBEDDED.get(name or DEFAULT_MODEL)
+
+
+def terms_notice(name: str) -> str | None:
+    """What the user who picks model ``name`` must be shown: its terms, unless Apache-2.0."""
+    model = embedded(name)
+    if model is None or model.license == SMOLLM2.license:
+        return None
+    return f"{model.name}: its weights are under the {model.license}"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lsp_server.embedded import EMBEDDED, GEMMA3, SMOLLM2, embedded
+from lsp_server.embedded import EMBEDDED, GEMMA3, SMOLLM2, embedded, terms_notice
 from lsp_server.engine.model import ModelNotFound, load_model
 from lsp_server.engine.prompt import adds_bos, build_prompt
 from lsp_server.engine.vocab import Vocab
@@ -79,3 +79,9 @@ def test_a_tokenizer_that_adds_bos_gets_prompts_starting_with_it(tokenizer: Any)
     prompt = build_prompt(stub, Vocab.from_tokenizer(stub), " foo(bar", 16)
     assert prompt.ids == [2, 5, 7] and prompt.heal == b"bar"
     assert not adds_bos(tokenizer)  # SmolLM2's: its prompts start with the text
+
+
+def test_only_a_model_under_other_terms_than_apache_gets_a_notice() -> None:
+    notice = terms_notice("gemma-3-270m")
+    assert notice is not None and "Gemma Terms of Use" in notice
+    assert terms_notice("smollm2-135m") is None and terms_notice("/a/model/dir") is None

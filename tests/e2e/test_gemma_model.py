@@ -7,6 +7,7 @@ server's load stays within the session's ready timeout.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -64,6 +65,8 @@ async def test_server_with_gemma(converted: Path, tmp_path: Path) -> None:
     async with session(root, options, wait_ready=False, SUPERPOSED_TEST_TINY_MODEL="0") as client:
         stats = await wait_until_ready(client, timeout=300)
         assert stats["model"] == "gemma-3-270m"
+        await asyncio.sleep(0.5)  # the terms notice follows the ready state
+        assert any("Gemma Terms of Use" in m.message for m in client.messages), client.messages
         # In the middle of a name: the drafts complete it (healing on Gemma's vocabulary).
         text = SOURCE + "\n\ndef main():\n    return os.pa"
         drafts = await inline(client, open_doc(client, root / "a.py", text), end_of(text))
