@@ -358,7 +358,13 @@ def models_main(args: argparse.Namespace) -> None:
     engines: dict[str, Engine] = {}
     for name in args.models:
         loaded = load_model(name, args.device)
-        engines[name] = Engine(loaded, runner=make(loaded, args.runners[0]))
+        kind = args.runners[0]  # compiled: one row is all that greedy and superposed step
+        runner: ModelRunner = (
+            HFRunner(loaded.model)
+            if kind == "hf"
+            else fast_runner(loaded, kind.removeprefix("fast-"), rows=(1,))
+        )
+        engines[name] = Engine(loaded, runner=runner)
         loaded.model = None  # the fast runner holds its own weights
     first = engines[args.models[0]]
     texts = {s: code_context(first.tokenizer, SETTINGS[s]) for s in args.settings}
