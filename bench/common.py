@@ -197,10 +197,10 @@ def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
     """A FastRunner for ``variant``: a precision, or "<precision>-compiled", which steps
     ``rows``-row batches through the compiled step (built first if it is not cached)."""
     from lsp_server.engine.compiled import BackgroundCompiler, builder_command
-    from lsp_server.engine.fast_runner import FastRunner
+    from lsp_server.engine.fast_runner import fast_runner_class
 
     precision = variant.removesuffix("-compiled")
-    runner = FastRunner(loaded.model, precision)
+    runner = fast_runner_class(loaded.model)(loaded.model, precision)
     if variant.endswith("-compiled"):
         builder = builder_command(loaded.name, loaded.device.type, "auto", precision)
         for n in rows:

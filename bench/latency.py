@@ -24,6 +24,12 @@ decode step, and server-shaped requests (k=3 plus spares, single line) with and 
 memory and with and without verified drafts, interleaved.
 
     python -m bench.latency --memory --runners fast-int4 --threads 1
+
+``--models`` times the embedded models side by side instead (greedy and superposed k=3 on
+the same text, interleaved; bench/results/latency_models.json):
+
+    python -m bench.latency --models smollm2-135m gemma-3-270m --runners fast-int4-compiled \
+        --threads 1 --settings short long --out bench/results/latency_models
 """
 
 from __future__ import annotations
@@ -41,9 +47,10 @@ import torch
 from bench.common import fast_runner
 from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
 from bench.tables import table
+from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import PRECISIONS
-from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
+from lsp_server.engine.model import LoadedModel, load_model
 from lsp_server.engine.runner import HFRunner, ModelRunner
 from lsp_server.engine.types import DecodeConfig, StopCondition
 from ngram_db.suffix import MatchSet, SuffixIndex
@@ -331,6 +338,58 @@ def targets(results: dict[str, Any]) -> list[str]:
     ]
 
 
+MODEL_METHODS = (("greedy", "greedy", 1), ("superposed k=3", "superposed", BASELINE_K))
+
+
+def models_main(args: argparse.Namespace) -> None:
+    """The embedded models side by side (``--models A B``): each one's engine on the same
+    text, one runner, requests interleaved model by model in every repetition, so the ratios
+    to the first model compare times taken under the same machine load."""
+    engines: dict[str, Engine] = {}
+    for name in args.models:
+        loaded = load_model(name, args.device)
+        kind = args.runners[0]  # compiled: one row is all that greedy and superposed step
+        runner: ModelRunner = (
+            HFRunner(loaded.model)
+            if kind == "hf"
+            else fast_runner(loaded, kind.removeprefix("fast-"), rows=(1,))
+        )
+        engines[name] = Engine(loaded, runner=runner)
+        loaded.model = None  # the fast runner holds its own weights
+    first = engines[args.models[0]]
+    texts = {s: code_context(first.tokenizer, SETTINGS[s]) for s in args.settings}
+    torch.set_num_threads(args.threads[0])
+    started = time.perf_counter()
+    stamp = Stamp(model=", ".join(args.models), runner=args.runners[0])
+    results: dict[str, Any] = {"runner": args.runners[0], "settings": {}}
+    for setting, text in texts.items():
+        times = {(m, label): [] for m in engines for label, _, _ in MODEL_METHODS}
+        for engine in engines.values():  # cache the prompt: these are decode times
+            engine.complete(text, method="greedy", cfg=DecodeConfig(k=1, max_new_tokens=1))
+        for _ in range(args.runs):
+            for name, engine in engines.items():
+                for label, method, k in MODEL_METHODS:
+                    cfg = DecodeConfig(k=k, max_new_tokens=NEW_TOKENS, seed=0)
+                    begin = time.perf_counter()
+                    engine.complete(text, method=method, cfg=cfg)
+                    times[(name, label)].append((time.perf_counter() - begin) * 1e3)
+        per_model: dict[str, Any] = {}
+        for name, engine in engines.items():
+            medians = {
+                lb: round(statistics.median(times[(name, lb)]), 1) for lb, _, _ in MODEL_METHODS
+            }
+            base = statistics.median(times[(args.models[0], "superposed k=3")])
+            per_model[name] = {
+                "prompt_tokens": len(engine.prompt(text, NEW_TOKENS).ids),
+                "median_ms": medians,
+                "superposed k=3 / first model": round(medians["superposed k=3"] / base, 2),
+            }
+        results["settings"][setting] = per_model
+        print(setting, json.dumps(per_model), load(), flush=True)
+    results["stamp"] = {**stamp.finish(started), "runs": args.runs}
+    write_json(args.out.with_suffix(".json"), results)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="repetitions (medians)")
@@ -344,9 +403,18 @@ def main(argv: list[str] | None = None) -> None:
         "--merge", action="store_true", help="add these thread counts to the existing results"
     )
     parser.add_argument("--memory", action="store_true", help="time the memory alone")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=EMBEDDED,
+        help="embedded models side by side (with the first runner and thread count)",
+    )
     args = parser.parse_args(argv)
     if args.memory:
         memory_main(args)
+        return
+    if args.models:
+        models_main(args)
         return
     json_path = args.out.with_suffix(".json")
     results: dict[str, Any] = {"prompt_tokens": {}, "threads": {}}

@@ -440,7 +440,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
     args = parser.parse_args(argv)
-    from bench.report_replay import replay_section  # it imports this module's helpers
+    from bench.report_models import models_section  # these import this module's helpers
+    from bench.report_replay import replay_section
 
     q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
     r = load("replay", args.quick)
@@ -454,6 +455,9 @@ def main(argv: list[str] | None = None) -> None:
     sections = []
     if r is not None:
         sections.append(replay_section(r))
+    models = None if args.quick else models_section()  # both embedded models; the default
+    if models is not None:
+        sections.append(models)
     if q is not None:
         images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
         plot_methods(q, ROOT / "docs" / images[0])

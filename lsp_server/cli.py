@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED
 from lsp_server.engine.options import METHODS, PRECISION_CHOICES, RUNNERS
 
 
@@ -49,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("-k", type=int, default=3, help="number of drafts (default 3)")
     complete.add_argument("--method", choices=METHODS, default="superposed")
     complete.add_argument("--max-new-tokens", type=int, default=10)
-    complete.add_argument("--model", default="smollm2-135m", help="model name or directory")
+    complete.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"{' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), or a model directory",
+    )
     complete.add_argument("--device", default="auto")
     complete.add_argument("--dtype", default="auto")
     complete.add_argument(

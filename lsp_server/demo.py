@@ -20,7 +20,7 @@ from typing import Any
 
 import ngram_db
 from lsp_server.completion import CursorContext, decode
-from lsp_server.engine.model import DEFAULT_MODEL
+from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.models import load_engine
 from lsp_server.settings import DecodingSettings, ModelSettings
 

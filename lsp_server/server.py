@@ -43,6 +43,7 @@ from lsp_server.completion import (
     decode,
     request_prompt,
 )
+from lsp_server.embedded import terms_notice
 from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
@@ -155,6 +156,9 @@ class SuperposedServer(LanguageServer):
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
             loop.call_soon_threadsafe(self._status, "ready")
+            notice = terms_notice(engine.name)
+            if notice is not None:  # the user who picked the model sees its terms
+                loop.call_soon_threadsafe(self._show_info, f"superposed: {notice}")
 
         self.engine = None
         self.scheduler.submit(load)
@@ -213,6 +217,11 @@ class SuperposedServer(LanguageServer):
             self.loop.call_soon_threadsafe(show)
         else:
             log.warning("%s", message)
+
+    def _show_info(self, message: str) -> None:
+        self.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Info, message=message)
+        )
 
     def _show_error(self, message: str) -> None:
         self.window_show_message(

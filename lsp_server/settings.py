@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS
 from lsp_server.engine.options import (
     COMPILE_MODES,
@@ -37,7 +38,8 @@ DEFAULT_DEBOUNCE_MS = 0
 class ModelSettings:
     """Which language model runs, and where."""
 
-    model: str = "smollm2-135m"  # the embedded default, a local directory, or "tiny-random"
+    # An embedded model (lsp_server/embedded.py), a local directory, or "tiny-random"
+    model: str = DEFAULT_MODEL
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     # The fast Llama-family runner's decode weights; auto: int4 on CPU, bf16 on a GPU.

@@ -19,16 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED, embedded
 from ngram_db import errors
 from ngram_db.errors import Advice, NgramStoreError, advised
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from ngram_db.indexer import index_repo
 from ngram_db.paths import cache_root, codebase_db_path, user_db_path
 from ngram_db.store import NgramStore, parse_orders
-
-# lsp_server.engine.model's default and the folder it converts it into, without importing torch
-DEFAULT_MODEL = "smollm2-135m"
-DEFAULT_MODEL_FOLDER = "SmolLM2-135M-Instruct"
 
 # What to do about each store error, with this command's flags (subclasses first).
 ADVICE: Advice = (
@@ -75,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES, metavar="N",
                    help=f"skip larger files (default {DEFAULT_MAX_FILE_BYTES})")  # fmt: skip
     p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="whose tokenizer: default model, model folder or hub id")  # fmt: skip
+                   help=f"whose tokenizer: {' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), "
+                   "a model folder or a hub id")  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="delete the store and start over")
     p.add_argument("--stats", action="store_true", help="print the store's statistics and exit")
     p.add_argument("--forget", action="store_true",
@@ -91,17 +89,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_tokenizer(model: str) -> Any:
-    """The tokenizer of the default model, a local model folder or a hub id.
+    """The tokenizer of an embedded model, a local model folder or a hub id.
 
     A folder with a tokenizer.json loads through ``tokenizers`` alone (no torch import).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    default = model in ("", DEFAULT_MODEL)
-    folder = cache_root() / "models" / DEFAULT_MODEL_FOLDER if default else Path(model)
-    if default and not (folder / "tokenizer.json").is_file():
-        from lsp_server.engine.model import default_model_dir  # converts the model once
+    named = embedded(model)
+    folder = cache_root() / "models" / named.folder if named is not None else Path(model)
+    if named is not None and not (folder / "tokenizer.json").is_file():
+        from lsp_server.engine.model import embedded_model_dir  # converts the model once
 
-        folder = default_model_dir()
+        folder = embedded_model_dir(named)
     if (folder / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from lsp_server.engine.api import Engine
 from lsp_server.engine.prompt import build_prompt
@@ -87,3 +88,32 @@ def test_deep_indentation_is_healed_whatever_its_length(tokenizer, vocab) -> Non
     prompt = build_prompt(tokenizer, vocab, text, 512)
     assert prompt.heal.endswith(b" " * 16)
     assert not vocab.decode(prompt.ids).endswith(b" ")
+
+
+@pytest.mark.parametrize(
+    "prefix", [b" ", b"    ", b"\n", b"s", b"self", b"(", b"\xe2", b"\xff", b""]
+)
+def test_the_heal_mask_is_exactly_the_consistent_tokens(vocab, prefix: bytes) -> None:
+    """The mask (a slice of the sorted index) admits what the byte-level definition says:
+    every ordinary token extending the prefix, and the first token spelling each shorter
+    head of it."""
+    ordinary = [(i, b) for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids]
+    extending = {i for i, b in ordinary if b.startswith(prefix)}
+    heads = {prefix[:n] for n in range(1, len(prefix))}
+    shorter = {
+        min(i for i, b in ordinary if b == h) for h in heads if any(b == h for _, b in ordinary)
+    }
+    mask = vocab.consistent_mask(prefix, len(vocab), torch.device("cpu"))
+    assert mask.shape == (len(vocab),)
+    assert set(mask.nonzero()[:, 0].tolist()) == extending | shorter
+    assert vocab.consistent_ids(prefix) == tuple(sorted(extending | shorter))
+
+
+def test_whitespace_heal_masks_are_computed_at_load(tiny_engine: Engine) -> None:
+    """Engine construction warms the masks of whitespace runs: a request reuses them."""
+    vocab, runner = tiny_engine.vocab, tiny_engine.runner
+    for prefix in (b" ", b"    ", b"\n"):
+        hits = type(vocab).consistent_mask.cache_info().hits
+        mask = vocab.consistent_mask(prefix, runner.vocab_size, runner.device)
+        assert type(vocab).consistent_mask.cache_info().hits == hits + 1
+        assert mask is vocab.consistent_mask(prefix, runner.vocab_size, runner.device)

@@ -9,11 +9,12 @@ from typing import Any, cast
 
 import torch
 
+from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.engine import baselines
 from lsp_server.engine.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from lsp_server.engine.fast_runner import FastRunner, make_runner
 from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
-from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
+from lsp_server.engine.model import LoadedModel, load_model
 from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.options import COMPILE_MODES
 from lsp_server.engine.prompt import Prompt, build_prompt
@@ -80,6 +81,7 @@ class Engine:
         self.name = loaded.name
         self.runner: ModelRunner = runner if runner is not None else HFRunner(loaded.model)
         self.max_context = self.runner.max_context
+        self.vocab.warm(self.runner.vocab_size, self.runner.device)  # heal masks, at load
         self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
         self.compile_off_reason = ""  # why compile "background" left decoding eager
         self.fim_tokens = fim_tokens(self.tokenizer)  # None: no fill-in-the-middle markers

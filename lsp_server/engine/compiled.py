@@ -31,13 +31,14 @@ from typing import Any
 
 import torch
 
-from lsp_server.engine.fast_runner import FastRunner, StepFn
+from lsp_server.engine.fast_runner import FastRunner, StepFn, fast_runner_class
 from lsp_server.engine.model import cache_dir, load_model
 
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 16  # new positions a compiled step takes at once (a decode step: one)
-_CODE = ("fast_runner.py", "quant.py", "compiled.py")  # the sources a package is built from
+# the sources a package is built from
+_CODE = ("fast_runner.py", "fast_gemma.py", "quant.py", "compiled.py")
 _NICE = 10  # the builder's priority below the server's
 
 
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(os, "nice"):
         os.nice(_NICE)  # the server, which started this build, comes first
     loaded = load_model(args.model, args.device, args.dtype, threads=1)
-    runner = FastRunner(loaded.model, args.precision)
+    runner = fast_runner_class(loaded.model)(loaded.model, args.precision)
     path = args.out or package_path(runner, args.rows)
     start = time.perf_counter()
     build(runner, args.rows, path)

@@ -168,7 +168,7 @@ class FastRunner:
         they grow with the longest prompt, which keeps a CPU process small."""
         if precision not in PRECISIONS:
             raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
-        reason = unsupported_reason(model)
+        reason = self.unsupported(model)
         if reason is not None:
             raise UnsupportedModel(f"the fast runner cannot run this model: {reason}")
         self.device = next(model.parameters()).device
@@ -198,10 +198,10 @@ class FastRunner:
         self._sample = [_owned(p.flatten()[:64]).cpu() for p in model.parameters()]
         self._rotary = model.model.rotary_emb
         with torch.no_grad():
-            self.decode_weights = build_weights(model, precision, head_weight)
+            self.decode_weights = self.build_weights(model, precision, head_weight)
             quantized = precision in ("int8", "int4")
             self.prefill_weights = (
-                build_weights(model, "bf16", head_weight) if quantized else self.decode_weights
+                self.build_weights(model, "bf16", head_weight) if quantized else self.decode_weights
             )
         self.layers = len(self.decode_weights.blocks)
         # The KV cache: one tensor [layers, R, kv_heads, C, D] for K and one for V, so a
@@ -209,10 +209,7 @@ class FastRunner:
         self._keys, self._values = self.new_cache(1, 0), self.new_cache(1, 0)
         self._k, self._v = list(self._keys), list(self._values)
         # The rotary table for the whole context, made once (a compiled step holds it).
-        positions = torch.arange(self.max_context, device=self.device)[None]  # [1, L]
-        probe = torch.empty(0, dtype=torch.float32, device=self.device)
-        cos, sin = self._rotary(probe, positions)  # [1, L, D]
-        self._cos, self._sin = cos[0].float(), sin[0].float()  # [L, D]
+        self._cos, self._sin = self.rotary_table()  # [L, D]
         # Compiled decode steps (FastRunner.pure_step) by rows, installed by compiled.py;
         # a step with no compiled one for its rows runs eagerly.
         self.compiled_steps: dict[int, StepFn] = {}
@@ -220,6 +217,24 @@ class FastRunner:
         self._ids: list[int] = []  # prompt tokens in row 0 of the cache
         self._length = 0
         self._batch = 1
+
+    # --- what a sibling architecture overrides (fast_gemma.py) -------------------------------
+
+    @staticmethod
+    def unsupported(model: Any) -> str | None:
+        """Why this runner cannot run ``model``, or None if it can."""
+        return unsupported_reason(model)
+
+    def build_weights(self, model: Any, precision: str, head_weight: torch.Tensor) -> Weights:
+        """The model's weights in ``precision`` (see build_weights)."""
+        return build_weights(model, precision, head_weight)
+
+    def rotary_table(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [L, D] fp32 for every position of the context."""
+        positions = torch.arange(self.max_context, device=self.device)[None]  # [1, L]
+        probe = torch.empty(0, dtype=torch.float32, device=self.device)
+        cos, sin = self._rotary(probe, positions)  # [1, L, D]
+        return cos[0].float(), sin[0].float()
 
     # --- the cache ------------------------------------------------------------------------
 
@@ -482,7 +497,7 @@ def default_precision(model: Any) -> str:
 
 
 def make_runner(model: Any, kind: str = "auto", precision: str = "auto") -> ModelRunner:
-    """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family) or "auto".
+    """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3) or "auto".
 
     auto takes the fast runner when it supports the model and the transformers one otherwise.
     precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).
@@ -491,9 +506,20 @@ def make_runner(model: Any, kind: str = "auto", precision: str = "auto") -> Mode
         raise EngineError(f"unknown runner {kind!r}: use {', '.join(RUNNERS)}")
     if kind == "hf":
         return HFRunner(model)
+    runner_class = fast_runner_class(model)
     if kind == "auto":
-        reason = unsupported_reason(model)
+        reason = runner_class.unsupported(model)
         if reason is not None:
             log.info("using the transformers runner: %s", reason)
             return HFRunner(model)
-    return FastRunner(model, default_precision(model) if precision == "auto" else precision)
+    return runner_class(model, default_precision(model) if precision == "auto" else precision)
+
+
+def fast_runner_class(model: Any) -> type[FastRunner]:
+    """The fast runner for ``model``'s architecture: Gemma 3's (fast_gemma.py) or the Llama
+    family's."""
+    from lsp_server.engine.fast_gemma import GEMMA_MODEL_TYPES, GemmaRunner
+
+    if getattr(model.config, "model_type", None) in GEMMA_MODEL_TYPES:
+        return GemmaRunner
+    return FastRunner

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lsp_server.engine.options import FIM_MODES
-from lsp_server.engine.prompt import Prompt, encode_healed, truncate
+from lsp_server.engine.prompt import Prompt, adds_bos, encode_healed, truncate
 from lsp_server.engine.vocab import Vocab
 
 # (prefix, suffix, middle) markers, in PSM order.
@@ -124,9 +124,8 @@ def build_fim_prompt(
     ids, healed = encode_healed(tokenizer, vocab, before, heal)
     ids = truncate(ids, vocab, prefix_budget)
     start: list[int] = []
-    bos = tokenizer.bos_token_id
-    if bos is not None and getattr(tokenizer, "add_bos_token", False):
-        start = [int(bos)]
+    if adds_bos(tokenizer):
+        start = [int(tokenizer.bos_token_id)]
     tail = suffix_ids(tokenizer, vocab, after, suffix_budget)
     return Prompt(
         ids=[*start, tokens.prefix, *ids, tokens.suffix, *tail, tokens.middle], heal=healed

@@ -33,6 +33,17 @@ def start_token(tokenizer: Any) -> int:
     return 0
 
 
+def adds_bos(tokenizer: Any) -> bool:
+    """Whether the tokenizer starts a text with BOS (Gemma's does; the model was trained so)."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return False
+    if getattr(tokenizer, "add_bos_token", False):
+        return True
+    # A fast tokenizer's post-processor may add it without the attribute saying so.
+    return list(tokenizer.encode("a", add_special_tokens=True))[:1] == [bos]
+
+
 def _ends_inside_character(data: bytes) -> bool:
     """True when ``data`` ends with an incomplete UTF-8 sequence."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -80,7 +91,6 @@ def build_prompt(
         raise ValueError(f"max_tokens must be at least 2 (got {max_tokens})")
     ids, healed = encode_healed(tokenizer, vocab, text, heal)
     ids = truncate(ids, vocab, max_tokens - 1)
-    bos = tokenizer.bos_token_id
-    if not ids or (bos is not None and getattr(tokenizer, "add_bos_token", False)):
+    if not ids or adds_bos(tokenizer):
         ids = [start_token(tokenizer), *ids]
     return Prompt(ids=ids, heal=healed)

@@ -118,7 +118,9 @@ class HFRunner:
             self._cache.crop(length)
 
     def _new_cache(self) -> Any:
-        return self._cache_cls(config=self.model.config)
+        # No config: every layer keeps every position. With it, a sliding-window layer
+        # (Gemma 3's local ones) keeps only its window and cannot rewind past it.
+        return self._cache_cls()
 
     @property
     def length(self) -> int:

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import bisect
+import re
 from functools import lru_cache
 from typing import Any
 
 import torch
+
+_BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+# Whitespace runs a healed prompt ends with: Vocab.warm computes their constraints at load.
+WARM_PREFIXES = (
+    *(b" " * n for n in range(1, 17)),
+    *(b"\t" * n for n in range(1, 5)),
+    b"\n",
+)
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -37,6 +46,9 @@ class Vocab:
         self._sorted_bytes = [b for b, _ in pairs]
         self._sorted_ids = [i for _, i in pairs]
         self._by_bytes = {b: i for b, i in reversed(pairs)}  # lowest id wins on duplicates
+        # The same ids as a tensor: a mask for a broad prefix (" " extends 138k of Gemma 3's
+        # 262k tokens) is then one slice, not a Python list of ids (bench/vocab_index.py).
+        self._sorted_id_tensor = torch.tensor(self._sorted_ids, dtype=torch.long)
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any) -> Vocab:
@@ -48,6 +60,8 @@ class Vocab:
         for i, piece in enumerate(pieces):
             if piece is None or i in special:
                 token_bytes.append(b"")
+            elif _BYTE_PIECE.fullmatch(piece):  # sentencepiece byte fallback: <0x0A>
+                token_bytes.append(bytes([int(piece[3:5], 16)]))
             elif all(ch in decoder for ch in piece):  # byte-level BPE (GPT-2, Llama 3, SmolLM2)
                 token_bytes.append(bytes(decoder[ch] for ch in piece))
             else:  # sentencepiece and friends
@@ -67,24 +81,43 @@ class Vocab:
     def text(self, ids: list[int]) -> str:
         return self.decode(ids).decode("utf-8", errors="replace")
 
+    def _extending(self, prefix: bytes) -> tuple[int, int]:
+        """The range [lo, hi) of the sorted tokens whose bytes start with ``prefix``."""
+        lo = bisect.bisect_left(self._sorted_bytes, prefix)
+        # Cut to the prefix's length, the sorted bytes stay sorted: a second bisection.
+        n = len(prefix)
+        hi = bisect.bisect_right(self._sorted_bytes, prefix, lo, key=lambda b: b[:n])
+        return lo, hi
+
+    def _shorter(self, prefix: bytes) -> list[int]:
+        """Ids of the tokens that are a non-empty proper prefix of ``prefix``."""
+        heads = (prefix[:n] for n in range(1, len(prefix)))
+        return [self._by_bytes[head] for head in heads if head in self._by_bytes]
+
+    def warm(self, size: int, device: torch.device) -> None:
+        """Compute the heal constraints of whitespace runs now (at load, off the request path):
+        the broadest prefixes a request heals (after an indentation, after "x = "), the ones
+        whose masks cost the most on a large vocabulary."""
+        for prefix in WARM_PREFIXES:
+            self.consistent_ids(prefix)
+            self.consistent_mask(prefix, size, device)
+
     @lru_cache(maxsize=4096)  # noqa: B019 - one Vocab per model, kept for the process
     def consistent_ids(self, prefix: bytes) -> tuple[int, ...]:
         """Ids of tokens whose bytes extend ``prefix`` or are a non-empty prefix of it."""
-        lo = bisect.bisect_left(self._sorted_bytes, prefix)
-        hi = lo
-        while hi < len(self._sorted_bytes) and self._sorted_bytes[hi].startswith(prefix):
-            hi += 1
-        extending = self._sorted_ids[lo:hi]
-        heads = (prefix[:n] for n in range(1, len(prefix)))
-        shorter = [self._by_bytes[head] for head in heads if head in self._by_bytes]
-        return tuple(sorted(set(extending) | set(shorter)))
+        lo, hi = self._extending(prefix)
+        return tuple(sorted(set(self._sorted_ids[lo:hi]) | set(self._shorter(prefix))))
 
+    @lru_cache(maxsize=64)  # noqa: B019 - 64 masks of Gemma 3's vocabulary: 17 MB
     def consistent_mask(self, prefix: bytes, size: int, device: torch.device) -> torch.Tensor:
-        """[size] bool mask of the tokens allowed while ``prefix`` is still to be produced."""
-        mask = torch.zeros(size, dtype=torch.bool, device=device)
-        ids = [i for i in self.consistent_ids(prefix) if i < size]
-        mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
-        return mask
+        """[size] bool mask of the tokens allowed while ``prefix`` is still to be produced
+        (cached: read it, never write to it)."""
+        lo, hi = self._extending(prefix)
+        shorter = torch.tensor(self._shorter(prefix), dtype=torch.long)
+        ids = torch.cat([self._sorted_id_tensor[lo:hi], shorter])
+        mask = torch.zeros(size, dtype=torch.bool)
+        mask[ids[ids < size]] = True
+        return mask.to(device)
 
 
 def advance(remaining: bytes, token: bytes) -> bytes:

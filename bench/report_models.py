@@ -1,0 +1,173 @@
+"""The embedded models side by side, and which one is the default: a section of
+docs/benchmarks.md from bench/replay.py's per-model runs and bench/latency.py --models.
+
+The rule (issue 16): Gemma 3 270M becomes the default only if it wins edit similarity@3 on
+the replay's test split with a paired interval excluding 0, at a superposed k=3 request p50
+no more than 1.5x SmolLM2's on the fast path, measured side by side; otherwise SmolLM2 stays.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from bench.measure import RESULTS
+from bench.metrics import paired_diff_ci
+from bench.replay import CURSORS
+from bench.report import stamp_line
+from bench.tables import diff_text, pct, table, verdict
+from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
+
+CONFIG = "superposed+store"  # the configuration both models ran
+MAX_RATIO = 1.5  # Gemma's k=3 p50 at most this times SmolLM2's
+LATENCY = RESULTS / "latency_models.json"
+
+
+def replay_file(model: str) -> Path:
+    """Where ``python -m bench.replay --model MODEL --out ...`` wrote this model's run."""
+    return RESULTS / f"replay-{model}.json"
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    data["_file"] = str(path.relative_to(RESULTS.parent.parent))
+    return data
+
+
+def _rows(run: dict[str, Any], cursor: str | None = None) -> dict[tuple[str, str], Any]:
+    return {
+        (r["task"], r["cursor"]): r
+        for r in run["rows"]
+        if r["config"] == CONFIG and cursor in (None, r["cursor"])
+    }
+
+
+def paired(a: dict[str, Any], b: dict[str, Any], metric: str, cursor: str | None) -> Any:
+    """a - b in ``metric`` over the positions both runs answered (one cursor, or both)."""
+    ra, rb = _rows(a, cursor), _rows(b, cursor)
+    same = [key for key in ra if key in rb]
+    return paired_diff_ci([ra[k][metric] for k in same], [rb[k][metric] for k in same])
+
+
+def decision(es: dict[str, float], ratio: float | None) -> tuple[str, list[str]]:
+    """The default the rule picks, and one line per condition."""
+    wins = es["lo"] > 0
+    fast = ratio is not None and ratio <= MAX_RATIO
+    lines = [
+        f"- {GEMMA3.name} wins edit similarity@3 (both cursors, paired): {verdict(es)} "
+        f"({diff_text(es)}).",
+        f"- its superposed k=3 p50 at most {MAX_RATIO}x {SMOLLM2.name}'s, side by side: "
+        + (
+            "not measured"
+            if ratio is None
+            else f"{'**met**' if fast else '**not met**'} ({ratio:.2f}x)"
+        )
+        + ".",  # fmt: skip
+        f"- the README states its terms ({GEMMA3.license}): **met**.",
+    ]
+    return (GEMMA3.name if wins and fast else SMOLLM2.name), lines
+
+
+def models_section() -> str | None:
+    """The section, or None until both models' replay runs exist."""
+    runs = {m: _load(replay_file(m)) for m in EMBEDDED}
+    if any(r is None for r in runs.values()):
+        return None
+    small, gemma = runs[SMOLLM2.name], runs[GEMMA3.name]
+    assert small is not None and gemma is not None
+    latency = _load(LATENCY)
+    rows = []
+    for model, run in runs.items():
+        assert run is not None
+        mine = list(_rows(run).values())
+        cells = [pct(run["summary"][CONFIG][c]["all"][m]) for c in CURSORS for m in ("esk", "emk")]
+        rows.append([model, len(mine), *cells, f"{statistics.median(r['ms'] for r in mine):.0f}"])
+    header = ["model", "positions"] + [
+        f"{c}: {m}" for c in CURSORS for m in ("ES@3", "EM@3")
+    ] + ["replay p50 ms (its own run)"]  # fmt: skip
+    es = paired(gemma, small, "esk", None)
+    ratio = None
+    out = [
+        "## Which embedded model is the default",
+        "",
+        f"Both embedded models on the replay's {small['data']['split']} split, configuration "
+        f"*{CONFIG}* (the settings of section 1), one run each through the server "
+        "(`python -m bench.replay --split test --configs superposed+store --model MODEL "
+        "--out bench/results/replay-MODEL.json`). Latencies of the two runs come from "
+        "different moments of a shared machine; the side-by-side ones below decide.",
+        "",
+        table(header, rows),
+        "",
+        "Paired differences, gemma - smollm2, over the same positions:",
+        "",
+        table(
+            ["metric", "cursor", "points [95% interval], n", "gemma > smollm2"],
+            [
+                [name, cursor or "both", diff_text(d), verdict(d)]
+                for name, metric in (("ES@3", "esk"), ("EM@3", "emk"), ("CS@3", "csk"))
+                for cursor in (*CURSORS, None)
+                for d in [paired(gemma, small, metric, cursor)]
+            ],
+        ),
+        "",
+    ]
+    if latency is not None:
+        lat_rows = []
+        for setting, per_model in latency["settings"].items():
+            for model, m in per_model.items():
+                lat_rows.append([setting, model, m["prompt_tokens"], m["median_ms"]["greedy"],
+                                 m["median_ms"]["superposed k=3"],
+                                 f"{m['superposed k=3 / first model']:.2f}x"])  # fmt: skip
+        gemma_long = latency["settings"].get("long", {}).get(GEMMA3.name)
+        ratio = gemma_long and gemma_long["superposed k=3 / first model"]
+        s = latency["stamp"]
+        out += [
+            f"Side by side (`{s['command']}`, {s['date']}, runner {latency['runner']}, 1 thread, "
+            f"medians of {s['runs']} interleaved requests, 10 new tokens, the prompt cached; "
+            f"load {s['load_start']} -> {s['load_end']}):",
+            "",
+            table(
+                [
+                    "setting",
+                    "model",
+                    "prompt tokens",
+                    "greedy ms",
+                    "superposed k=3 ms",
+                    "k=3 / smollm2's",
+                ],
+                lat_rows,
+            ),  # fmt: skip
+            "",
+        ]
+    default, lines = decision(es, ratio)
+    agrees = default == DEFAULT_MODEL
+    out += [
+        "The rule: " + GEMMA3.name + " becomes the default only if all three hold "
+        "(the latency on the long, 1,500-token setting):",
+        "",
+        *lines,
+        "",
+        f"**Default: `{default}`** by the rule; the code's default (`lsp_server/embedded.py`) "
+        f"is `{DEFAULT_MODEL}`" + (" (they agree)." if agrees else ": **they disagree**."),
+        "",
+        table(
+            [
+                "results",
+                "date",
+                "commit",
+                "model",
+                "machine",
+                "runner",
+                "load avg",
+                "seconds",
+                "command",
+            ],  # fmt: skip
+            [stamp_line(r["_file"], r["stamp"]) for r in (small, gemma)],
+        ),
+        "",
+    ]
+    return "\n".join(out)
