@@ -19,7 +19,7 @@ import pytest
 
 from lsp_server.embedded import GEMMA3
 from lsp_server.engine.model import embedded_model_dir
-from tests.e2e.test_lsp import K, command, end_of, inline, open_doc, session, wait_until_ready
+from tests.e2e.lsp_harness import K, command, end_of, inline, open_doc, session, wait_until_ready
 
 pytestmark = [
     pytest.mark.model,
