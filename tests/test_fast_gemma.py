@@ -14,7 +14,7 @@ from lsp_server.engine.fast_runner import make_runner
 from lsp_server.engine.hypotheses import Hypothesis
 from lsp_server.engine.runner import HFRunner
 from lsp_server.engine.superposed import superposed_input
-from tests.test_fast_runner import VOCAB, ids, script
+from tests.runner_harness import VOCAB, ids, script
 
 WINDOW = 8
 
