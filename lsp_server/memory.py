@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 # Characters of an open document indexed at most (before and after the cursor's line for
 # the requesting one): a huge generated file would otherwise be tokenized at every change.
 DOCUMENT_CHARS = 400_000
+# An occurrence counts only when this many tokens follow it before its file's end. The
+# requesting document's text before the cursor's line ends where the prompt does, up to the
+# healed line break and indentation: matched there, the prompt would "continue" with a blank
+# line (and an open copy of the prompt, with the healed characters only).
+FOLLOW_AT_LEAST = 4
 
 
 class _StoreIndex:
@@ -83,7 +88,7 @@ class Memory:
     def _build(self, store: Any, entry: _StoreIndex) -> None:
         try:
             streams = list(store.file_streams().values())
-            entry.index = SuffixIndex(streams)
+            entry.index = SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST)
             log.info("memory: indexed %d files, %d tokens", len(streams), len(entry.index))
         except Exception:  # a closed or broken store: serve without it, say why in the log
             log.exception("memory: could not index a store")
@@ -139,7 +144,8 @@ class Memory:
         key = frozenset((u, self._versions[u]) for u in others)
         if key != self._others[0]:
             streams = [self._document_ids(u) for u in others]
-            self._others = (key, SuffixIndex(streams) if streams else None)
+            index = SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST) if streams else None
+            self._others = (key, index)
         return self._others[1]
 
     def _current_index(self, uri: str, text: str, offset: int) -> SuffixIndex:
@@ -151,7 +157,8 @@ class Memory:
         key = (hash(before), hash(after))
         cached = self._current.get(uri)
         if cached is None or cached[0] != key:
-            cached = (key, SuffixIndex([self._ids(before), self._ids(after)]))
+            streams = [self._ids(before), self._ids(after)]
+            cached = (key, SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST))
             self._current[uri] = cached
         return cached[1]
 

@@ -3,6 +3,8 @@ and the paper's combination (section 4.5) of nucleus prefixes expanded by superp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 
@@ -67,7 +69,7 @@ class _RowDecoder:
         """Decode ``rows`` rows from the cached prompt; each row ends as a Draft or Hypothesis."""
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)[None].expand(rows, -1)
         prompt_len = self.runner.length
-        hyps = [Hypothesis(heal=self.prompt.heal) for _ in range(rows)]
+        hyps = [self.finisher.start() for _ in range(rows)]
         done: list[Draft | None] = [None] * rows
         try:
             self.runner.expand(rows)
@@ -158,7 +160,7 @@ def beam_search(
     finisher = Finisher(vocab, prompt.heal, stop or StopCondition())
     logits = prefill_reusing_cache(runner, prompt.ids)[None]  # [1, V]
     prompt_len = runner.length
-    beams = [Hypothesis(heal=prompt.heal)]
+    beams = [finisher.start()]
     finished: list[Draft] = []
     try:
         for step in range(cfg.max_new_tokens):
@@ -212,7 +214,7 @@ def nucleus_superposed(
     drafts: list[Draft] = []
     prefix_len = min(cfg.nucleus_prefix_tokens, cfg.max_new_tokens - 1)
     for _ in range(cfg.nucleus_prefixes):
-        no_prefix: list[Hypothesis | Draft] = [Hypothesis(heal=prompt.heal)]
+        no_prefix: list[Hypothesis | Draft] = [decoder.finisher.start()]
         (row,) = decoder.run(1, True, prefix_len) if prefix_len > 0 else no_prefix
         if isinstance(row, Draft):  # the prefix alone finished
             drafts.append(row)
@@ -221,7 +223,8 @@ def nucleus_superposed(
         rest = cfg.max_new_tokens - len(row.tokens)
         sub = DecodeConfig(**{**cfg.__dict__, "max_new_tokens": rest})
         prefix_text = decoder.finisher.unfinished(row).text
-        for draft in superposed_decode(runner, vocab, extended, sub, ngram, stop, cancel):
+        inner = replace(stop, continue_line=row.blank)  # the prefix may have left the line
+        for draft in superposed_decode(runner, vocab, extended, sub, ngram, inner, cancel):
             drafts.append(
                 Draft(
                     prefix_text + draft.text,

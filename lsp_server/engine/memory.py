@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lsp_server.engine.hypotheses import Finisher, Hypothesis
+from lsp_server.engine.hypotheses import Finisher
 from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.engine.types import DecodeConfig, Draft
 from lsp_server.engine.vocab import Vocab
@@ -94,18 +94,17 @@ def mix(
     return out
 
 
-def seed(
-    match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher, heal: bytes
-) -> Draft | None:
+def seed(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher) -> Draft | None:
     """The prompt's match copied as a draft up to its stop (the line's end), or None when
-    the match is short or its continuation disagrees with the healed text."""
+    the match is short or its continuation disagrees with the healed text (or breaks the
+    line the draft must continue)."""
     if not cfg.memory_seed or match is None or match.length < cfg.memory_seed_length:
         return None
-    hyp = Hypothesis(heal=heal)
+    hyp = finisher.start()
     for token in match.continuation[: cfg.max_new_tokens]:
         if token in vocab.eos_ids:
             break
-        if hyp.heal and token not in vocab.consistent_ids(hyp.heal):
+        if not hyp.allows(token, vocab):
             return None
         hyp = hyp.extend(token, 0.0, vocab)
         draft = finisher.finished(hyp)

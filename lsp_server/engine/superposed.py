@@ -210,9 +210,9 @@ class SuperposedDecoder:
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
         prompt_len = self.runner.length
         try:
-            start = Hypothesis(heal=self.prompt.heal)
+            start = self.finisher.start()
             match = mem.lookup(self.memory, self.prompt.ids, [[]])[0]
-            seeded = mem.seed(match, cfg, self.vocab, self.finisher, self.prompt.heal)
+            seeded = mem.seed(match, cfg, self.vocab, self.finisher)
             alive = self._sort_out(branch(logits, start, cfg, self.vocab, match))
             for step in range(1, cfg.max_new_tokens):
                 if settled(self.finished, alive, cfg.k):

@@ -101,6 +101,10 @@ class StopCondition:
     # `def f():` or a complete line, the useful draft is the next line.
     single_line: bool = False
     stop_strings: tuple[str, ...] = ()
+    # The draft continues the cursor's line (blank so far: indentation or nothing, and
+    # nothing after the cursor): its first visible character may not be a line break, else
+    # the draft would leave the line the user is on blank (engine/hypotheses.py).
+    continue_line: bool = False
 
     def cut(self, text: str) -> str | None:
         """The draft's text up to the first stop, or None if it has not stopped."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -79,10 +80,31 @@ class Vocab:
         shorter = [self._by_bytes[head] for head in heads if head in self._by_bytes]
         return tuple(sorted(set(extending) | set(shorter)))
 
+    @lru_cache(maxsize=4096)  # noqa: B019 - one Vocab per model, kept for the process
+    def breaking_ids(self, heal: bytes) -> tuple[int, ...]:
+        """Ids of tokens that, emitted while ``heal`` is owed, begin a new line before any
+        visible character: their bytes past ``heal``, less spaces and tabs, start with a line
+        break. (Tokens inconsistent with ``heal`` are left to ``consistent_ids``.)"""
+        ids: Iterable[int] = range(len(self.token_bytes))
+        if heal:
+            ids = [i for i in self.consistent_ids(heal) if len(self.token_bytes[i]) > len(heal)]
+        return tuple(
+            i
+            for i in ids
+            if self.token_bytes[i][len(heal) :].lstrip(b" \t").startswith((b"\n", b"\r"))
+        )
+
     def consistent_mask(self, prefix: bytes, size: int, device: torch.device) -> torch.Tensor:
         """[size] bool mask of the tokens allowed while ``prefix`` is still to be produced."""
         mask = torch.zeros(size, dtype=torch.bool, device=device)
         ids = [i for i in self.consistent_ids(prefix) if i < size]
+        mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
+        return mask
+
+    def breaking_mask(self, heal: bytes, size: int, device: torch.device) -> torch.Tensor:
+        """[size] bool mask of ``breaking_ids(heal)``."""
+        mask = torch.zeros(size, dtype=torch.bool, device=device)
+        ids = [i for i in self.breaking_ids(heal) if i < size]
         mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
         return mask
 
