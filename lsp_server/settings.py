@@ -61,16 +61,14 @@ class DecodingSettings:
     alpha: float = 0.54  # weight of the n-gram probability in the re-score
     # interpolate: (1 - alpha) p_model + alpha p_ngram (an unseen token keeps the model's
     # word); loglinear: the paper's mix of log-probabilities, which vetoes unseen tokens.
-    # The server keeps loglinear for now: with interpolate, a saved file's idiom no longer
-    # reached the real model's drafts (tests/e2e/test_lsp_model.py), and the memory, which
-    # carries it instead, is still opt-in. The replay measures both (bench/results/replay*).
-    mix: str = "loglinear"
+    # With a small codebase store the veto drops the new names a line introduces; the
+    # memory (below) carries the store's idioms instead (bench/results/replay*.json).
+    mix: str = "interpolate"
     # Longest matches over the stores' files and the open documents propose and weigh
-    # candidates (lsp_server/memory.py, engine/memory.py). Off by default for now: it lifts
-    # the replay's edit similarity (bench/results/replay*.json), but at a line start in a
-    # small file it drafted blank-line continuations ("\n print(x)") that the real-model
-    # test (tests/e2e/test_lsp_model.py) rejects; opt in with memory: on.
-    memory: bool = False
+    # candidates (lsp_server/memory.py, engine/memory.py). On the replay it lifts edit
+    # similarity@3 at the line start and mid-line over the same server without it
+    # (bench/results/replay.json, docs/benchmarks.md).
+    memory: bool = True
     # The text before the cursor's longest match, copied to the end of its line, is one of
     # the k drafts (the last shown, unless decoding found the same).
     memory_seed: bool = True
