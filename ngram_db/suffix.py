@@ -146,8 +146,9 @@ class SuffixIndex:
         ends = self._ends[np.searchsorted(self._ends, after)]  # [len(after)] next separator
         return after[ends - after >= self.min_follow]
 
-    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
-        """The longest match of ``context`` with its next-token counts and a continuation.
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        """The longest match of ``context`` with its next-token counts and a continuation
+        (and up to ``others`` distinct continuations of other occurrences, latest first).
 
         Occurrences that a stream's end follows within ``min_follow`` tokens do not count:
         the longest suffix that has others is the match (a file that ends where the
@@ -168,10 +169,21 @@ class SuffixIndex:
         counts = Counter(next_tokens.tolist())
         best = max(counts, key=lambda t: counts[t])
         start = int(after[next_tokens == best][-1])  # its latest occurrence
+        continuation = self._continuation(start, follow)
+        alternatives: list[list[int]] = []
+        for pos in after[::-1].tolist():
+            if len(alternatives) == others:
+                break
+            other = self._continuation(pos, follow)
+            if other != continuation and other not in alternatives:
+                alternatives.append(other)
+        return Match(depth, dict(counts), continuation, alternatives)
+
+    def _continuation(self, start: int, follow: int) -> list[int]:
+        """Up to ``follow`` tokens from ``start``, not past the stream's end."""
         tail = self.tokens[start : start + follow]
         stop = np.flatnonzero(tail == _SEPARATOR)
-        continuation = tail[: stop[0]] if len(stop) else tail
-        return Match(depth, dict(counts), [int(t) for t in continuation])
+        return [int(t) for t in (tail[: stop[0]] if len(stop) else tail)]
 
 
 class MatchSet:
@@ -180,10 +192,10 @@ class MatchSet:
     def __init__(self, sources: Sequence[object]) -> None:
         self.sources = [s for s in sources if s is not None]
 
-    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
         best: Match | None = None
         for source in self.sources:
-            found = source.match(context, follow)  # type: ignore[attr-defined]
+            found = source.match(context, follow, others)  # type: ignore[attr-defined]
             if found is None:
                 continue
             if best is None or found.length > best.length:
@@ -191,7 +203,8 @@ class MatchSet:
             elif found.length == best.length:
                 merged = Counter(best.next_counts)
                 merged.update(found.next_counts)
-                best = Match(best.length, dict(merged), best.continuation)
+                alternatives = [*best.others, found.continuation, *found.others][:others]
+                best = Match(best.length, dict(merged), best.continuation, alternatives)
         return best
 
 

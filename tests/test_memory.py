@@ -114,6 +114,8 @@ def test_match_set_prefers_the_longest_and_adds_equal_ones() -> None:
     assert longest is not None and (longest.length, longest.next_counts) == (3, {5: 1})
     tied = MatchSet([a, b]).match([7, 1, 2])
     assert tied is not None and tied.next_counts == {3: 1, 5: 1}
+    tied = MatchSet([a, b]).match([7, 1, 2], others=2)
+    assert tied is not None and (tied.continuation, tied.others) == ([3], [[5]])
 
 
 # --- the mix: never a veto, and a long match dominates ----------------------------------------
@@ -289,6 +291,38 @@ def test_place_puts_the_seed_at_its_rank_unless_already_there() -> None:
     assert [d.text for d in mem.place([], Draft("s", [9], 0.0), rank=2, k=3)] == ["s"]
 
 
+def test_distinct_continuations_seed_distinct_drafts(tiny_engine: Engine) -> None:
+    """Two call sites continue the same context differently: each seeds a draft (the latest
+    first), a third that ends the line alike adds none, and memory_seeds bounds them."""
+    tokenizer = tiny_engine.tokenizer
+    prompt = "def frob(widget):\n    return"
+    lines = [
+        " widget.transmogrify(spline_count=42)",
+        " widget.reticulate(7)",
+        " widget.reticulate(7)",
+    ]
+    files = [prompt + line + "\n" for line in lines]
+    memory = SuffixIndex([tokenizer.encode(f, add_special_tokens=False) for f in files])
+    healed = tiny_engine.prompt(prompt, 24)
+    match = memory.match(healed.ids, others=4)
+    assert match is not None and len(match.others) >= 1
+    stop = StopCondition(single_line=True)
+    finisher = Finisher(tiny_engine.vocab, healed.heal, stop)
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_seeds=3)
+    seeded = [d.text for d in mem.seeds(match, cfg, tiny_engine.vocab, finisher)]
+    assert seeded == [" widget.reticulate(7)", " widget.transmogrify(spline_count=42)"]
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seeds=2)
+    drafts = [
+        d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
+    ]
+    assert drafts[1:] == seeded  # placed from memory_seed_rank (2) backwards, the first first
+    one = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seeds=1)
+    drafts = [
+        d.text for d in tiny_engine.complete(prompt, cfg=one, stop=stop, memory=memory).drafts
+    ]
+    assert drafts[2] == seeded[0] and seeded[1] not in drafts
+
+
 def test_the_prompt_match_seeds_a_draft_without_proposals(tiny_engine: Engine) -> None:
     """Proposals off: the seed alone brings the codebase's line into the drafts."""
     tokenizer = tiny_engine.tokenizer
@@ -332,10 +366,11 @@ def test_a_seed_that_would_leave_the_line_blank_is_not_drafted(
     match = Match(length=12, next_counts={continuation[0]: 1}, continuation=continuation)
     cfg = DecodeConfig(max_new_tokens=24)
     other_line = Finisher(vocab, b"", StopCondition(single_line=True))
-    seeded = mem.seed(match, cfg, vocab, other_line)
-    assert seeded is not None and seeded.text == "\n    y = transmogrify(2)"
+    assert [d.text for d in mem.seeds(match, cfg, vocab, other_line)] == [
+        "\n    y = transmogrify(2)"
+    ]
     this_line = Finisher(vocab, b"", StopCondition(single_line=True, continue_line=True))
-    assert mem.seed(match, cfg, vocab, this_line) is None
+    assert mem.seeds(match, cfg, vocab, this_line) == []
 
 
 def test_drafts_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
