@@ -70,7 +70,8 @@ class DecodingSettings:
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True
     # The text before the cursor's longest match, copied to the end of its line, is one of
-    # the k drafts (the last shown, unless decoding found the same).
+    # the k drafts (the last shown, unless decoding found the same); a second occurrence
+    # that goes on differently seeds the draft before it.
     memory_seed: bool = True
     # Score the final drafts under the model (one batched forward) and order them by it:
     # off by default, it costs about as much as the decoding itself on a CPU
