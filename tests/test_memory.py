@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lsp_server import memory as memory_module
 from lsp_server.completion import CursorContext, decode
 from lsp_server.engine import memory as mem
 from lsp_server.engine.api import Engine
@@ -277,6 +278,39 @@ def test_open_documents_follow_edits_and_the_cursor_line_is_left_out(tokenizer: 
     # a closed document is forgotten
     gone = memory.source(here, len(text), {here: text}).match(ids("value = transmogrify_g"))
     assert gone is None or gone.length < 4
+
+
+def test_large_open_documents_are_indexed_in_the_background(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past OTHERS_INLINE_CHARS a change is indexed off the request path: the previous index
+    serves until the new one is built, unless it holds the requesting document itself."""
+    monkeypatch.setattr(memory_module, "OTHERS_INLINE_CHARS", 0)
+    memory = Memory(tokenizer)
+    a, b, here = "file:///a.py", "file:///b.py", "file:///here.py"
+
+    def length(uri: str, documents: dict[str, str], text: str) -> int:
+        found = memory.source(uri, 0, documents).match(
+            tokenizer.encode(text, add_special_tokens=False)
+        )
+        return 0 if found is None else found.length
+
+    old = {a: "alpha = compute_first_value(1)\n", here: ""}
+    assert length(here, old, "alpha = compute_first_value") >= 4  # none yet: built at once
+    new = {a: "beta = compute_second_value(2)\n", here: ""}
+    assert length(here, new, "alpha = compute_first_value") >= 4  # the previous one served
+    memory.wait()
+    assert length(here, new, "beta = compute_second_value") >= 4
+    assert length(here, new, "alpha = compute_first_value") < 4
+    # another document asks (the previous index, of a only, serves it), then ``here`` asks
+    # again: the index built meanwhile holds ``here`` itself (its match would be its own
+    # text), so no index of the others serves until the new one is built
+    mine = {**new, b: "gamma = compute_third_value(3)\n"}
+    assert length(b, mine, "beta = compute_second_value") >= 4
+    memory.wait()
+    assert length(here, mine, "beta = compute_second_value") < 4
+    memory.wait()
+    assert length(here, mine, "gamma = compute_third_value") >= 4
 
 
 # --- the seeded draft -------------------------------------------------------------------------
