@@ -92,8 +92,9 @@ class DecodingSettings:
     # switched to), the request's prompt is only the most recent this many tokens, and the
     # engine extends the cache to the full window in the background between requests; the
     # cache is also warmed on didOpen/didChange (lsp_server/warmup.py). 0: always the full
-    # window on the request path. 256: the first request's p50 stays under 0.5 s on one CPU
-    # thread (bench/results/lsp_latency.md, first-request case, both settings side by side).
+    # window on the request path. 256: the first request's p50 about a third of the full
+    # window's on one CPU thread (bench/results/lsp_latency.md, first-request case, both
+    # settings side by side).
     first_prompt_tokens: int = 256
     # Milliseconds a request waits for a newer one for the same document before decoding
     # (a newer one replaces it unanswered); 0: decode at once. Measured by
