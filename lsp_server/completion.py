@@ -51,6 +51,11 @@ class CursorContext:
     after: str  # the rest of the cursor's line
     following: str = ""  # the text after the cursor, up to FOLLOWING_CHARS (for FIM prompts)
 
+    @property
+    def blank_line(self) -> bool:
+        """The cursor's line is blank (indentation at most): a draft continues this line."""
+        return not self.before[self.before.rfind("\n") + 1 :].strip() and not self.after.strip()
+
     @classmethod
     def at(cls, text: str, offset: int) -> CursorContext:
         end = text.find("\n", offset)
@@ -272,7 +277,9 @@ def decode(
         method=settings.method,
         cfg=decode_config(settings),
         ngram=ngram,
-        stop=StopCondition(single_line=settings.line_mode == "single"),
+        stop=StopCondition(
+            single_line=settings.line_mode == "single", continue_line=context.blank_line
+        ),
         cancel=cancel,
         max_prompt_tokens=max_prompt_tokens,
         fim=markers,

@@ -36,6 +36,16 @@ log = logging.getLogger(__name__)
 # Characters of an open document indexed at most (before and after the cursor's line for
 # the requesting one): a huge generated file would otherwise be tokenized at every change.
 DOCUMENT_CHARS = 400_000
+# An occurrence counts only when this many tokens follow it before its file's end. The
+# requesting document's text before the cursor's line ends where the prompt does, up to the
+# healed line break and indentation: matched there, the prompt would "continue" with a blank
+# line (and an open copy of the prompt, with the healed characters only).
+FOLLOW_AT_LEAST = 4
+# The other open documents' index is rebuilt on the request path while they hold at most
+# this many characters (a save or a switch of files is seen at once); beyond, in the
+# background, the previous index serving meanwhile (an editor with many large files open
+# rebuilt hundreds of thousands of tokens at every switch: bench/results/lsp_latency.md).
+OTHERS_INLINE_CHARS = 200_000
 
 
 class _StoreIndex:
@@ -53,12 +63,13 @@ class Memory:
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = as_tokenizer(tokenizer)
         self._stores = weakref.WeakKeyDictionary[NgramStore, _StoreIndex]()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered: documents are indexed under it
         self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
         self._documents: dict[str, tuple[str, np.ndarray]] = {}  # uri -> (text, ids)
         self._versions: dict[str, int] = {}  # uri -> changes seen (keys the others' index)
         self._changes = 0
         self._others: tuple[frozenset[tuple[str, int]], SuffixIndex | None] = (frozenset(), None)
+        self._others_building: frozenset[tuple[str, int]] | None = None
         self._current: dict[str, tuple[tuple[int, int], SuffixIndex]] = {}
 
     # -- stores ----------------------------------------------------------------------------
@@ -84,7 +95,7 @@ class Memory:
     def _build(self, store: NgramStore, entry: _StoreIndex) -> None:
         try:
             streams = list(store.file_streams().values())
-            entry.index = SuffixIndex(streams)
+            entry.index = SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST)
             log.info("memory: indexed %d files, %d tokens", len(streams), len(entry.index))
         except Exception:  # a closed or broken store: serve without it, say why in the log
             log.exception("memory: could not index a store")
@@ -127,21 +138,53 @@ class Memory:
                 self._changes += 1
                 self._versions[uri] = self._changes
 
-    def _document_ids(self, uri: str) -> np.ndarray:
-        text, ids = self._documents[uri]
-        if text and not len(ids):
-            ids = self._ids(text[:DOCUMENT_CHARS])
-            self._documents[uri] = (text, ids)
-        return ids
-
     def _others_index(self, uri: str) -> SuffixIndex | None:
-        """One index over every open document but ``uri``."""
+        """One index over every open document but ``uri`` (under the lock).
+
+        Rebuilt here when they changed and are small (or there is none yet); else in the
+        background, the previous index serving unless it holds ``uri`` (which would match
+        itself).
+        """
         others = sorted(u for u in self._documents if u != uri)
         key = frozenset((u, self._versions[u]) for u in others)
-        if key != self._others[0]:
-            streams = [self._document_ids(u) for u in others]
-            self._others = (key, SuffixIndex(streams) if streams else None)
-        return self._others[1]
+        built, index = self._others
+        if key == built:
+            return index
+        snapshot = [(u, *self._documents[u]) for u in others]
+        if index is None or sum(len(text) for _, text, _ in snapshot) <= OTHERS_INLINE_CHARS:
+            self._others = (key, self._index_documents(snapshot))
+            return self._others[1]
+        if self._others_building != key:
+            self._others_building = key
+            self._builder.submit(self._build_others, key, snapshot)
+        return index if all(u != uri for u, _ in built) else None
+
+    def _index_documents(self, snapshot: list[tuple[str, str, np.ndarray]]) -> SuffixIndex | None:
+        """An index over (uri, text, ids) documents; ids are computed once per text."""
+        streams = []
+        for uri, text, ids in snapshot:
+            if text and not len(ids):
+                ids = self._ids(text[:DOCUMENT_CHARS])
+                with self._lock:
+                    if self._documents.get(uri, ("",))[0] is text:  # still that text: keep them
+                        self._documents[uri] = (text, ids)
+            streams.append(ids)
+        return SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST) if streams else None
+
+    def _build_others(
+        self, key: frozenset[tuple[str, int]], snapshot: list[tuple[str, str, np.ndarray]]
+    ) -> None:
+        """On the builder thread: the other open documents' index for ``key``."""
+        try:
+            index = self._index_documents(snapshot)
+            with self._lock:
+                self._others = (key, index)
+        except Exception:  # serve the previous index; say why in the log
+            log.exception("memory: could not index the open documents")
+        finally:
+            with self._lock:
+                if self._others_building == key:
+                    self._others_building = None
 
     def _current_index(self, uri: str, text: str, offset: int) -> SuffixIndex:
         """The requesting document without the cursor's line."""
@@ -152,7 +195,8 @@ class Memory:
         key = (hash(before), hash(after))
         cached = self._current.get(uri)
         if cached is None or cached[0] != key:
-            cached = (key, SuffixIndex([self._ids(before), self._ids(after)]))
+            streams = [self._ids(before), self._ids(after)]
+            cached = (key, SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST))
             self._current[uri] = cached
         return cached[1]
 

@@ -64,18 +64,17 @@ class DecodingSettings:
     alpha: float = 0.54  # weight of the n-gram probability in the re-score
     # interpolate: (1 - alpha) p_model + alpha p_ngram (an unseen token keeps the model's
     # word); loglinear: the paper's mix of log-probabilities, which vetoes unseen tokens.
-    # The server keeps loglinear for now: with interpolate, a saved file's idiom no longer
-    # reached the real model's drafts (tests/e2e/test_lsp_model.py), and the memory, which
-    # carries it instead, is still opt-in. The replay measures both (bench/results/replay*).
-    mix: str = "loglinear"
+    # With a small codebase store the veto drops the new names a line introduces; the
+    # memory (below) carries the store's idioms instead (bench/results/replay*.json).
+    mix: str = "interpolate"
     # Longest matches over the stores' files and the open documents propose and weigh
-    # candidates (lsp_server/memory.py, engine/memory.py). Off by default for now: it lifts
-    # the replay's edit similarity (bench/results/replay*.json), but at a line start in a
-    # small file it drafted blank-line continuations ("\n print(x)") that the real-model
-    # test (tests/e2e/test_lsp_model.py) rejects; opt in with memory: on.
-    memory: bool = False
+    # candidates (lsp_server/memory.py, engine/memory.py). On the replay it lifts edit
+    # similarity@3 at the line start and mid-line over the same server without it
+    # (bench/results/replay.json, docs/benchmarks.md).
+    memory: bool = True
     # The text before the cursor's longest match, copied to the end of its line, is one of
-    # the k drafts (the last shown, unless decoding found the same).
+    # the k drafts (the last shown, unless decoding found the same); a second occurrence
+    # that goes on differently seeds the draft before it.
     memory_seed: bool = True
     # Score the final drafts under the model (one batched forward) and order them by it:
     # off by default, it costs about as much as the decoding itself on a CPU
@@ -96,8 +95,9 @@ class DecodingSettings:
     # switched to), the request's prompt is only the most recent this many tokens, and the
     # engine extends the cache to the full window in the background between requests; the
     # cache is also warmed on didOpen/didChange (lsp_server/warmup.py). 0: always the full
-    # window on the request path. 256: the first request's p50 stays under 0.5 s on one CPU
-    # thread (bench/results/lsp_latency.md, first-request case, both settings side by side).
+    # window on the request path. 256: the first request's p50 about a third of the full
+    # window's on one CPU thread (bench/results/lsp_latency.md, first-request case, both
+    # settings side by side).
     first_prompt_tokens: int = 256
     # Milliseconds a request waits for a newer one for the same document before decoding
     # (a newer one replaces it unanswered); 0: decode at once. Measured by

@@ -61,6 +61,7 @@ class SuffixIndex:
         streams: Sequence[Sequence[int] | np.ndarray],
         max_context: int = 256,
         vector_range: int = _VECTOR_RANGE,
+        min_follow: int = 1,
     ) -> None:
         parts: list[np.ndarray] = []
         for ids in streams:
@@ -73,6 +74,9 @@ class SuffixIndex:
         self.max_context = max_context  # context tokens compared at most
         self.vector_range = vector_range  # ranges longer than this narrow by bisection
         self._n = len(forward)
+        self._ends = np.flatnonzero(forward == _SEPARATOR)  # [streams] each stream's end
+        # An occurrence counts when this many tokens follow it in its stream (1: any).
+        self.min_follow = min_follow
 
     def __len__(self) -> int:
         return self._n
@@ -98,47 +102,88 @@ class SuffixIndex:
         left, right = np.searchsorted(column, [token, token + 1])
         return lo + int(left), lo + int(right)
 
-    def longest(self, context: Sequence[int]) -> tuple[int, np.ndarray]:
-        """(length, occurrences): the longest suffix of ``context`` in the streams.
-
-        Occurrences are positions in the forward stream of the token that FOLLOWED each
-        occurrence of the matched suffix (possibly a separator).
+    def _ranges(self, context: Sequence[int]) -> tuple[list[tuple[int, int]], int]:
+        """(ranges, length): ranges[i] is the range [lo, hi) of sorted suffixes that begin
+        with the last i + 1 tokens of ``context`` reversed; ``length`` is the longest match,
+        which can exceed len(ranges) once one occurrence is left (its range serves them all).
         """
         query = np.asarray(context[-self.max_context :], dtype=np.int64)[::-1]
+        ranges: list[tuple[int, int]] = []
         lo, hi, depth = 0, self._n, 0
         while depth < len(query):
             new_lo, new_hi = self._narrow(lo, hi, depth, int(query[depth]))
             if new_lo == new_hi:
                 break
             lo, hi, depth = new_lo, new_hi, depth + 1
+            ranges.append((lo, hi))
             if hi - lo == 1:  # one occurrence left: compare the rest directly
                 start = int(self.sa[lo])
                 rest = self.reversed[start + depth : start + len(query)]
                 same = rest == query[depth : depth + len(rest)]
                 depth += len(rest) if same.all() else int(np.argmin(same))
                 break
+        return ranges, depth
+
+    def _after(self, lo: int, hi: int) -> np.ndarray:
+        """Forward positions right after each occurrence in the range, sorted."""
+        return np.sort(self._n - self.sa[lo:hi])
+
+    def longest(self, context: Sequence[int]) -> tuple[int, np.ndarray]:
+        """(length, occurrences): the longest suffix of ``context`` in the streams.
+
+        Occurrences are positions in the forward stream of the token that FOLLOWED each
+        occurrence of the matched suffix (possibly a separator).
+        """
+        ranges, depth = self._ranges(context)
         if depth == 0:
             return 0, np.zeros(0, dtype=np.int64)
-        after = self._n - self.sa[lo:hi]  # forward position right after each occurrence
-        return depth, np.sort(after)
+        return depth, self._after(*ranges[-1])
 
-    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
-        """The longest match of ``context`` with its next-token counts and a continuation."""
-        length, after = self.longest(context)
-        if length == 0:
+    def _live(self, after: np.ndarray) -> np.ndarray:
+        """The occurrences (positions after them) followed by at least ``min_follow`` tokens
+        before their stream ends, most recent last."""
+        after = after[after < self._n]
+        ends = self._ends[np.searchsorted(self._ends, after)]  # [len(after)] next separator
+        return after[ends - after >= self.min_follow]
+
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        """The longest match of ``context`` with its next-token counts and a continuation
+        (and up to ``others`` distinct continuations of other occurrences, latest first).
+
+        Occurrences that a stream's end follows within ``min_follow`` tokens do not count:
+        the longest suffix that has others is the match (a file that ends where the
+        context does, as the requesting document's text before the cursor's line does,
+        continues nothing).
+        """
+        ranges, depth = self._ranges(context)
+        while ranges:
+            after = self._live(self._after(*ranges[-1]))
+            if len(after):
+                break
+            ranges.pop()
+            depth = len(ranges)
+        if not ranges:
             return None
-        after = after[after < self._n][-_MAX_OCCURRENCES:]  # the most recent ones
+        after = after[-_MAX_OCCURRENCES:]  # the most recent ones
         next_tokens = self.tokens[after]
-        live = next_tokens != _SEPARATOR
-        if not live.any():
-            return None
-        counts = Counter(next_tokens[live].tolist())
+        counts = Counter(next_tokens.tolist())
         best = max(counts, key=lambda t: counts[t])
-        start = int(after[live][next_tokens[live] == best][-1])  # its latest occurrence
+        start = int(after[next_tokens == best][-1])  # its latest occurrence
+        continuation = self._continuation(start, follow)
+        alternatives: list[list[int]] = []
+        for pos in after[::-1].tolist():
+            if len(alternatives) == others:
+                break
+            other = self._continuation(pos, follow)
+            if other != continuation and other not in alternatives:
+                alternatives.append(other)
+        return Match(depth, dict(counts), continuation, alternatives)
+
+    def _continuation(self, start: int, follow: int) -> list[int]:
+        """Up to ``follow`` tokens from ``start``, not past the stream's end."""
         tail = self.tokens[start : start + follow]
         stop = np.flatnonzero(tail == _SEPARATOR)
-        continuation = tail[: stop[0]] if len(stop) else tail
-        return Match(length, dict(counts), [int(t) for t in continuation])
+        return [int(t) for t in (tail[: stop[0]] if len(stop) else tail)]
 
 
 class MatchSet:
@@ -147,10 +192,10 @@ class MatchSet:
     def __init__(self, sources: Sequence[object]) -> None:
         self.sources = [s for s in sources if s is not None]
 
-    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
         best: Match | None = None
         for source in self.sources:
-            found = source.match(context, follow)  # type: ignore[attr-defined]
+            found = source.match(context, follow, others)  # type: ignore[attr-defined]
             if found is None:
                 continue
             if best is None or found.length > best.length:
@@ -158,7 +203,8 @@ class MatchSet:
             elif found.length == best.length:
                 merged = Counter(best.next_counts)
                 merged.update(found.next_counts)
-                best = Match(best.length, dict(merged), best.continuation)
+                alternatives = [*best.others, found.continuation, *found.others][:others]
+                best = Match(best.length, dict(merged), best.continuation, alternatives)
         return best
 
 

@@ -12,15 +12,21 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lsp_server import memory as memory_module
+from lsp_server.completion import CursorContext, decode
 from lsp_server.engine import memory as mem
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import FastRunner
+from lsp_server.engine.hypotheses import Finisher, Hypothesis, heal_masks
 from lsp_server.engine.ngram import InMemoryNgramSource, Match
+from lsp_server.engine.prompt import encode_healed
 from lsp_server.engine.runner import HFRunner
 from lsp_server.engine.superposed import rescore
 from lsp_server.engine.types import DecodeConfig, Draft, StopCondition
 from lsp_server.engine.verify import draft_logprobs, verify
+from lsp_server.engine.vocab import Vocab
 from lsp_server.memory import Memory
+from lsp_server.settings import DecodingSettings
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
 
@@ -66,12 +72,51 @@ def test_match_counts_next_tokens_and_copies_the_continuation() -> None:
     assert index.match([42]) is None
 
 
+def _brute_force_live(streams: list[list[int]], context: list[int], min_follow: int) -> int:
+    """The longest suffix of ``context`` with an occurrence that ``min_follow`` tokens follow."""
+    best = 0
+    for n in range(1, len(context) + 1):
+        tail = context[len(context) - n :]
+        if any(
+            s[i : i + n] == tail and len(s) - (i + n) >= min_follow
+            for s in streams
+            for i in range(len(s) - n + 1)
+        ):
+            best = n
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(streams=streams_st, context=context_st, min_follow=st.integers(1, 4))
+def test_match_backs_off_from_occurrences_at_a_stream_end(
+    streams: list[list[int]], context: list[int], min_follow: int
+) -> None:
+    """The match is the longest suffix that occurs with ``min_follow`` tokens after it."""
+    found = SuffixIndex(streams, min_follow=min_follow).match(context)
+    expected = _brute_force_live(streams, context, min_follow)
+    assert (found.length if found is not None else 0) == expected
+
+
+def test_a_stream_that_ends_where_the_context_does_hides_no_longer_continuation() -> None:
+    """An open copy of the text before the cursor matches all of it but continues nothing:
+    the shorter match with a continuation is the one proposed."""
+    copy = [5, 6, 7, 8, 9, 1]  # the prompt [.., 9] and one healed token, then the file ends
+    taught = [0, 7, 8, 9, 1, 2, 3, 4, 0, 7, 8, 9, 1, 2, 3, 4]
+    match = SuffixIndex([copy, taught], min_follow=4).match([5, 6, 7, 8, 9])
+    assert match is not None and match.length == 3
+    assert match.continuation[:4] == [1, 2, 3, 4]
+    stale = SuffixIndex([copy, taught]).match([5, 6, 7, 8, 9])  # any live next token counts
+    assert stale is not None and stale.length == 5 and stale.continuation == [1]
+
+
 def test_match_set_prefers_the_longest_and_adds_equal_ones() -> None:
     a, b = SuffixIndex([[1, 2, 3]]), SuffixIndex([[0, 1, 2, 5]])
     longest = MatchSet([a, b]).match([0, 1, 2])
     assert longest is not None and (longest.length, longest.next_counts) == (3, {5: 1})
     tied = MatchSet([a, b]).match([7, 1, 2])
     assert tied is not None and tied.next_counts == {3: 1, 5: 1}
+    tied = MatchSet([a, b]).match([7, 1, 2], others=2)
+    assert tied is not None and (tied.continuation, tied.others) == ([3], [[5]])
 
 
 # --- the mix: never a veto, and a long match dominates ----------------------------------------
@@ -224,9 +269,48 @@ def test_open_documents_follow_edits_and_the_cursor_line_is_left_out(tokenizer: 
     docs = {here: line}
     found = memory.source(here, len(line), docs).match(ids(line))
     assert found is None
+    # at a line start, the text before the cursor's line (which ends where the prompt does,
+    # up to the healed line break) does not continue the prompt with that line break
+    start = "def main():\n    x = compute_first_value(1)\n    "
+    prompt_ids, heal = encode_healed(tokenizer, Vocab.from_tokenizer(tokenizer), start)
+    assert heal.startswith(b"\n")
+    assert memory.source(here, len(start), {here: start}).match(prompt_ids) is None
     # a closed document is forgotten
     gone = memory.source(here, len(text), {here: text}).match(ids("value = transmogrify_g"))
     assert gone is None or gone.length < 4
+
+
+def test_large_open_documents_are_indexed_in_the_background(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past OTHERS_INLINE_CHARS a change is indexed off the request path: the previous index
+    serves until the new one is built, unless it holds the requesting document itself."""
+    monkeypatch.setattr(memory_module, "OTHERS_INLINE_CHARS", 0)
+    memory = Memory(tokenizer)
+    a, b, here = "file:///a.py", "file:///b.py", "file:///here.py"
+
+    def length(uri: str, documents: dict[str, str], text: str) -> int:
+        found = memory.source(uri, 0, documents).match(
+            tokenizer.encode(text, add_special_tokens=False)
+        )
+        return 0 if found is None else found.length
+
+    old = {a: "alpha = compute_first_value(1)\n", here: ""}
+    assert length(here, old, "alpha = compute_first_value") >= 4  # none yet: built at once
+    new = {a: "beta = compute_second_value(2)\n", here: ""}
+    assert length(here, new, "alpha = compute_first_value") >= 4  # the previous one served
+    memory.wait()
+    assert length(here, new, "beta = compute_second_value") >= 4
+    assert length(here, new, "alpha = compute_first_value") < 4
+    # another document asks (the previous index, of a only, serves it), then ``here`` asks
+    # again: the index built meanwhile holds ``here`` itself (its match would be its own
+    # text), so no index of the others serves until the new one is built
+    mine = {**new, b: "gamma = compute_third_value(3)\n"}
+    assert length(b, mine, "beta = compute_second_value") >= 4
+    memory.wait()
+    assert length(here, mine, "beta = compute_second_value") < 4
+    memory.wait()
+    assert length(here, mine, "gamma = compute_third_value") >= 4
 
 
 # --- the seeded draft -------------------------------------------------------------------------
@@ -239,6 +323,38 @@ def test_place_puts_the_seed_at_its_rank_unless_already_there() -> None:
     assert placed[1].score == -2.0  # the displaced draft's score: the order stays by score
     assert mem.place(drafts, Draft("b", [2, 2], 0.0), rank=0, k=3) == drafts
     assert [d.text for d in mem.place([], Draft("s", [9], 0.0), rank=2, k=3)] == ["s"]
+
+
+def test_distinct_continuations_seed_distinct_drafts(tiny_engine: Engine) -> None:
+    """Two call sites continue the same context differently: each seeds a draft (the latest
+    first), a third that ends the line alike adds none, and memory_seeds bounds them."""
+    tokenizer = tiny_engine.tokenizer
+    prompt = "def frob(widget):\n    return"
+    lines = [
+        " widget.transmogrify(spline_count=42)",
+        " widget.reticulate(7)",
+        " widget.reticulate(7)",
+    ]
+    files = [prompt + line + "\n" for line in lines]
+    memory = SuffixIndex([tokenizer.encode(f, add_special_tokens=False) for f in files])
+    healed = tiny_engine.prompt(prompt, 24)
+    match = memory.match(healed.ids, others=4)
+    assert match is not None and len(match.others) >= 1
+    stop = StopCondition(single_line=True)
+    finisher = Finisher(tiny_engine.vocab, healed.heal, stop)
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_seeds=3)
+    seeded = [d.text for d in mem.seeds(match, cfg, tiny_engine.vocab, finisher)]
+    assert seeded == [" widget.reticulate(7)", " widget.transmogrify(spline_count=42)"]
+    cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seeds=2)
+    drafts = [
+        d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
+    ]
+    assert drafts[1:] == seeded  # placed from memory_seed_rank (2) backwards, the first first
+    one = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seeds=1)
+    drafts = [
+        d.text for d in tiny_engine.complete(prompt, cfg=one, stop=stop, memory=memory).drafts
+    ]
+    assert drafts[2] == seeded[0] and seeded[1] not in drafts
 
 
 def test_the_prompt_match_seeds_a_draft_without_proposals(tiny_engine: Engine) -> None:
@@ -255,3 +371,73 @@ def test_the_prompt_match_seeds_a_draft_without_proposals(tiny_engine: Engine) -
     cfg = DecodeConfig(k=3, max_new_tokens=24, memory_proposals=0, memory_seed=False)
     unseeded = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory)
     assert line not in [d.text for d in unseeded.drafts]
+
+
+# --- a draft at a blank line continues that line ----------------------------------------------
+
+
+def test_a_blank_line_draft_may_not_begin_with_a_line_break(vocab: Vocab, tokenizer: Any) -> None:
+    newline = tokenizer.encode("\n", add_special_tokens=False)[0]
+    word = tokenizer.encode("print", add_special_tokens=False)[0]
+    healing = Hypothesis(heal=b"\n    ", blank=True)
+    assert healing.allows(newline, vocab)  # the healed line break is the one before the line
+    done = healing.extend(newline, 0.0, vocab)
+    for token in tokenizer.encode("    ", add_special_tokens=False):
+        done = done.extend(token, 0.0, vocab)
+    assert done.heal == b"" and done.blank
+    assert not done.allows(newline, vocab) and done.allows(word, vocab)
+    masks = heal_masks(vocab, [done], len(vocab), torch.device("cpu"))
+    assert masks is not None and not masks[0, newline] and masks[0, word]
+    assert not done.extend(word, 0.0, vocab).blank  # once the line has text, anything goes
+    assert Hypothesis().allows(newline, vocab)  # not at a blank line: a line break is fine
+    assert heal_masks(vocab, [Hypothesis()], len(vocab), torch.device("cpu")) is None
+
+
+def test_a_seed_that_would_leave_the_line_blank_is_not_drafted(
+    vocab: Vocab, tokenizer: Any
+) -> None:
+    continuation = tokenizer.encode("\n    y = transmogrify(2)\n", add_special_tokens=False)
+    match = Match(length=12, next_counts={continuation[0]: 1}, continuation=continuation)
+    cfg = DecodeConfig(max_new_tokens=24)
+    other_line = Finisher(vocab, b"", StopCondition(single_line=True))
+    assert [d.text for d in mem.seeds(match, cfg, vocab, other_line)] == [
+        "\n    y = transmogrify(2)"
+    ]
+    this_line = Finisher(vocab, b"", StopCondition(single_line=True, continue_line=True))
+    assert mem.seeds(match, cfg, vocab, this_line) == []
+
+
+def test_drafts_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
+    """A codebase whose matching line is followed by a blank line: without continue_line the
+    tiny model's drafts take that line break first; with it, none does."""
+    tokenizer = tiny_engine.tokenizer
+    prompt = "def load(path):\n    value = decode_all(path)\n    "
+    # a blank line that keeps its indentation: one token spans the healed line break and the next
+    source_file = "def load(path):\n    value = decode_all(path)\n    \n    return value\n"
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    cfg = DecodeConfig(k=3, max_new_tokens=8)
+
+    def first_breaks(continue_line: bool) -> list[bool]:
+        stop = StopCondition(single_line=True, continue_line=continue_line)
+        drafts = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
+        return [d.text.lstrip(" \t").startswith("\n") for d in drafts]
+
+    assert any(first_breaks(False))
+    assert not any(first_breaks(True))
+
+
+def test_suggestions_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
+    """completion.decode asks for it when the cursor's line is blank (and only then)."""
+    tokenizer = tiny_engine.tokenizer
+    head = "def load(path):\n    value = decode_all(path)\n"
+    source_file = head + "    \n    return value\n"
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    settings = DecodingSettings(memory=True, first_prompt_tokens=0, max_new_tokens=8)
+    text = head + "    "
+    answer = decode(tiny_engine, CursorContext.at(text, len(text)), settings, memory=memory)
+    assert answer.suggestions
+    assert not any(s.text.lstrip(" \t").startswith("\n") for s in answer.suggestions)
+    assert CursorContext.at(text, len(text)).blank_line
+    assert CursorContext.at("\n", 1).blank_line
+    assert not CursorContext.at("x = 1", 5).blank_line  # after a complete line: the next one
+    assert not CursorContext.at("    )", 4).blank_line  # something follows the cursor

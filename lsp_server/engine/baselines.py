@@ -55,7 +55,7 @@ class _RowDecoder:
         """Decode ``rows`` rows from the cached prompt; a finished row stops growing."""
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)[None].expand(rows, -1)
         prompt_len = self.runner.length
-        hyps = [Hypothesis(heal=self.prompt.heal) for _ in range(rows)]
+        hyps = [self.finisher.start() for _ in range(rows)]
         done: list[Draft | None] = [None] * rows
         try:
             self.runner.expand(rows)
@@ -113,7 +113,7 @@ def beam_search(request: DecodeRequest) -> list[Draft]:
     finisher = Finisher(vocab, prompt.heal, request.stop)
     logits = prefill_reusing_cache(runner, prompt.ids)[None]  # [1, V]
     prompt_len = runner.length
-    beams = [Hypothesis(heal=prompt.heal)]
+    beams = [finisher.start()]
     finished: list[Draft] = []
     try:
         for step in range(cfg.max_new_tokens):
@@ -159,7 +159,7 @@ def nucleus_superposed(request: DecodeRequest) -> list[Draft]:
     prefix_len = min(cfg.nucleus_prefix_tokens, cfg.max_new_tokens - 1)
     try:
         for _ in range(cfg.nucleus_prefixes):
-            no_prefix = [Hypothesis(heal=prompt.heal)]
+            no_prefix = [decoder.finisher.start()]
             (row,) = decoder.run(1, True, prefix_len) if prefix_len > 0 else no_prefix
             done = decoder.finisher.finished(row) if row.tokens else None  # no prefix: not done
             if done is not None:  # the prefix alone finished
@@ -167,7 +167,12 @@ def nucleus_superposed(request: DecodeRequest) -> list[Draft]:
                 continue
             extended = Prompt(ids=prompt.ids + row.tokens, heal=row.heal)
             rest = cfg.max_new_tokens - len(row.tokens)
-            sub = replace(request, prompt=extended, cfg=replace(cfg, max_new_tokens=rest))
+            inner = replace(
+                request.stop, continue_line=row.blank
+            )  # the prefix may have left the line
+            sub = replace(
+                request, prompt=extended, cfg=replace(cfg, max_new_tokens=rest), stop=inner
+            )
             prefix_text = decoder.finisher.unfinished(row).text
             for draft in superposed_decode(sub):
                 drafts.append(

@@ -18,11 +18,19 @@ class Hypothesis:
     tokens: list[int] = field(default_factory=list)
     score: float = 0.0
     heal: bytes = b""  # healed text this draft must still produce before anything new
+    # Nothing visible yet but spaces, and a line break may not come first (continue_line).
+    blank: bool = False
 
     def extend(self, token: int, score: float, vocab: Vocab) -> Hypothesis:
-        return Hypothesis(
-            [*self.tokens, token], score, advance(self.heal, vocab.token_bytes[token])
-        )
+        data = vocab.token_bytes[token]
+        blank = self.blank and not data[len(self.heal) :].strip(b" \t")  # past the healed bytes
+        return Hypothesis([*self.tokens, token], score, advance(self.heal, data), blank)
+
+    def allows(self, token: int, vocab: Vocab) -> bool:
+        """Whether ``token`` may come next (the healed text, the line to continue)."""
+        if self.heal and token not in vocab.consistent_ids(self.heal):
+            return False
+        return not (self.blank and token in vocab.breaking_ids(self.heal))
 
 
 def visible_text(vocab: Vocab, tokens: list[int], heal: bytes) -> str:
@@ -39,6 +47,10 @@ class Finisher:
 
     def __init__(self, vocab: Vocab, heal: bytes, stop: StopCondition) -> None:
         self.vocab, self.heal, self.stop = vocab, heal, stop
+
+    def start(self) -> Hypothesis:
+        """The empty draft every decoding begins from."""
+        return Hypothesis(heal=self.heal, blank=self.stop.continue_line)
 
     def finished(self, hyp: Hypothesis) -> Draft | None:
         """The finished draft, or None while the hypothesis goes on."""
@@ -59,15 +71,21 @@ class Finisher:
 def heal_masks(
     vocab: Vocab, hyps: list[Hypothesis], size: int, device: torch.device
 ) -> torch.Tensor | None:
-    """[B, size] bool: tokens each hypothesis may emit next; None when no constraint is left."""
-    if not any(h.heal for h in hyps):
+    """[B, size] bool: tokens each hypothesis may emit next; None when no constraint is left.
+
+    A hypothesis owes its healed bytes; a blank one (continue_line) may not break the line.
+    """
+    if not any(h.heal or h.blank for h in hyps):
         return None
-    rows = [
-        vocab.consistent_mask(h.heal, size, device)
-        if h.heal
-        else torch.ones(size, dtype=torch.bool, device=device)
-        for h in hyps
-    ]
+    rows = []
+    for h in hyps:
+        if h.heal:
+            row = vocab.consistent_mask(h.heal, size, device)
+        else:
+            row = torch.ones(size, dtype=torch.bool, device=device)
+        if h.blank:
+            row &= ~vocab.breaking_mask(h.heal, size, device)
+        rows.append(row)
     return torch.stack(rows)
 
 

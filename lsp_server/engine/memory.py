@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lsp_server.engine.hypotheses import Finisher, Hypothesis
+from lsp_server.engine.hypotheses import Finisher
 from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.engine.types import DecodeConfig, Draft
 from lsp_server.engine.vocab import Vocab
@@ -94,18 +94,40 @@ def mix(
     return out
 
 
-def seed(
-    match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher, heal: bytes
-) -> Draft | None:
-    """The prompt's match copied as a draft up to its stop (the line's end), or None when
-    the match is short or its continuation disagrees with the healed text."""
-    if not cfg.memory_seed or match is None or match.length < cfg.memory_seed_length:
+def prompt_match(
+    memory: MatchSource | None, prompt_ids: list[int], cfg: DecodeConfig
+) -> Match | None:
+    """The prompt's longest match, with the other continuations that seeds may take."""
+    if memory is None:
         return None
-    hyp = Hypothesis(heal=heal)
-    for token in match.continuation[: cfg.max_new_tokens]:
+    others = 4 * (cfg.memory_seeds - 1) if cfg.memory_seed else 0  # some end alike: spares
+    return memory.match(prompt_ids[-LOOKUP_TOKENS:], others=others)
+
+
+def seeds(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher) -> list[Draft]:
+    """Up to cfg.memory_seeds drafts copied from the match's distinct continuations."""
+    if not cfg.memory_seed or match is None or match.length < cfg.memory_seed_length:
+        return []
+    found: list[Draft] = []
+    for continuation in [match.continuation, *match.others]:
+        draft = seed(continuation, cfg, vocab, finisher)
+        if draft is not None and all(d.text != draft.text for d in found):
+            found.append(draft)
+            if len(found) == cfg.memory_seeds:
+                break
+    return found
+
+
+def seed(
+    continuation: list[int], cfg: DecodeConfig, vocab: Vocab, finisher: Finisher
+) -> Draft | None:
+    """A match's continuation copied as a draft up to its stop (the line's end), or None when
+    it disagrees with the healed text (or breaks the line the draft must continue)."""
+    hyp = finisher.start()
+    for token in continuation[: cfg.max_new_tokens]:
         if token in vocab.eos_ids:
             break
-        if hyp.heal and token not in vocab.consistent_ids(hyp.heal):
+        if not hyp.allows(token, vocab):
             return None
         hyp = hyp.extend(token, 0.0, vocab)
         draft = finisher.finished(hyp)
@@ -113,6 +135,13 @@ def seed(
             return draft if draft.text.strip() else None
     draft = finisher.unfinished(hyp)
     return draft if draft.text.strip() and not hyp.heal else None
+
+
+def place_all(drafts: list[Draft], seeded: list[Draft], rank: int, k: int) -> list[Draft]:
+    """The seeds placed in order, the last at ``rank`` (the first ones before it)."""
+    for i, draft in enumerate(seeded):
+        drafts = place(drafts, draft, max(0, rank - (len(seeded) - 1) + i), k)
+    return drafts
 
 
 def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[Draft]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -57,6 +57,8 @@ class Match:
     length: int  # context tokens matched
     next_counts: dict[int, int]  # token that followed an occurrence -> how many times
     continuation: list[int]  # what followed the latest occurrence of the commonest next token
+    # What followed other occurrences, distinct, the most recent first (when asked for).
+    others: list[list[int]] = field(default_factory=list)
 
     def distribution(self) -> dict[int, float]:
         """The next-token probabilities of the matched context."""
@@ -68,9 +70,9 @@ class MatchSource(Protocol):
     """Anything that finds the longest suffix of a context in token streams (suffix arrays
     over the stores' files and the open documents; see ngram_db.suffix)."""
 
-    def match(self, context: Sequence[int], follow: int = 32) -> Match | None:
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
         """The longest match of ``context`` (None: not even its last token occurs), with up to
-        ``follow`` tokens of continuation."""
+        ``follow`` tokens of continuation (and of ``others`` other ones)."""
         ...
 
 

@@ -199,9 +199,9 @@ class SuperposedDecoder:
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
         prompt_len = self.runner.length
         try:
-            start = Hypothesis(heal=self.prompt.heal)
-            match = mem.lookup(self.memory, self.prompt.ids, [[]])[0]
-            seeded = mem.seed(match, cfg, self.vocab, self.finisher, self.prompt.heal)
+            start = self.finisher.start()
+            match = mem.prompt_match(self.memory, self.prompt.ids, cfg)
+            seeded = mem.seeds(match, cfg, self.vocab, self.finisher)
             alive = self._sort_out(branch(logits, start, cfg, self.vocab, match))
             for step in range(1, cfg.max_new_tokens):
                 if settled(self.finished, alive, cfg.k):
@@ -215,7 +215,7 @@ class SuperposedDecoder:
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
         drafts = self.finished + [self.finisher.unfinished(h) for h in alive]
-        return mem.place(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)
+        return mem.place_all(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)
 
 
 @torch.inference_mode()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -108,6 +109,20 @@ class Vocab:
         lo, hi = self._extending(prefix)
         return tuple(sorted(set(self._sorted_ids[lo:hi]) | set(self._shorter(prefix))))
 
+    @lru_cache(maxsize=4096)  # noqa: B019 - one Vocab per model, kept for the process
+    def breaking_ids(self, heal: bytes) -> tuple[int, ...]:
+        """Ids of tokens that, emitted while ``heal`` is owed, begin a new line before any
+        visible character: their bytes past ``heal``, less spaces and tabs, start with a line
+        break. (Tokens inconsistent with ``heal`` are left to ``consistent_ids``.)"""
+        ids: Iterable[int] = range(len(self.token_bytes))
+        if heal:
+            ids = [i for i in self.consistent_ids(heal) if len(self.token_bytes[i]) > len(heal)]
+        return tuple(
+            i
+            for i in ids
+            if self.token_bytes[i][len(heal) :].lstrip(b" \t").startswith((b"\n", b"\r"))
+        )
+
     @lru_cache(maxsize=64)  # noqa: B019 - 64 masks of Gemma 3's vocabulary: 17 MB
     def consistent_mask(self, prefix: bytes, size: int, device: torch.device) -> torch.Tensor:
         """[size] bool mask of the tokens allowed while ``prefix`` is still to be produced
@@ -118,6 +133,13 @@ class Vocab:
         mask = torch.zeros(size, dtype=torch.bool)
         mask[ids[ids < size]] = True
         return mask.to(device)
+
+    def breaking_mask(self, heal: bytes, size: int, device: torch.device) -> torch.Tensor:
+        """[size] bool mask of ``breaking_ids(heal)``."""
+        mask = torch.zeros(size, dtype=torch.bool, device=device)
+        ids = [i for i in self.breaking_ids(heal) if i < size]
+        mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
+        return mask
 
 
 def advance(remaining: bytes, token: bytes) -> bytes:

@@ -60,3 +60,26 @@ async def test_a_saved_and_closed_file_line_becomes_a_draft(workspace: Path) -> 
                 break
             await asyncio.sleep(0.2)
         assert LINE in drafts
+
+
+async def test_an_open_copy_of_the_prompt_hides_no_line(workspace: Path) -> None:
+    """Another open file that ends where the prompt does (a copy of it) matches the whole
+    prompt but continues nothing: the other file's line is still the draft."""
+    async with session(workspace, OPTIONS) as client:
+        open_doc(client, workspace / "a.py", "import os\n\n\n" + HEAD + LINE + "\n")
+        prompt = "x = 1\n\n\n" + HEAD
+        open_doc(client, workspace / "copy.py", prompt)
+        uri = open_doc(client, workspace / "b.py", prompt)
+        assert LINE in await inline(client, uri, end_of(prompt))
+
+
+async def test_a_draft_at_a_blank_line_continues_it(workspace: Path) -> None:
+    """At the indentation of an empty line, no draft starts a new line: not one that the
+    memory proposes (a blank line that kept its indentation), nor the line's own file."""
+    async with session(workspace, OPTIONS) as client:
+        head = "def load(path):\n    value = decode_all(path)\n"
+        open_doc(client, workspace / "a.py", head + "    \n    return value\n")
+        prompt = "import os\n\n\n" + head + "    "
+        uri = open_doc(client, workspace / "b.py", prompt)
+        drafts = await inline(client, uri, end_of(prompt))
+        assert drafts and not any(d.lstrip(" \t").startswith("\n") for d in drafts), drafts
