@@ -235,6 +235,7 @@ def load_model(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     source: str | Path = default_model_dir() if name in ("", DEFAULT_MODEL) else name
+    model: Any
     checkpoint = None
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
