@@ -23,8 +23,8 @@ from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
 from lsp_server.engine.model import (
     DEFAULT_MODEL,
     LoadedModel,
+    compact_loading,
     load_model,
-    release_free_memory,
 )
 from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.prompt import Prompt, build_prompt
@@ -110,13 +110,15 @@ class Engine:
         # The fast runner reads the weights one tensor at a time into its own copies
         # (quantized decode, bf16 prefill): an fp32 master (0.5 GB for the default model)
         # would only raise the peak, and take memory from then on.
-        loaded = load_model(model, device, dtype, threads, skeleton=runner != "hf")
-        if loaded.checkpoint is not None and runner == "auto" and fast_runner_cannot(loaded.model):
-            loaded = load_model(model, device, dtype, threads)  # the transformers runner's
-        engine = cls(loaded, runner=make_runner(loaded.model, runner, precision, loaded.checkpoint))
-        if isinstance(engine.runner, FastRunner):
-            loaded.model = loaded.checkpoint = None
-        release_free_memory()
+        with compact_loading():
+            loaded = load_model(model, device, dtype, threads, skeleton=runner != "hf")
+            hf = runner == "auto" and fast_runner_cannot(loaded.model)
+            if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
+                loaded = load_model(model, device, dtype, threads)
+            chosen = make_runner(loaded.model, runner, precision, loaded.checkpoint)
+            engine = cls(loaded, runner=chosen)
+            if isinstance(engine.runner, FastRunner):
+                loaded.model = loaded.checkpoint = None
         if compile == "background" and isinstance(engine.runner, FastRunner):
             engine.start_compiler(builder_command(model, device, dtype, engine.runner.precision))
         return engine
