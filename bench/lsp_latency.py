@@ -249,8 +249,8 @@ async def footprint(model: str, k: int, sources: Path | None = None) -> dict[str
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         env = {**os.environ, "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data")}
-        if sources is not None:
-            env["PYTHONPATH"] = str(sources)
+        if sources is not None:  # and not the working directory, which python -m puts first
+            env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
         config = ClientServerConfig(
             server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
         )
