@@ -8,13 +8,16 @@ after the server's first run); prefill a 1,500-token prompt and decode a few ste
 it, the bytes of the runner's own tensors by part, counted from the tensors themselves.
 The peak is the process's high-water mark (``ru_maxrss``), as ``/usr/bin/time -v`` reports.
 
-    python -m bench.footprint
+    python -m bench.footprint          # results: bench/results/footprint.{json,md}
+    python -m bench.footprint --cold   # a fresh machine's first run: the GGUF converted first
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -65,7 +68,13 @@ def runner_parts(runner: Any) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompt-tokens", type=int, default=1500)
+    parser.add_argument(
+        "--cold", action="store_true", help="an empty cache directory (footprint-cold.*)"
+    )
     args = parser.parse_args(argv)
+    results_name = "footprint-cold" if args.cold else "footprint"
+    if args.cold:  # the default model is converted from its GGUF on the first load
+        os.environ["SUPERPOSED_CACHE_DIR"] = tempfile.mkdtemp(prefix="footprint-cold-")
     started = time.perf_counter()
     stamp = Stamp(model="smollm2-135m, int4 (the CPU default)")
     stages: dict[str, tuple[float, float]] = {"python, numpy": resident_mib()}
@@ -79,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
 
     stages["import the server (transformers, pygls)"] = resident_mib()
     load_model(skeleton=True)  # the tokenizer and the model code, no weights (kept: imports)
-    stages["tokenizer, model code (a weightless model)"] = resident_mib()
+    stage = "tokenizer, model code (a weightless model)"
+    stages[("the GGUF converted; " if args.cold else "") + stage] = resident_mib()
     engine = Engine.load(compile="off")
     runner = engine.runner
     stages["Engine.load: the fast runner's weights"] = resident_mib()
@@ -102,13 +112,15 @@ def main(argv: list[str] | None = None) -> None:
         "target_peak_mb": TARGET_MB,
         "stamp": stamp.finish(started),
     }
-    write_json(RESULTS / "footprint.json", result)
+    result["cold_cache"] = args.cold
+    write_json(RESULTS / f"{results_name}.json", result)
     lines = [
         "# Resident memory by stage (bench/footprint.py)",
         "",
         f"`{result['stamp']['command']}`: {result['stamp']['date']}, commit "
         f"{result['stamp']['commit']}, {result['stamp']['machine']}. Default model, int4, "
-        f"one thread. Target (issue 14): peak at most {TARGET_MB} MB.",
+        f"one thread{', an empty cache directory' if args.cold else ''}. "
+        f"Target (issue 14): peak at most {TARGET_MB} MB.",
         "",
         "| stage | resident MiB | added MiB | peak MiB |",
         "|---|---:|---:|---:|",
@@ -120,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     lines += ["", "The runner's own tensors:", "", "| part | MiB |", "|---|---:|"]
     lines += [f"| {name} | {mib} |" for name, mib in parts.items()]
     lines.append(f"| total | {sum(parts.values()):.1f} |")
-    (RESULTS / "footprint.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{results_name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
