@@ -217,7 +217,10 @@ class FastRunner:
         self.dtype = torch.float32 if precision == "fp32" else torch.bfloat16  # KV, attention
         # What identifies the weights (compiled.py keys compiled steps by it).
         self.config_json: str = config.to_json_string()
-        self._sample = [_owned(fetch(p).flatten()[:64]).cpu() for p in model.parameters()]
+        self._sample = [
+            _owned((fetch(p) if checkpoint else p.detach()).flatten()[:64]).cpu()
+            for p in model.parameters()
+        ]
         # The embedding (and a tied head) as a copy of the runner's own: a view of the loaded
         # weights would keep the checkpoint's memory map resident (0.5 GB for the default).
         embedding = model.get_input_embeddings().weight
