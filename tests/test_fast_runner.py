@@ -238,23 +238,27 @@ def test_the_runner_keeps_no_view_of_the_model_weights(precision: str) -> None:
     assert not [t.shape for t in held if t.untyped_storage().data_ptr() in weights]
 
 
-def saved(model: Any, directory: Path) -> str:
+def saved(model: Any, directory: Path, **options: Any) -> str:
     """``model`` saved as a model directory (safetensors), with the default model's tokenizer."""
     from transformers import AutoTokenizer
 
-    model.save_pretrained(directory)
+    model.save_pretrained(directory, **options)
     AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(directory)
     return str(directory)
 
 
-@pytest.mark.parametrize(("kind", "precision"), [("llama", "fp32"), ("qwen2", "int4")])
+@pytest.mark.parametrize(
+    ("kind", "precision", "shards"), [("llama", "fp32", False), ("qwen2", "int4", True)]
+)
 def test_a_runner_read_tensor_by_tensor_equals_one_built_from_the_loaded_model(
-    kind: str, precision: str, tmp_path: Path
+    kind: str, precision: str, shards: bool, tmp_path: Path
 ) -> None:
     """Engine.load builds the fast runner from a weightless skeleton and its checkpoint,
     read one tensor at a time (no fp32 master resident beside the runner's copies): the
     runner must be the same, bit for bit, as one built from the model with its weights."""
-    directory = saved(tiny(kind), tmp_path)  # safetensors
+    options = {"max_shard_size": "200KB"} if shards else {}  # several files and an index
+    directory = saved(tiny(kind), tmp_path, **options)  # safetensors
+    assert (tmp_path / "model.safetensors.index.json").is_file() == shards
     full = load_model(directory, "cpu", "float32")
     skeleton = load_model(directory, "cpu", "float32", skeleton=True)
     assert full.checkpoint is None and skeleton.checkpoint is not None
