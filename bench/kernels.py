@@ -6,7 +6,13 @@ matrices, 212 MB in bf16, far more than the caches) and its output head, each ke
 one row through every matrix; medians of ``--runs``, one thread, interleaved. A plain fp32
 sum over 256 MB is the machine's streaming bandwidth for reference.
 
-    python -m bench.kernels
+Prefill (issue 14): the matmul throughput of bf16 ``F.linear`` with 512 rows (a prefill
+chunk) through the same matrices, beside a 1,500-token prefill of the default model on the
+fast runner, int4 (its prefill runs on its bf16 copy of the layers) and bf16, in the same
+run: tokens/s and effective GFLOP/s (the layers' matmuls, 2 x tokens x weights, plus causal
+attention, 2 x tokens^2 x heads x head_dim per layer).
+
+    python -m bench.kernels [--prefill-tokens 1500]
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -76,9 +83,57 @@ def measure(weights: list[torch.Tensor], runs: int) -> dict[str, Any]:
     return out
 
 
+def matmul_gflops(weights: list[torch.Tensor], rows: int, runs: int) -> dict[str, float]:
+    """bf16 F.linear of ``rows`` rows through every weight: ms and GFLOP/s."""
+    bf16 = [w.to(torch.bfloat16) for w in weights]
+    inputs = {w.shape[1]: torch.randn(rows, w.shape[1]).to(torch.bfloat16) for w in weights}
+    ms = statistics.median(
+        median_ms(lambda: [F.linear(inputs[w.shape[1]], w) for w in bf16], 1) for _ in range(runs)
+    )
+    flops = 2 * rows * sum(w.numel() for w in weights)
+    return {"rows": rows, "ms": round(ms, 1), "GFLOP/s": round(flops / ms / 1e6, 1)}
+
+
+def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
+    """A ``tokens``-token prefill of the default model on the fast runner, int4 and bf16."""
+    from lsp_server.engine.fast_runner import FastRunner
+    from lsp_server.engine.model import load_model
+
+    loaded = load_model(threads=1, skeleton=True)
+    ids = loaded.tokenizer(Path(argparse.__file__).read_text())["input_ids"][:tokens]
+    config = loaded.model.config
+    runners = {
+        name: FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint)
+        for name, precision in (("int4 runner (bf16 prefill copy)", "int4"), ("bf16", "bf16"))
+    }
+    layer_weights = sum(
+        p.numel() for name, p in loaded.model.named_parameters() if ".layers." in name
+    )
+    head_dim = config.hidden_size // config.num_attention_heads
+    attention = 2 * tokens**2 * config.num_attention_heads * head_dim * config.num_hidden_layers
+    flops = 2 * tokens * layer_weights + attention
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(runs):  # interleaved
+        for name, runner in runners.items():
+            runner.rewind(0)
+            times[name].append(median_ms(lambda runner=runner: runner.prefill(ids), 1))
+    out = {}
+    for name, ms_list in times.items():
+        ms = statistics.median(ms_list)
+        out[name] = {
+            "tokens": len(ids),
+            "ms": round(ms),
+            "tokens/s": round(len(ids) / ms * 1e3),
+            "GFLOP/s": round(flops / ms / 1e6, 1),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--prefill-tokens", type=int, default=1500)
+    parser.add_argument("--prefill-runs", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -93,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     layers = [torch.randn(shape) * 0.02 for _ in range(LAYERS) for shape in LAYER_SHAPES]
     results["layers"] = measure(layers, args.runs)
     results["head"] = measure([torch.randn(HEAD) * 0.02], args.runs)
+    results["bf16 matmul, prefill chunk"] = matmul_gflops(layers, 512, args.prefill_runs * 3)
+    del layers
+    results["prefill"] = prefill_rates(args.prefill_tokens, args.prefill_runs)
     results["stamp"] = stamp.finish(started)
     write_json(RESULTS / "kernels.json", results)
     text = markdown(results, args.runs)
@@ -121,6 +179,29 @@ def markdown(results: dict[str, Any], runs: int) -> str:
             align="l" + "r" * 6,
         ),
     ]
+    matmul = results.get("bf16 matmul, prefill chunk")
+    if matmul is not None:
+        prefill = results["prefill"]
+        lines += [
+            "",
+            "## Prefill against the bf16 matmul throughput (same run)",
+            "",
+            f"bf16 `F.linear`, {matmul['rows']} rows through the 30 layers' matrices: "
+            f"{matmul['ms']} ms, **{matmul['GFLOP/s']} GFLOP/s**. A prefill of the default "
+            "model (medians; effective GFLOP/s: the layers' matmuls plus causal attention, see "
+            "the module docstring):",
+            "",
+            table(
+                ["runner", "tokens", "ms", "tokens/s", "effective GFLOP/s"]
+                + ["of the bf16 matmul rate"],
+                [
+                    [name, r["tokens"], r["ms"], r["tokens/s"], r["GFLOP/s"]]
+                    + [f"{r['GFLOP/s'] / matmul['GFLOP/s']:.0%}"]
+                    for name, r in prefill.items()
+                ],
+                align="l" + "r" * 5,
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 

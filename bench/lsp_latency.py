@@ -17,10 +17,16 @@ times each ``textDocument/inlineCompletion`` request from send to response, k=3:
   on the request path, the old behaviour) and the default (a short window, then the cache
   warmed to the full one in the background).
 
+Resident memory (issue 14): besides the run above (after loading, at the end, its peak), a
+footprint case as the issue measures it: a server of its own loads the model and its compiled
+decode step, answers one request and shuts down; its peak and steady (after the request)
+resident memory against the target of 600 MB peak. ``--before REF`` runs the same case on
+the server of a git commit (its sources extracted with ``git archive``) in the same run.
+
 Prints and writes p50/p95 (and min/max) per case, with the machine's load average:
 bench/results/lsp_latency.json and .md.
 
-    .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m]
+    .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m] [--before REF]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +49,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from bench.measure import RESULTS, percentile
+from bench.measure import RESULTS, ROOT, percentile
 from bench.tables import table
 
 LONG_SOURCE = Path(argparse.__file__)  # ~2,600 lines of real Python, on every machine
@@ -50,6 +57,7 @@ LATER_S = 2.5  # first-request case: seconds between the first request and the n
 FIRST_MODES = {"firstPromptTokens 0 (old)": 0, "firstPromptTokens 256 (warm-up)": 256}
 TYPING_1500 = "inline k=3, typing along with a 1,500-token prompt (model calls)"
 COMPILE_WAIT_S = 900  # for the server's compiled decode step (built once, then cached)
+FOOTPRINT_TARGET_MB = 600  # issue 14: peak of one server run with the default model, CPU
 SHORT = '''"""Small helpers for reading configuration files."""
 
 import json
@@ -227,6 +235,92 @@ class Bench:
             if state != "building" or time.monotonic() > deadline:
                 return state
             await asyncio.sleep(1.0)
+
+
+async def footprint(model: str, k: int, sources: Path | None = None) -> dict[str, Any]:
+    """One server run as issue 14 measures it: load the model, get the compiled step, answer
+    one request, shut down; resident MiB at each stage (``sources``: the server's code)."""
+    with tempfile.TemporaryDirectory(prefix="lsp-footprint-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        env = {**os.environ, "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data")}
+        if sources is not None:  # and not the working directory, which python -m puts first
+            env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
+        config = ClientServerConfig(
+            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
+        )
+        client = await config.start()
+        assert isinstance(client, LanguageClient)
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=from_fs_path(str(workspace)),
+                initialization_options={"model": model, "k": k, "userStore": False},
+            )
+        )
+        bench = Bench(client, workspace)
+        while not (await bench.stats())["ready"]:
+            await asyncio.sleep(0.2)
+        loaded = (await bench.stats())["memoryMb"]
+        compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
+        compiled = (await bench.stats())["memoryMb"]
+        lines = SHORT.split("\n")
+        walked = await bench.walk("footprint", SHORT, [len(lines) - 2])
+        stats = await bench.stats()
+        await client.shutdown_session()
+        await client.stop()
+    return {
+        "loaded_mb": loaded["rss"],
+        "compiled_step": compiled_state,
+        "with_compiled_step_mb": compiled["rss"],
+        "steady_mb": stats["memoryMb"]["rss"],  # after the request
+        "peak_mb": stats["memoryMb"]["peak"],
+        "request_ms": walked["model"][0],
+        "target_peak_mb": FOOTPRINT_TARGET_MB,
+        "meets_target": stats["memoryMb"]["peak"] <= FOOTPRINT_TARGET_MB,
+    }
+
+
+def sources_at(ref: str, directory: Path) -> Path:
+    """The repository's files at git ``ref``, extracted into ``directory``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return directory
+
+
+async def footprint_cases(model: str, k: int, before: str | None) -> dict[str, Any]:
+    """The footprint case on this server, and on the server of commit ``before`` if given."""
+    cases = {"this commit": await footprint(model, k)}
+    if before is not None:
+        with tempfile.TemporaryDirectory(prefix="lsp-before-") as tmp:
+            cases[f"before ({before})"] = await footprint(model, k, sources_at(before, Path(tmp)))
+    return cases
+
+
+def footprint_table(result: dict[str, Any]) -> list[str]:
+    if "footprint" not in result:
+        return []
+    lines = [
+        "",
+        "## Footprint: one server run (issue 14)",
+        "",
+        "A server of its own loads the default model and its compiled decode step, answers "
+        "one request and shuts down (resident memory from `superposed.stats`; the peak is "
+        f"the process's high-water mark). Target: peak at most {FOOTPRINT_TARGET_MB} MB.",
+        "",
+        "| server | loaded MiB | + compiled step MiB | steady MiB (after the request) "
+        "| peak MiB | peak <= target |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, case in result["footprint"].items():
+        lines.append(
+            f"| {name} | {case['loaded_mb']:.0f} | {case['with_compiled_step_mb']:.0f} "
+            f"({case['compiled_step']}) | {case['steady_mb']:.0f} | {case['peak_mb']:.0f} | "
+            f"{'yes' if case['meets_target'] else 'no'} |"
+        )
+    return lines
 
 
 async def first_request_case(
@@ -481,6 +575,7 @@ def markdown(result: dict[str, Any]) -> str:
             align="rrrrr",
         ),
         *first_request_table(result),
+        *footprint_table(result),
         "",
         f"Command: `{result['command']}`",
         "",
@@ -494,9 +589,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=12, help="requests per file")
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS / "lsp_latency")
+    parser.add_argument(
+        "--before", metavar="REF", help="also measure the footprint of the server at this commit"
+    )
     args = parser.parse_args(argv)
     before = os.getloadavg()
     result = asyncio.run(run(args.model, args.requests, args.k))
+    result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0
 

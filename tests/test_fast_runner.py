@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import FastRunner, UnsupportedModel, make_runner
-from lsp_server.engine.model import LoadedModel
+from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
 from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
 from lsp_server.engine.types import DecodeConfig, EngineError
 from lsp_server.engine.vocab import Vocab
@@ -187,3 +188,66 @@ def test_the_runner_keeps_no_view_of_the_model_weights(precision: str) -> None:
     held = _tensors(runner, set())
     assert held  # the walk reaches the runner's weights
     assert not [t.shape for t in held if t.untyped_storage().data_ptr() in weights]
+
+
+def saved(model: Any, directory: Path, **options: Any) -> str:
+    """``model`` saved as a model directory (safetensors), with the default model's tokenizer."""
+    from transformers import AutoTokenizer
+
+    model.save_pretrained(directory, **options)
+    AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(directory)
+    return str(directory)
+
+
+@pytest.mark.parametrize(
+    ("kind", "precision", "shards"), [("llama", "fp32", False), ("qwen2", "int4", True)]
+)
+def test_a_runner_read_tensor_by_tensor_equals_one_built_from_the_loaded_model(
+    kind: str, precision: str, shards: bool, tmp_path: Path
+) -> None:
+    """Engine.load builds the fast runner from a weightless skeleton and its checkpoint,
+    read one tensor at a time (no fp32 master resident beside the runner's copies): the
+    runner must be the same, bit for bit, as one built from the model with its weights."""
+    options = {"max_shard_size": "200KB"} if shards else {}  # several files and an index
+    directory = saved(tiny(kind), tmp_path, **options)  # safetensors
+    assert (tmp_path / "model.safetensors.index.json").is_file() == shards
+    full = load_model(directory, "cpu", "float32")
+    skeleton = load_model(directory, "cpu", "float32", skeleton=True)
+    assert full.checkpoint is None and skeleton.checkpoint is not None
+    assert next(skeleton.model.parameters()).device.type == "meta"  # no weights read
+    by_tensor = FastRunner(skeleton.model, precision, checkpoint=skeleton.checkpoint)
+    by_model = FastRunner(full.model, precision)
+    assert by_tensor.config_json == by_model.config_json  # the compiled step's key
+    for a, b in zip(by_tensor.weight_sample(), by_model.weight_sample(), strict=True):
+        assert torch.equal(a, b)
+    for expected, got in zip(script(by_model), script(by_tensor), strict=True):
+        assert torch.equal(got, expected)
+
+
+def test_a_skeleton_falls_back_to_the_full_model_where_tensors_cannot_be_streamed(
+    tmp_path: Path,
+) -> None:
+    model = tiny()
+    directory = saved(model, tmp_path)
+    (tmp_path / "model.safetensors").unlink()  # a pytorch_model.bin only
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    loaded = load_model(directory, "cpu", "float32", skeleton=True)
+    assert loaded.checkpoint is None
+    assert next(loaded.model.parameters()).device.type == "cpu"
+
+
+def test_engine_load_keeps_no_model_beside_the_fast_runner(tmp_path: Path) -> None:
+    directory = saved(tiny(), tmp_path)
+    engine = Engine.load(directory, "cpu", "float32", precision="int4")
+    assert isinstance(engine.runner, FastRunner)
+    assert engine.loaded.model is None and engine.loaded.checkpoint is None
+    hf = Engine.load(directory, "cpu", "float32", runner="hf")  # needs the weights
+    assert isinstance(hf.runner, HFRunner)
+    assert next(hf.loaded.model.parameters()).device.type == "cpu"
+
+
+def test_the_prefill_weights_share_the_decode_head() -> None:
+    """The head reads one row per sequence in its decode precision: a bf16 copy of it beside
+    the prefill layers (57 MB for the default model) was never read."""
+    runner = FastRunner(tiny(), "int4")
+    assert runner.prefill_weights.lm_head is runner.decode_weights.lm_head

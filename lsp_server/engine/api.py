@@ -12,9 +12,9 @@ import torch
 from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.engine import baselines
 from lsp_server.engine.compiled import BackgroundCompiler, builder_command, unsupported_reason
-from lsp_server.engine.fast_runner import FastRunner, make_runner
+from lsp_server.engine.fast_runner import FastRunner, fast_runner_class, make_runner
 from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
-from lsp_server.engine.model import LoadedModel, load_model
+from lsp_server.engine.model import LoadedModel, compact_loading, load_model
 from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.options import COMPILE_MODES
 from lsp_server.engine.prompt import Prompt, build_prompt
@@ -97,19 +97,25 @@ class Engine:
         precision: str = "auto",
         compile: str = "off",
     ) -> Engine:
-        """Load a model and its runner: the fast Llama-family one where it applies (auto).
+        """Load a model and its runner: the fast one (Llama family, Gemma 3) where it applies.
 
         compile "background": a child process compiles the fast runner's decode step
         (compiled.py), which the runner uses once it is ready; "off": always eager.
         """
         if compile not in COMPILE_MODES:
             raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
-        loaded = load_model(model, device, dtype, threads)
-        engine = cls(loaded, runner=make_runner(loaded.model, runner, precision))
-        if isinstance(engine.runner, FastRunner):
-            # The fast runner holds its own copies (quantized decode, bf16 prefill): the fp32
-            # master, 0.5 GB for the default model, would only take memory from here on.
-            loaded.model = None
+        # The fast runner reads the weights one tensor at a time into its own copies
+        # (quantized decode, bf16 prefill): an fp32 master (0.5 GB for the default model)
+        # would only raise the peak, and take memory from then on.
+        with compact_loading():
+            loaded = load_model(model, device, dtype, threads, skeleton=runner != "hf")
+            hf = runner == "auto" and fast_runner_class(loaded.model).unsupported(loaded.model)
+            if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
+                loaded = load_model(model, device, dtype, threads)
+            chosen = make_runner(loaded.model, runner, precision, loaded.checkpoint)
+            engine = cls(loaded, runner=chosen)
+            if isinstance(engine.runner, FastRunner):
+                loaded.model = loaded.checkpoint = None
         if compile == "background" and isinstance(engine.runner, FastRunner):
             engine.start_compiler(builder_command(model, device, dtype, engine.runner.precision))
         return engine

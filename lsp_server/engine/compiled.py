@@ -75,29 +75,71 @@ def package_path(runner: FastRunner, rows: int, directory: Path | None = None) -
     return directory / f"step-{runner.precision}-{rows}row-{fingerprint(runner, rows)}.pt2"
 
 
+def _slots(runner: FastRunner) -> list[tuple[Any, str]]:
+    """Every tensor the decode step reads, as (the object holding it, its attribute name),
+    in a fixed order: the decode weights, then the rotary table."""
+    slots: list[tuple[Any, str]] = []
+    seen: set[int] = set()
+
+    def walk(owner: Any) -> None:
+        if id(owner) in seen:
+            return
+        seen.add(id(owner))
+        for name, value in vars(owner).items():
+            if isinstance(value, torch.Tensor):
+                slots.append((owner, name))
+            elif isinstance(value, list):
+                for item in value:
+                    walk(item)
+            elif hasattr(value, "__dict__") and not isinstance(value, type):
+                walk(value)
+
+    walk(runner.decode_weights)
+    return [*slots, (runner, "_cos"), (runner, "_sin")]
+
+
+def step_tensors(runner: FastRunner) -> list[torch.Tensor]:
+    """The runner's tensors that a compiled step takes as inputs (see export_step)."""
+    return [getattr(owner, name) for owner, name in _slots(runner)]
+
+
 def export_step(runner: FastRunner, rows: int) -> Any:
     """torch.export of ``runner.pure_step`` for ``rows`` rows, any cache length and
-    1..MAX_TOKENS new positions."""
+    1..MAX_TOKENS new positions.
+
+    The weights are inputs of the exported step, not constants: a package holding its own
+    copy of them took 390 MB more in the server (issue 14); the runner passes its own.
+    """
+    slots = _slots(runner)
 
     class Step(torch.nn.Module):
         def forward(
-            self, x: torch.Tensor, position: torch.Tensor, keys: Any, values: Any
+            self, x: torch.Tensor, position: torch.Tensor, keys: Any, values: Any, weights: Any
         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            return runner.pure_step(x, position, keys, values)
+            # Trace the step over the inputs in place of the runner's tensors.
+            own = [getattr(owner, name) for owner, name in slots]
+            for (owner, name), tensor in zip(slots, weights, strict=True):
+                setattr(owner, name, tensor)
+            try:
+                return runner.pure_step(x, position, keys, values)
+            finally:
+                for (owner, name), tensor in zip(slots, own, strict=True):
+                    setattr(owner, name, tensor)
 
     capacity = 2 * 256  # example sizes: any cache length runs,
     x = runner.embed(torch.zeros(rows, 2, dtype=torch.long))  # and 1..MAX_TOKENS new tokens
     position = torch.tensor([capacity // 2], device=runner.device)
     keys = list(runner.new_cache(rows, capacity))  # each [B, kv_heads, C, D]
     values = list(runner.new_cache(rows, capacity))  # not aliasing keys
+    weights = step_tensors(runner)
     length = torch.export.Dim("length", min=2, max=runner.max_context)
     tokens = torch.export.Dim("tokens", min=1, max=MAX_TOKENS)
     per_layer = [{2: length}] * runner.layers
     with torch.inference_mode():
         return torch.export.export(
             Step(),
-            (x, position, keys, values),
-            dynamic_shapes=({1: tokens}, {}, per_layer, per_layer),
+            (x, position, keys, values, weights),
+            dynamic_shapes=({1: tokens}, {}, per_layer, per_layer, [{}] * len(weights)),
         )
 
 
@@ -111,9 +153,17 @@ def build(runner: FastRunner, rows: int, path: Path) -> Path:
     return path
 
 
-def load(path: Path) -> StepFn:
-    """The compiled step in ``path``."""
-    step: StepFn = torch._inductor.aoti_load_package(str(path))
+def load(path: Path, runner: FastRunner) -> StepFn:
+    """The compiled step in ``path``, stepping with ``runner``'s weights."""
+    package = torch._inductor.aoti_load_package(str(path))
+    weights = step_tensors(runner)
+
+    def step(
+        x: torch.Tensor, position: torch.Tensor, keys: list[torch.Tensor], values: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        logits, new_keys, new_values = package(x, position, keys, values, weights)
+        return logits, new_keys, new_values
+
     return step
 
 
@@ -157,7 +207,7 @@ class BackgroundCompiler:
             if not self.path.exists():
                 self._build()
             if self.path.exists():
-                self.runner.compiled_steps[self.rows] = load(self.path)
+                self.runner.compiled_steps[self.rows] = load(self.path, self.runner)
                 self.seconds = time.perf_counter() - start
                 log.info("compiled decode step ready after %.0f s: %s", self.seconds, self.path)
         except (OSError, RuntimeError) as error:
@@ -209,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if hasattr(os, "nice"):
         os.nice(_NICE)  # the server, which started this build, comes first
-    loaded = load_model(args.model, args.device, args.dtype, threads=1)
-    runner = fast_runner_class(loaded.model)(loaded.model, args.precision)
+    loaded = load_model(args.model, args.device, args.dtype, threads=1, skeleton=True)
+    runner_class = fast_runner_class(loaded.model)
+    runner = runner_class(loaded.model, args.precision, checkpoint=loaded.checkpoint)
     path = args.out or package_path(runner, args.rows)
     start = time.perf_counter()
     build(runner, args.rows, path)

@@ -29,13 +29,15 @@ from lsp_server.engine.fast_runner import (
     _FEW_TOKENS,
     Block,
     FastRunner,
+    Fetch,
     Weights,
     _linear,
     _owned,
     rms_norm,
     rotate,
 )
-from lsp_server.engine.quant import Linear, RefinedHead
+from lsp_server.engine.model import Checkpoint
+from lsp_server.engine.quant import Linear
 from lsp_server.engine.runner import check_finite
 
 GEMMA_MODEL_TYPES = ("gemma3_text",)
@@ -57,19 +59,22 @@ class GemmaBlock(Block):
     kind: int  # 0: local (sliding window), 1: global
 
 
-def _norm_weight(norm: Any) -> torch.Tensor:
+def _norm_weight(weight: torch.Tensor) -> torch.Tensor:
     """Gemma's RMSNorm scales by (1 + weight): stored that way, rms_norm applies it as Llama's."""
-    return _owned(norm.weight) + 1.0
+    return _owned(weight) + 1.0
 
 
 class GemmaRunner(FastRunner):
     """The ModelRunner for Gemma 3 text models: FastRunner's cache and precisions, Gemma's block."""
 
     def __init__(
-        self, model: Any, precision: str = "bf16", static_cache: bool | None = None
+        self,
+        model: Any,
+        precision: str = "bf16",
+        static_cache: bool | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
-        self._head: Linear | None = None  # one output head for both weight sets (build_weights)
-        super().__init__(model, precision, static_cache)
+        super().__init__(model, precision, static_cache, checkpoint)
         config = model.config
         self.max_context = min(self.max_context, MAX_POSITIONS)
         self.window = int(config.sliding_window)
@@ -103,35 +108,33 @@ class GemmaRunner(FastRunner):
             return f"layer types {sorted(unknown)} are not implemented"
         return None
 
-    def build_weights(self, model: Any, precision: str, head_weight: torch.Tensor) -> Weights:
+    def build_weights(self, model: Any, precision: str, head: Linear, fetch: Fetch) -> Weights:
         config = model.config
+
+        def norm(module: Any) -> torch.Tensor:
+            return _norm_weight(fetch(module.weight))
+
         blocks: list[Block] = []
         for layer, layer_kind in zip(model.model.layers, config.layer_types, strict=True):
             attn, mlp = layer.self_attn, layer.mlp
             blocks.append(
                 GemmaBlock(
-                    attn_norm=_norm_weight(layer.input_layernorm),
-                    mlp_norm=_norm_weight(layer.pre_feedforward_layernorm),
-                    qkv=_linear([attn.q_proj, attn.k_proj, attn.v_proj], precision),
-                    out=_linear([attn.o_proj], precision),
-                    gate_up=_linear([mlp.gate_proj, mlp.up_proj], precision),
-                    down=_linear([mlp.down_proj], precision),
-                    post_attn_norm=_norm_weight(layer.post_attention_layernorm),
-                    post_mlp_norm=_norm_weight(layer.post_feedforward_layernorm),
-                    q_norm=_norm_weight(attn.q_norm),
-                    k_norm=_norm_weight(attn.k_norm),
+                    attn_norm=norm(layer.input_layernorm),
+                    mlp_norm=norm(layer.pre_feedforward_layernorm),
+                    qkv=_linear([attn.q_proj, attn.k_proj, attn.v_proj], precision, fetch),
+                    out=_linear([attn.o_proj], precision, fetch),
+                    gate_up=_linear([mlp.gate_proj, mlp.up_proj], precision, fetch),
+                    down=_linear([mlp.down_proj], precision, fetch),
+                    post_attn_norm=norm(layer.post_attention_layernorm),
+                    post_mlp_norm=norm(layer.post_feedforward_layernorm),
+                    q_norm=norm(attn.q_norm),
+                    k_norm=norm(attn.k_norm),
                     kind=_LAYER_KINDS.index(layer_kind),
                 )
             )
-        # The head only ever runs through the decode weights (one row per sequence), so the
-        # bf16 prefill copy shares it: a second 262k x 640 head would cost 335 MB for nothing.
-        if self._head is None:
-            output = model.get_output_embeddings()
-            if precision in ("int8", "int4"):  # int4 logits, the best ones recomputed exactly
-                self._head = RefinedHead(head_weight, getattr(output, "bias", None))
-            else:
-                self._head = _linear([output], precision)
-        return Weights(blocks, _norm_weight(model.model.norm), self._head)
+        # The head only ever runs through the decode weights (one row per sequence): FastRunner
+        # passes the bf16 prefill copy the same head (a second 262k x 640 one would be 335 MB).
+        return Weights(blocks, norm(model.model.norm), head)
 
     def rotary_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [2, L, D] fp32: index 0 for the local layers, 1 for the global ones."""

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from lsp_server.engine.model import Checkpoint
 from lsp_server.engine.options import PRECISIONS, RUNNERS
 from lsp_server.engine.quant import Linear, RefinedHead, quantize
 from lsp_server.engine.runner import HFRunner, ModelRunner, check_finite
@@ -95,16 +96,25 @@ def unsupported_reason(model: Any) -> str | None:
     return None
 
 
-def _linear(modules: list[Any], precision: str) -> Linear:
+# A model parameter -> its values in memory of the caller's own (Checkpoint, or _copy).
+Fetch = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _copy(parameter: torch.Tensor) -> torch.Tensor:
+    """A copy of a loaded parameter (the parameter itself may map the checkpoint file)."""
+    return parameter.detach().clone()
+
+
+def _linear(modules: list[Any], precision: str, fetch: Fetch) -> Linear:
     """Fuse the linear ``modules`` (same input) into one layer along the output dimension."""
-    weight = torch.cat([m.weight for m in modules], dim=0)
+    weight = torch.cat([fetch(m.weight) for m in modules], dim=0)
     biases = [m.bias for m in modules]
     if all(b is None for b in biases):
         bias = None
     else:
         bias = torch.cat(
             [
-                b if b is not None else m.weight.new_zeros(m.weight.shape[0])
+                fetch(b) if b is not None else weight.new_zeros(m.weight.shape[0])
                 for m, b in zip(modules, biases, strict=True)
             ]
         )
@@ -116,9 +126,20 @@ def _owned(weight: torch.Tensor) -> torch.Tensor:
     return weight.detach().to(torch.float32, copy=True)
 
 
-def build_weights(model: Any, precision: str, head_weight: torch.Tensor) -> Weights:
-    """The model's weights for this runner, in ``precision``; ``head_weight`` is the output
-    head's weight as the runner keeps it (shared with the embedding when they are tied).
+def build_head(model: Any, precision: str, head_weight: torch.Tensor, fetch: Fetch) -> Linear:
+    """The output head in ``precision``; ``head_weight`` is its weight as the runner keeps it
+    (shared with the embedding when they are tied)."""
+    output = model.get_output_embeddings()
+    bias = getattr(output, "bias", None)
+    bias = None if bias is None else fetch(bias)
+    if precision in ("int8", "int4"):  # int4 logits, the best ones recomputed exactly
+        return RefinedHead(head_weight, bias)
+    return quantize(head_weight, bias, precision)
+
+
+def build_weights(model: Any, precision: str, head: Linear, fetch: Fetch) -> Weights:
+    """The model's layers in ``precision``, with the output ``head``; ``fetch`` gives each
+    parameter's values.
 
     Nothing returned is a view of the model's tensors: those may map the checkpoint file,
     whose pages stay resident while any view of them lives.
@@ -128,21 +149,20 @@ def build_weights(model: Any, precision: str, head_weight: torch.Tensor) -> Weig
         attn, mlp = layer.self_attn, layer.mlp
         blocks.append(
             Block(
-                attn_norm=_owned(layer.input_layernorm.weight),
-                mlp_norm=_owned(layer.post_attention_layernorm.weight),
-                qkv=_linear([attn.q_proj, attn.k_proj, attn.v_proj], precision),
-                out=_linear([attn.o_proj], precision),
-                gate_up=_linear([mlp.gate_proj, mlp.up_proj], precision),
-                down=_linear([mlp.down_proj], precision),
+                attn_norm=_owned(fetch(layer.input_layernorm.weight)),
+                mlp_norm=_owned(fetch(layer.post_attention_layernorm.weight)),
+                qkv=_linear([attn.q_proj, attn.k_proj, attn.v_proj], precision, fetch),
+                out=_linear([attn.o_proj], precision, fetch),
+                gate_up=_linear([mlp.gate_proj, mlp.up_proj], precision, fetch),
+                down=_linear([mlp.down_proj], precision, fetch),
             )
         )
-    output = model.get_output_embeddings()
-    head: Linear
-    if precision in ("int8", "int4"):  # int4 logits, the best ones recomputed exactly
-        head = RefinedHead(head_weight, getattr(output, "bias", None))
-    else:
-        head = _linear([output], precision)
-    return Weights(blocks, _owned(model.model.norm.weight), head)
+    return Weights(blocks, _owned(fetch(model.model.norm.weight)), head)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two parameters are one (tied); a skeleton's meta tensors have no address."""
+    return a is b or (a.device.type != "meta" and a.data_ptr() == b.data_ptr())
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -161,17 +181,25 @@ class FastRunner:
     """The ModelRunner for Llama-family models: preallocated per-layer KV, quantized decode."""
 
     def __init__(
-        self, model: Any, precision: str = "bf16", static_cache: bool | None = None
+        self,
+        model: Any,
+        precision: str = "bf16",
+        static_cache: bool | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         """static_cache: allocate the KV tensors for the whole context at once, so their
         addresses never change (what CUDA graphs need); None means on a GPU only. Otherwise
-        they grow with the longest prompt, which keeps a CPU process small."""
+        they grow with the longest prompt, which keeps a CPU process small.
+
+        checkpoint: ``model`` is a skeleton (model.load_model(skeleton=True)) and this reads
+        its weights, one tensor at a time; None: ``model`` has its weights."""
         if precision not in PRECISIONS:
             raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
         reason = self.unsupported(model)
         if reason is not None:
             raise UnsupportedModel(f"the fast runner cannot run this model: {reason}")
-        self.device = next(model.parameters()).device
+        fetch: Fetch = checkpoint if checkpoint is not None else _copy
+        self.device = checkpoint.device if checkpoint else next(model.parameters()).device
         if precision in ("int8", "int4") and self.device.type != "cpu":
             raise EngineError(f"precision {precision} runs on the CPU only: use bf16 on a GPU")
         config = model.config
@@ -186,22 +214,28 @@ class FastRunner:
         )
         self.eps = float(config.rms_norm_eps)
         self.dtype = torch.float32 if precision == "fp32" else torch.bfloat16  # KV, attention
+        # What identifies the weights (compiled.py keys compiled steps by it).
+        self.config_json: str = config.to_json_string()
+        self._sample = [
+            _owned((fetch(p) if checkpoint else p.detach()).flatten()[:64]).cpu()
+            for p in model.parameters()
+        ]
         # The embedding (and a tied head) as a copy of the runner's own: a view of the loaded
         # weights would keep the checkpoint's memory map resident (0.5 GB for the default).
         embedding = model.get_input_embeddings().weight
-        self._embed_weight = embedding.detach().clone()  # [V, H]
+        self._embed_weight = fetch(embedding)  # [V, H]
         head = model.get_output_embeddings().weight
-        tied = head.data_ptr() == embedding.data_ptr()
-        head_weight = self._embed_weight if tied else head.detach().clone()
-        # What identifies the weights (compiled.py keys compiled steps by it).
-        self.config_json: str = config.to_json_string()
-        self._sample = [_owned(p.flatten()[:64]).cpu() for p in model.parameters()]
+        head_weight = self._embed_weight if _same(head, embedding) else fetch(head)
         self._rotary = model.model.rotary_emb
         with torch.no_grad():
-            self.decode_weights = self.build_weights(model, precision, head_weight)
+            lm_head = build_head(model, precision, head_weight, fetch)
+            self.decode_weights = self.build_weights(model, precision, lm_head, fetch)
             quantized = precision in ("int8", "int4")
+            # Only the layers: the head reads one row per sequence, in its decode precision.
             self.prefill_weights = (
-                self.build_weights(model, "bf16", head_weight) if quantized else self.decode_weights
+                self.build_weights(model, "bf16", lm_head, fetch)
+                if quantized
+                else self.decode_weights
             )
         self.layers = len(self.decode_weights.blocks)
         # The KV cache: one tensor [layers, R, kv_heads, C, D] for K and one for V, so a
@@ -225,9 +259,9 @@ class FastRunner:
         """Why this runner cannot run ``model``, or None if it can."""
         return unsupported_reason(model)
 
-    def build_weights(self, model: Any, precision: str, head_weight: torch.Tensor) -> Weights:
-        """The model's weights in ``precision`` (see build_weights)."""
-        return build_weights(model, precision, head_weight)
+    def build_weights(self, model: Any, precision: str, head: Linear, fetch: Fetch) -> Weights:
+        """The model's layers in ``precision`` with the output ``head`` (see build_weights)."""
+        return build_weights(model, precision, head, fetch)
 
     def rotary_table(self) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin [L, D] fp32 for every position of the context."""
@@ -489,30 +523,37 @@ class FastRunner:
         return logits
 
 
-def default_precision(model: Any) -> str:
+def default_precision(device: torch.device) -> str:
     """int4 on a CPU (fastest, and on the default model the most faithful after fp32: its
     layers were 4-bit in the GGUF it ships as); bf16 on a GPU, where the int kernels here
     do not run."""
-    return "int4" if next(model.parameters()).device.type == "cpu" else "bf16"
+    return "int4" if device.type == "cpu" else "bf16"
 
 
-def make_runner(model: Any, kind: str = "auto", precision: str = "auto") -> ModelRunner:
+def make_runner(
+    model: Any, kind: str = "auto", precision: str = "auto", checkpoint: Checkpoint | None = None
+) -> ModelRunner:
     """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3) or "auto".
 
     auto takes the fast runner when it supports the model and the transformers one otherwise.
     precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).
+    checkpoint: ``model`` is a skeleton whose weights this reads (the fast runner only).
     """
     if kind not in RUNNERS:
         raise EngineError(f"unknown runner {kind!r}: use {', '.join(RUNNERS)}")
-    if kind == "hf":
-        return HFRunner(model)
     runner_class = fast_runner_class(model)
     if kind == "auto":
         reason = runner_class.unsupported(model)
         if reason is not None:
             log.info("using the transformers runner: %s", reason)
-            return HFRunner(model)
-    return runner_class(model, default_precision(model) if precision == "auto" else precision)
+            kind = "hf"
+    if kind == "hf":
+        if checkpoint is not None:
+            raise EngineError("the transformers runner needs the model with its weights")
+        return HFRunner(model)
+    device = checkpoint.device if checkpoint else next(model.parameters()).device
+    chosen = default_precision(device) if precision == "auto" else precision
+    return runner_class(model, chosen, checkpoint=checkpoint)
 
 
 def fast_runner_class(model: Any) -> type[FastRunner]:

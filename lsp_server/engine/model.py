@@ -5,22 +5,34 @@ PyPI packages as GGUF files (SmolLM2-135M-Instruct, the default, in ``llm-smollm
 270M in the ``gemma`` extra). transformers can read GGUF but takes 20-60 s to de-quantize it;
 the first load converts it once into a plain directory under the user's cache directory, and
 later loads take a few seconds.
+
+For the fast runner, ``load_model(..., skeleton=True)`` reads no weights: the model is built
+on the meta device and a ``Checkpoint`` reads its safetensors one tensor at a time, so the
+runner builds its own copies without a full-precision master beside them (issue 14: a
+0.5 GB fp32 model resident while the copies were built took the peak to 1.7 GB).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 import torch
+from safetensors import safe_open
 
 from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED, SMOLLM2, EmbeddedModel, embedded
 from lsp_server.engine.options import DEVICES, DTYPES
@@ -36,9 +48,42 @@ class ModelNotFound(EngineError):
     """The model could not be found or loaded; the message says where it was looked for."""
 
 
+class Checkpoint:
+    """A skeleton model's weights, read one tensor at a time from its safetensors files.
+
+    ``checkpoint(parameter)`` is a new tensor (the caller owns it) with the values
+    ``from_pretrained`` would have given that parameter of the skeleton: same dtype, same
+    device. Nothing stays mapped between calls.
+    """
+
+    def __init__(
+        self,
+        files: dict[str, Path],
+        names: dict[int, str],
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        self.files = files  # tensor name -> the safetensors file holding it
+        self.names = names  # id(skeleton parameter) -> tensor name
+        self.dtype = dtype
+        self.device = device
+
+    def __call__(self, parameter: torch.Tensor) -> torch.Tensor:
+        name = self.names[id(parameter)]
+        with safe_open(self.files[name], framework="pt") as handle:
+            tensor = handle.get_tensor(name)
+        # Always a copy: safetensors' tensor is not 64-byte aligned, and an unaligned weight
+        # took other matmul kernels (fp32 logits 1e-7 away from a loaded model's).
+        return tensor.to(device=self.device, dtype=self.dtype, copy=True)
+
+
 @dataclass
 class LoadedModel:
-    """A model with its tokenizer, vocabulary bytes, device and dtype."""
+    """A model with its tokenizer, vocabulary bytes, device and dtype.
+
+    With a ``checkpoint``, ``model`` is a skeleton on the meta device (buffers such as the
+    rotary table are real) whose weights the checkpoint reads.
+    """
 
     name: str
     model: Any
@@ -46,6 +91,7 @@ class LoadedModel:
     vocab: Vocab
     device: torch.device
     dtype: torch.dtype
+    checkpoint: Checkpoint | None = None
 
 
 def cache_dir() -> Path:
@@ -120,30 +166,53 @@ def _plain_copy(model: Any) -> Any:
 
 
 def embedded_model_dir(model: EmbeddedModel) -> Path:
-    """The embedded ``model`` as a plain transformers directory, converting its GGUF once."""
+    """The embedded ``model`` as a plain transformers directory, converting its GGUF once.
+
+    The conversion runs in a child process: de-quantizing a GGUF through transformers peaks
+    at about 1.1 GB for the default model (3.2 GB for Gemma 3), which would otherwise stay
+    this process's high-water mark, the server's on a fresh machine's first run (issue 14).
+    """
     target = cache_dir() / "models" / model.folder
     if (target / "config.json").is_file():
         return target
     _package_dir(model)  # the missing-package error before any work
     target.parent.mkdir(parents=True, exist_ok=True)
-    # Write to a temporary directory and rename, so that concurrent first loads never see half.
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
     scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".gguf-"))
     try:
         gguf = _gguf_path(model, scratch)
         log.info("converting %s once into %s (20-60 s)", gguf.name, target)
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        command = [sys.executable, "-m", "lsp_server.engine.model", model.name, str(gguf)]
+        command.append(str(target))
+        done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if done.returncode != 0 or not (target / "config.json").is_file():
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+        raise ModelNotFound(
+            f"converting {gguf.name} into {target} failed (exit {done.returncode}): {tail}. "
+            f"Check the disk space there, or reinstall it with `{model.install}`"
+        )
+    if model.license != SMOLLM2.license:
+        log.warning("model %s: its weights are under the %s", model.name, model.license)
+    return target
 
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+def convert_gguf(model: EmbeddedModel, gguf: Path, target: Path) -> None:
+    """Write ``model``'s GGUF file ``gguf`` as a plain transformers directory ``target``,
+    with the package's terms beside the weights."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # Write to a temporary directory and rename, so that concurrent first loads never see half.
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
         _plain_copy(loaded).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         for notice in ("GEMMA_TERMS.html", "NOTICE.md"):  # the terms travel with the weights
             source = _package_dir(model) / "data" / notice
             if source.is_file():
                 shutil.copyfile(source, tmp / notice)
-        if model.license != SMOLLM2.license:
-            log.warning("model %s: its weights are under the %s", model.name, model.license)
         try:
             tmp.rename(target)
         except OSError:  # another process finished first
@@ -151,8 +220,43 @@ def embedded_model_dir(model: EmbeddedModel) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
+
+
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h
+_LOAD_MMAP_THRESHOLD = 256 * 1024  # while loading: every temporary over this is its own map
+_MMAP_THRESHOLD = 32 * 2**20  # then: glibc's own dynamic maximum, heap reuse as before
+
+
+def _glibc() -> Any:
+    """glibc, or None elsewhere (macOS, musl)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def compact_loading() -> Iterator[None]:
+    """Keep the C heap from growing with the temporaries of a model load (glibc only).
+
+    Building the runner's copies allocates and frees many tensors of a few MB (a layer's
+    fp32 weights, their quantization's intermediates). glibc serves them from its heap once
+    its dynamic mmap threshold has risen, and the freed ones stay resident between the
+    live ones: the default model's load peaked at about 1,010 MiB, against 800 when every
+    block over 256 KB is a mapping of its own, returned to the system when freed (issue 14).
+    Afterwards the threshold stays fixed at glibc's dynamic maximum, so request-time
+    temporaries reuse the heap as before, and the free pages are given back.
+    """
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, _LOAD_MMAP_THRESHOLD)
+    try:
+        yield
+    finally:
+        if libc is not None:
+            libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+            libc.malloc_trim(0)
 
 
 def default_model_dir() -> Path:
@@ -168,11 +272,56 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def _safetensors_files(source: Path) -> dict[str, Path] | None:
+    """Tensor name -> file, for a local directory of safetensors (one file or shards)."""
+    index = source / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        return {name: source / file for name, file in weight_map.items()}
+    single = source / "model.safetensors"
+    if not single.is_file():
+        return None
+    with safe_open(single, framework="pt") as handle:
+        return dict.fromkeys(handle.keys(), single)
+
+
+def _skeleton(
+    source: Path, dtype: torch.dtype, device: torch.device
+) -> tuple[Any, Checkpoint] | None:
+    """The model of ``source`` without weights, and the checkpoint that reads them; None
+    where the weights cannot be read tensor by tensor (no local safetensors, other names)."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    files = _safetensors_files(source) if source.is_dir() else None
+    if files is None:
+        return None
+    config = AutoConfig.from_pretrained(source)
+    with init_empty_weights():  # parameters on meta, buffers (the rotary table) real
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.tie_weights()  # from_pretrained ties them (a tied head is the embedding itself)
+    names = {id(p): name for name, p in model.named_parameters()}
+    if not set(names.values()) <= files.keys():
+        return None  # the checkpoint names its tensors otherwise: from_pretrained maps them
+    for buffer in model.buffers():  # from_pretrained moves them with the model
+        buffer.data = buffer.data.to(device)
+    return model.eval(), Checkpoint(files, names, dtype, device)
+
+
 def load_model(
-    name: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "auto", threads: int = 1
+    name: str = DEFAULT_MODEL,
+    device: str = "auto",
+    dtype: str = "auto",
+    threads: int = 1,
+    skeleton: bool = False,
 ) -> LoadedModel:
     """Load a causal LM: an embedded one by name, a local directory, or a hub id (when a
-    network exists)."""
+    network exists).
+
+    skeleton: where the weights are local safetensors, read none of them: the model comes on
+    the meta device with a ``Checkpoint`` (see the module docstring); elsewhere, or without
+    it, the model with its weights.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     set_threads(threads)
@@ -180,15 +329,21 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, torch_device)
     named = embedded(name)
     source: str | Path = embedded_model_dir(named) if named is not None else name
+    model: Any
+    checkpoint = None
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        empty = _skeleton(Path(source), torch_dtype, torch_device) if skeleton else None
+        if empty is not None:
+            model, checkpoint = empty
+        else:
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+            model = model.to(torch_device).eval()
     except (OSError, ValueError) as err:
         raise ModelNotFound(
             f"cannot load model {name!r}: {err}. Use a local model directory, a hub id with "
             f"network access, or one of the embedded models ({', '.join(EMBEDDED)})"
         ) from err
-    model = model.to(torch_device).eval()
     return LoadedModel(
         name=named.name if named is not None else str(name),
         model=model,
@@ -196,4 +351,12 @@ def load_model(
         vocab=Vocab.from_tokenizer(tokenizer),
         device=torch_device,
         dtype=torch_dtype,
+        checkpoint=checkpoint,
     )
+
+
+if __name__ == "__main__":  # embedded_model_dir's child: python -m ... NAME GGUF TARGET
+    _named = embedded(sys.argv[1])
+    if _named is None:
+        raise SystemExit(f"unknown embedded model {sys.argv[1]!r}")
+    convert_gguf(_named, Path(sys.argv[2]), Path(sys.argv[3]))
