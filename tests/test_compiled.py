@@ -159,8 +159,8 @@ def test_a_gpu_runner_stays_eager_and_says_why(
     """Loading a CUDA package segfaulted on an H200: compile "background" must not start a
     builder (nor ever load a package) for a runner on a GPU, and the status says why."""
     runner = FastRunner(tiny_loaded.model, "fp32")
-    monkeypatch.setattr(runner, "device", torch.device("cuda"))
     engine = Engine(tiny_loaded, runner=runner)
+    monkeypatch.setattr(runner, "device", torch.device("cuda"))  # after the CPU-side set-up
     never_run = [sys.executable, "-c", "raise SystemExit('the builder ran')"]
     engine.start_compiler(never_run)
     assert engine.compiler is None
