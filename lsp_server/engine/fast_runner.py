@@ -1,8 +1,8 @@
 """A fast runner for the Llama-family block (Llama, SmolLM2, Mistral, Qwen2).
 
 The same math as the transformers model, written out lean (after gpt-fast): fused q/k/v and
-gate/up projections, one preallocated K and V tensor per layer (a shared KV buffer made a
-compiled loop 3x slower, issue 7), the residual stream in fp32, and weights in the
+gate/up projections, a preallocated KV cache (KVCache: one K and one V tensor for all layers,
+with per-layer views for the eager step), the residual stream in fp32, and weights in the
 ``precision`` of the decode step:
 
 - fp32: everything in fp32; the logits match the transformers model's.
