@@ -37,9 +37,10 @@ def test_pure_step_writes_the_same_cache_as_the_eager_step() -> None:
         runner.prefill(ids(20))
         for token in (3, 4, 5):
             runner.step(runner.embed(torch.tensor([[token]])))
+    assert pure.cache.length == eager.cache.length == 23
     for i in range(eager.layers):
-        torch.testing.assert_close(pure._k[i][:, :, :23], eager._k[i][:, :, :23])
-        torch.testing.assert_close(pure._v[i][:, :, :23], eager._v[i][:, :, :23])
+        for got, expected in zip(pure.cache.read(i, 23), eager.cache.read(i, 23), strict=True):
+            torch.testing.assert_close(got, expected)
 
 
 @pytest.fixture(scope="module")

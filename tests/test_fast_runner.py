@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import FastRunner, UnsupportedModel, make_runner
+from lsp_server.engine.fast_runner import (
+    FastRunner,
+    KVCache,
+    UnsupportedModel,
+    make_runner,
+    split_attention,
+)
 from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
 from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
 from lsp_server.engine.types import DecodeConfig, EngineError
@@ -71,12 +77,18 @@ def test_static_cache_holds_the_whole_context_from_the_start() -> None:
     assert not FastRunner(model, "fp32").static_cache  # the default on a CPU
     tokens = ids(290, seed=4)
     torch.testing.assert_close(fast.prefill(tokens[:10]), reference.prefill(tokens[:10]))
-    keys = fast._k[0]
-    assert keys.shape[2] == 300
+    storage = fast.cache.keys, fast.cache.values
+    assert fast.cache.capacity == 300
     torch.testing.assert_close(
         fast.prefill(tokens[10:]), reference.prefill(tokens[10:]), atol=1e-4, rtol=1e-4
     )
-    assert fast._k[0] is keys  # never reallocated
+    assert fast.cache.keys is storage[0] and fast.cache.values is storage[1]  # never reallocated
+    fast.rewind(0)  # not even for a new prompt
+    fast.prefill(tokens[:5])
+    assert (
+        fast.cache.keys is storage[0]
+        and fast.cache.layer_keys[0].data_ptr() == storage[0].data_ptr()
+    )
 
 
 def test_prompt_cache_reuse_gives_the_logits_of_a_fresh_prefill(llama: Any) -> None:
@@ -150,12 +162,12 @@ def test_a_new_prompt_gets_a_cache_of_its_own_size() -> None:
     runner = FastRunner(tiny(), "fp32")
     runner.prefill(ids(600))
     runner.expand(3)
-    assert runner._k[0].shape[:3] == (3, runner.kv_heads, 640)
+    assert runner.cache.keys.shape[1:4] == (3, runner.kv_heads, 640)
     runner.rewind(10)  # typing on: the cache stays
-    assert runner._k[0].shape[2] == 640
+    assert runner.cache.capacity == 640
     runner.rewind(0)
     runner.prefill(ids(20))
-    assert runner._k[0].shape[:3] == (1, runner.kv_heads, 128)
+    assert runner.cache.keys.shape[1:4] == (1, runner.kv_heads, 128)
     assert runner.step(runner.embed(torch.tensor([[1]]))).shape == (1, VOCAB)
 
 
@@ -251,3 +263,70 @@ def test_the_prefill_weights_share_the_decode_head() -> None:
     the prefill layers (57 MB for the default model) was never read."""
     runner = FastRunner(tiny(), "int4")
     assert runner.prefill_weights.lm_head is runner.decode_weights.lm_head
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "new", "capacity", "filled"),
+    [
+        (4, 4, 1, 8, 5),  # a decode step
+        (4, 2, 3, 10, 6),  # grouped queries, a few new tokens
+        (6, 1, 5, 16, 16),  # one kv head, a full cache
+        (4, 2, 4, 12, 0),  # nothing cached yet
+    ],
+)
+def test_split_attention_is_causal_attention_over_the_concatenated_keys(
+    heads: int, kv_heads: int, new: int, capacity: int, filled: int
+) -> None:
+    generator = torch.Generator().manual_seed(heads * 100 + new)
+
+    def normal(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator)
+
+    b, d = 2, 8
+    q = normal(b, heads, new, d)
+    cached_keys, cached_values = normal(b, kv_heads, capacity, d), normal(b, kv_heads, capacity, d)
+    keys, values = normal(b, kv_heads, new, d), normal(b, kv_heads, new, d)
+    unwritten = torch.arange(capacity) >= filled  # [C]
+    later = torch.ones(new, new, dtype=torch.bool).triu(1)  # [T, T]
+    got = split_attention(q, cached_keys, cached_values, keys, values, unwritten, later, d**-0.5)
+
+    all_keys = torch.cat([cached_keys[:, :, :filled], keys], dim=2)  # [B, kv, filled + T, D]
+    all_values = torch.cat([cached_values[:, :, :filled], values], dim=2)
+    queries = torch.arange(filled, filled + new)[:, None]  # [T, 1]
+    causal = torch.arange(filled + new)[None, :] <= queries  # [T, filled + T]
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, all_keys, all_values, attn_mask=causal, enable_gqa=kv_heads != heads
+    )  # [B, heads, T, D]
+    assert got.shape == (b, new, heads * d)
+    torch.testing.assert_close(got, expected.transpose(1, 2).reshape(b, new, heads * d))
+
+
+def test_kv_cache_gathers_expands_and_rewinds_rows() -> None:
+    cache = KVCache(2, 1, 4, 300, torch.float32, torch.device("cpu"), static=False)
+    cache.reserve(1, 3)
+    assert cache.capacity == 128 and cache.rows == 1
+    keys = torch.arange(2 * 3 * 4, dtype=torch.float32).view(2, 1, 1, 3, 4)  # [L, B, kv, T, D]
+    cache.write(0, keys, -keys)
+    cache.length = 3
+    cache.expand(3)
+    assert cache.rows == 3
+    for layer in range(2):
+        k, v = cache.read(layer, 3)
+        assert k.shape == (3, 1, 3, 4)
+        assert torch.equal(k, keys[layer].expand(3, -1, -1, -1)) and torch.equal(v, -k)
+    step = torch.full((3, 1, 1, 4), 7.0)  # one new position, a value per row
+    step[1] = 8.0
+    cache.write(3, step, step, layer=1)
+    cache.length = 4
+    cache.gather(torch.tensor([1, 0]))
+    assert cache.rows == 2
+    assert cache.read(1, 4)[0][:, 0, 3, 0].tolist() == [8.0, 7.0]
+    all_keys, _ = cache.views()
+    assert len(all_keys) == 2 and all_keys[0].shape == (2, 1, 128, 4)
+    cache.rewind(2)
+    assert (cache.rows, cache.length) == (1, 2)
+    assert torch.equal(cache.read(0, 2)[0][0], keys[0, 0, :, :2])
+    with pytest.raises(EngineError, match="context"):
+        cache.reserve(1, 301)
+    cache.rewind(0)  # a growing cache starts again from nothing
+    assert cache.capacity == 0

@@ -129,8 +129,8 @@ def export_step(runner: FastRunner, rows: int) -> Any:
     capacity = 2 * 256  # example sizes: any cache length runs,
     x = runner.embed(torch.zeros(rows, 2, dtype=torch.long))  # and 1..MAX_TOKENS new tokens
     position = torch.tensor([capacity // 2], device=runner.device)
-    keys = list(runner.new_cache(rows, capacity))  # each [B, kv_heads, C, D]
-    values = list(runner.new_cache(rows, capacity))  # not aliasing keys
+    keys = list(runner.cache.empty(rows, capacity))  # each [B, kv_heads, C, D]
+    values = list(runner.cache.empty(rows, capacity))  # not aliasing keys
     weights = step_tensors(runner)
     length = torch.export.Dim("length", min=2, max=runner.max_context)
     tokens = torch.export.Dim("tokens", min=1, max=MAX_TOKENS)

@@ -14,7 +14,7 @@ tests/test_fast_gemma.py checks the logits against it call for call):
 - the 262k-token output head is the embedding (tied): int4 with the best logits refined.
 
 The KV cache keeps every position for every layer (a local layer masks the old ones out):
-one layout for both kinds keeps FastRunner's cache code (grow, expand, select, rewind) as it is.
+one layout for both kinds keeps FastRunner's KVCache (reserve, write, gather, rewind) as it is.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from lsp_server.engine.fast_runner import (
     _owned,
     rms_norm,
     rotate,
+    split_attention,
 )
 from lsp_server.engine.model import Checkpoint
 from lsp_server.engine.quant import Linear
@@ -211,10 +212,8 @@ class GemmaRunner(FastRunner):
 
         def attend(i: int, block: GemmaBlock, h: torch.Tensor) -> torch.Tensor:
             q, k, v = self._project_gemma(block, h, cos, sin)
-            self._k[i][:b, :, start:end] = k
-            self._v[i][:b, :, start:end] = v
-            first = self._window_start(block.kind, start)
-            keys, values = self._k[i][:b, :, first:end], self._v[i][:b, :, first:end]
+            self.cache.write(start, k, v, layer=i)
+            keys, values = self.cache.read(i, end, first=self._window_start(block.kind, start))
             heads, d = q.shape[1], q.shape[3]
             out = F.scaled_dot_product_attention(
                 q,
@@ -253,21 +252,10 @@ class GemmaRunner(FastRunner):
             q, k, v = self._project_gemma(block, h, cos, sin)  # q [B, heads, T, D]
             new_keys.append(k)
             new_values.append(v)
-            heads, d = q.shape[1], q.shape[3]
-            q = q.view(b, self.kv_heads, heads // self.kv_heads, t, d)  # [B, kv, G, T, D]
             old_mask = hidden | too_old if block.kind == 0 else hidden  # [T or 1, C]
             new_mask = later | fresh_old if block.kind == 0 else later  # [T, T]
-            old = torch.einsum("bkgtd,bkcd->bkgtc", q, keys[i]).float() * self.scale
-            old = old.masked_fill(old_mask, float("-inf"))
-            fresh = torch.einsum("bkgtd,bkud->bkgtu", q.float(), k.float()) * self.scale
-            fresh = fresh.masked_fill(new_mask, float("-inf"))
-            top = torch.maximum(old.amax(-1, keepdim=True), fresh.amax(-1, keepdim=True))
-            p_old, p_new = torch.exp(old - top), torch.exp(fresh - top)
-            mixed = torch.einsum("bkgtc,bkcd->bkgtd", p_old.to(self.dtype), values[i]).float()
-            mixed = mixed + torch.einsum("bkgtu,bkud->bkgtd", p_new, v.float())
-            out = mixed / (p_old.sum(-1, keepdim=True) + p_new.sum(-1, keepdim=True))
-            out = out.permute(0, 3, 1, 2, 4).reshape(b, t, heads * d)  # [B, T, heads * D]
-            return block.out(out.to(self.dtype))
+            out = split_attention(q, keys[i], values[i], k, v, old_mask, new_mask, self.scale)
+            return block.out(out)
 
         logits = self._gemma_layers(self.decode_weights, x, attend, every=False)
         return logits, torch.stack(new_keys), torch.stack(new_values)

@@ -1,8 +1,8 @@
 """A fast runner for the Llama-family block (Llama, SmolLM2, Mistral, Qwen2).
 
 The same math as the transformers model, written out lean (after gpt-fast): fused q/k/v and
-gate/up projections, one preallocated K and V tensor per layer (a shared KV buffer made a
-compiled loop 3x slower, issue 7), the residual stream in fp32, and weights in the
+gate/up projections, a preallocated KV cache (KVCache: one K and one V tensor for all layers,
+with per-layer views for the eager step), the residual stream in fp32, and weights in the
 ``precision`` of the decode step:
 
 - fp32: everything in fp32; the logits match the transformers model's.
@@ -177,6 +177,170 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotated * sin
 
 
+def split_attention(
+    q: torch.Tensor,
+    cached_keys: torch.Tensor,
+    cached_values: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    cached_mask: torch.Tensor,
+    new_mask: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Attention of T new queries over a cache and the T new keys, one softmax over both
+    without concatenating them (the compiled step's attention; pure_step).
+
+    q [B, heads, T, D]; cached_keys, cached_values [B, kv_heads, C, D], the whole cache;
+    keys, values [B, kv_heads, T, D], the new positions'. kv_heads divides heads (grouped
+    queries: query head h reads kv head h // (heads / kv_heads)). The masks are True where a
+    query must not look: cached_mask over the cache (broadcast to [T, C]: the positions not
+    yet written, a window's old ones), new_mask over the new keys ([T, T]: the later ones).
+    Every query must see at least one key. -> [B, T, heads * D] in q's dtype.
+
+    The scores are fp32; the cache is read in its own dtype, as the eager step's SDPA reads
+    it (converting it to fp32 first tripled the memory traffic of a long context). Equals
+    F.scaled_dot_product_attention over the concatenated keys with the joined mask
+    (tests/test_fast_runner.py).
+    """
+    b, heads, t, d = q.shape
+    kv_heads = cached_keys.shape[1]
+    q = q.view(b, kv_heads, heads // kv_heads, t, d)  # [B, kv, G, T, D]
+    old = torch.einsum("bkgtd,bkcd->bkgtc", q, cached_keys).float() * scale  # [B,kv,G,T,C]
+    old = old.masked_fill(cached_mask, float("-inf"))
+    fresh = torch.einsum("bkgtd,bkud->bkgtu", q.float(), keys.float()) * scale  # [.., T, T]
+    fresh = fresh.masked_fill(new_mask, float("-inf"))
+    top = torch.maximum(old.amax(-1, keepdim=True), fresh.amax(-1, keepdim=True))
+    p_old, p_new = torch.exp(old - top), torch.exp(fresh - top)
+    mixed = torch.einsum("bkgtc,bkcd->bkgtd", p_old.to(cached_values.dtype), cached_values)
+    mixed = mixed.float() + torch.einsum("bkgtu,bkud->bkgtd", p_new, values.float())
+    out = mixed / (p_old.sum(-1, keepdim=True) + p_new.sum(-1, keepdim=True))
+    return out.permute(0, 3, 1, 2, 4).reshape(b, t, heads * d).to(q.dtype)
+
+
+class KVCache:
+    """Every layer's keys and values, and which rows and positions of them hold a sequence.
+
+    The storage is one tensor [layers, R, kv_heads, C, D] for K and one for V (``keys``,
+    ``values``), so a compiled step's new keys are stored in one copy; ``layer_keys[i]``,
+    ``layer_values[i]`` are layer i's views [R, kv_heads, C, D], which the eager step reads
+    (indexing the storage on every layer of every step costs more). Rows 0..rows-1 hold the
+    sequences, positions 0..length-1 of them are filled; R and C are the capacity.
+
+    static: the storage holds the whole context from the first reserve on and is never
+    reallocated, so its addresses never change (what CUDA graphs need). Otherwise it grows
+    with the longest prompt in steps of _LENGTH_QUANTUM positions, which keeps a CPU process
+    small, and a rewind to nothing lets the next prompt start from an empty one.
+    """
+
+    def __init__(
+        self,
+        layers: int,
+        kv_heads: int,
+        head_dim: int,
+        max_context: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        static: bool,
+    ) -> None:
+        self.shape = (layers, kv_heads, head_dim)
+        self.max_context = max_context
+        self.dtype = dtype
+        self.device = device
+        self.static = static
+        self.rows = 1
+        self.length = 0
+        self._store(self.empty(1, 0), self.empty(1, 0))
+
+    def empty(self, rows: int, capacity: int) -> torch.Tensor:
+        """[layers, rows, kv_heads, capacity, D] of zeros, the storage's layout."""
+        layers, kv_heads, head_dim = self.shape
+        shape = (layers, rows, kv_heads, capacity, head_dim)
+        return torch.zeros(shape, dtype=self.dtype, device=self.device)
+
+    def _store(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Make ``keys``, ``values`` the storage, with their per-layer views."""
+        self.keys, self.values = keys, values
+        self.layer_keys, self.layer_values = list(keys), list(values)
+
+    @property
+    def capacity(self) -> int:
+        """Positions the storage holds (C)."""
+        return int(self.keys.shape[3])
+
+    def reserve(self, rows: int, length: int) -> None:
+        """Grow the storage to hold ``rows`` x ``length``, keeping the filled positions."""
+        if length > self.max_context:
+            raise EngineError(
+                f"{length} positions exceed the model's context of {self.max_context} tokens"
+            )
+        have_rows, have_length = self.keys.shape[1], self.capacity
+        if rows <= have_rows and length <= have_length:
+            return
+        new_rows = max(rows, have_rows)
+        new_length = have_length
+        if length > have_length and self.static:
+            new_length = self.max_context
+        elif length > have_length:  # no doubling: a compiled step reads every position
+            new_length = min(-(-length // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
+        n = self.length
+        keys, values = self.empty(new_rows, new_length), self.empty(new_rows, new_length)
+        keys[:, :have_rows, :, :n] = self.keys[:, :, :, :n]
+        values[:, :have_rows, :, :n] = self.values[:, :, :, :n]
+        self._store(keys, values)
+
+    def write(
+        self, start: int, keys: torch.Tensor, values: torch.Tensor, layer: int | None = None
+    ) -> None:
+        """Store new positions from ``start`` on in rows 0..B-1: keys, values
+        [layers, B, kv_heads, T, D] for every layer, or [B, kv_heads, T, D] for ``layer``.
+        The caller reserves the room and advances ``length``."""
+        b, t = keys.shape[-4], keys.shape[-2]
+        if layer is None:
+            self.keys[:, :b, :, start : start + t] = keys
+            self.values[:, :b, :, start : start + t] = values
+        else:
+            self.layer_keys[layer][:b, :, start : start + t] = keys
+            self.layer_values[layer][:b, :, start : start + t] = values
+
+    def read(self, layer: int, end: int, first: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``layer``'s keys and values of positions first..end-1 in the sequences'
+        rows: views [rows, kv_heads, end - first, D]."""
+        b = self.rows
+        keys, values = self.layer_keys[layer], self.layer_values[layer]
+        return keys[:b, :, first:end], values[:b, :, first:end]
+
+    def views(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Every layer's whole capacity in the sequences' rows: [rows, kv_heads, C, D] each
+        (what a compiled step reads, masking the positions from ``length`` on)."""
+        b = self.rows
+        return [k[:b] for k in self.layer_keys], [v[:b] for v in self.layer_values]
+
+    def gather(self, index: torch.Tensor) -> None:
+        """Rows 0..len(index)-1 become the rows ``index`` [B'] of the current ones."""
+        self.reserve(len(index), self.length)
+        n = self.length
+        index = index.to(self.device)
+        for cache in (self.keys, self.values):
+            cache[:, : len(index), :, :n] = cache[:, index, :, :n]
+        self.rows = len(index)
+
+    def expand(self, batch: int) -> None:
+        """Each row becomes ``batch`` consecutive copies of itself."""
+        if batch <= 1:
+            return
+        self.gather(torch.arange(self.rows, device=self.device).repeat_interleave(batch))
+
+    def rewind(self, length: int) -> None:
+        """Keep row 0's first ``length`` positions (at most the filled ones); drop the other
+        rows. A rewind to nothing frees a growing storage: a compiled step reads every
+        position the storage holds, so one long prompt would otherwise slow every later
+        short one."""
+        self.rows = 1
+        self.length = max(0, min(length, self.length))
+        if self.length == 0 and not self.static:
+            self._store(self.empty(1, 0), self.empty(1, 0))
+
+
 class FastRunner:
     """The ModelRunner for Llama-family models: preallocated per-layer KV, quantized decode."""
 
@@ -238,10 +402,15 @@ class FastRunner:
                 else self.decode_weights
             )
         self.layers = len(self.decode_weights.blocks)
-        # The KV cache: one tensor [layers, R, kv_heads, C, D] for K and one for V, so a
-        # compiled step's new keys are stored in one copy; _k[i], _v[i] are layer i's views.
-        self._keys, self._values = self.new_cache(1, 0), self.new_cache(1, 0)
-        self._k, self._v = list(self._keys), list(self._values)
+        self.cache = KVCache(
+            self.layers,
+            self.kv_heads,
+            self.head_dim,
+            self.max_context,
+            self.dtype,
+            self.device,
+            self.static_cache,
+        )
         # The rotary table for the whole context, made once (a compiled step holds it).
         self._cos, self._sin = self.rotary_table()  # [L, D]
         # Compiled decode steps (FastRunner.pure_step) by rows, installed by compiled.py;
@@ -249,8 +418,6 @@ class FastRunner:
         self.compiled_steps: dict[int, StepFn] = {}
         self.compiled_calls = 0  # forwards that went through one
         self._ids: list[int] = []  # prompt tokens in row 0 of the cache
-        self._length = 0
-        self._batch = 1
 
     # --- what a sibling architecture overrides (fast_gemma.py) -------------------------------
 
@@ -276,70 +443,23 @@ class FastRunner:
         """The first values of every parameter of the model the runner was built from."""
         return self._sample
 
-    def new_cache(self, rows: int, length: int) -> torch.Tensor:
-        """[layers, rows, kv_heads, length, D] of zeros."""
-        shape = (self.layers, rows, self.kv_heads, length, self.head_dim)
-        return torch.zeros(shape, dtype=self.dtype, device=self.device)
-
-    def _reserve(self, rows: int, length: int) -> None:
-        """Grow the KV tensors (and the rotary table) to hold ``rows`` x ``length``."""
-        if length > self.max_context:
-            raise EngineError(
-                f"{length} positions exceed the model's context of {self.max_context} tokens"
-            )
-        have_rows, have_length = self._k[0].shape[0], self._k[0].shape[2]
-        if rows <= have_rows and length <= have_length:
-            return
-        new_rows = max(rows, have_rows)
-        new_length = have_length
-        if length > have_length and self.static_cache:
-            new_length = self.max_context
-        elif length > have_length:  # no doubling: a compiled step reads every position
-            new_length = min(-(-length // _LENGTH_QUANTUM) * _LENGTH_QUANTUM, self.max_context)
-        n = self._length
-        keys, values = self.new_cache(new_rows, new_length), self.new_cache(new_rows, new_length)
-        keys[:, :have_rows, :, :n] = self._keys[:, :, :, :n]
-        values[:, :have_rows, :, :n] = self._values[:, :, :, :n]
-        self._keys, self._values = keys, values
-        self._k, self._v = list(keys), list(values)
-
     @property
     def length(self) -> int:
-        return self._length
+        return self.cache.length
 
     @property
     def cached_ids(self) -> list[int]:
         return self._ids
 
     def expand(self, batch: int) -> None:
-        if batch <= 1:
-            return
-        rows = self._batch * batch
-        self._reserve(rows, self._length)
-        index = torch.arange(self._batch, device=self.device).repeat_interleave(batch)
-        self._gather(index)
-        self._batch = rows
+        self.cache.expand(batch)
 
     def select(self, rows: torch.Tensor) -> None:
-        self._reserve(len(rows), self._length)
-        self._gather(rows.to(self.device))
-        self._batch = len(rows)
-
-    def _gather(self, index: torch.Tensor) -> None:
-        """Rows 0..len(index)-1 of the cache become the rows ``index`` [B'] of the old one."""
-        n = self._length
-        for cache in (self._keys, self._values):
-            cache[:, : len(index), :, :n] = cache[:, index, :, :n]
+        self.cache.gather(rows)
 
     def rewind(self, length: int) -> None:
-        self._batch = 1  # row 0 holds the prompt: the other rows are dropped
-        self._length = max(0, min(length, self._length))
-        self._ids = self._ids[: self._length]
-        if self._length == 0 and not self.static_cache:
-            # A new prompt: let the cache fit it. A compiled step reads every position the
-            # cache holds, so one long prompt would otherwise slow every later short one.
-            self._keys, self._values = self.new_cache(1, 0), self.new_cache(1, 0)
-            self._k, self._v = list(self._keys), list(self._values)
+        self.cache.rewind(length)  # row 0 holds the prompt: the other rows are dropped
+        self._ids = self._ids[: self.cache.length]
 
     # --- the forward ----------------------------------------------------------------------
 
@@ -409,9 +529,8 @@ class FastRunner:
 
         def attend(i: int, block: Block, h: torch.Tensor) -> torch.Tensor:
             q, k, v = self._project(block, h, cos, sin)
-            self._k[i][:b, :, start:end] = k
-            self._v[i][:b, :, start:end] = v
-            keys, values = self._k[i][:b, :, :end], self._v[i][:b, :, :end]  # [B, kv, L, D]
+            self.cache.write(start, k, v, layer=i)
+            keys, values = self.cache.read(i, end)  # [B, kv, L, D]
             return block.out(self._attend(q, keys, values, **mask))
 
         weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
@@ -433,7 +552,7 @@ class FastRunner:
         the last position (not checked for finiteness) and the new positions' keys and
         values [layers, B, kv_heads, T, D], for the caller to store.
         """
-        b, t, _ = x.shape
+        t = x.shape[1]
         new = position + torch.arange(t, device=x.device)  # [T]
         cos, sin = self._cos[new], self._sin[new]  # [T, D]
         hidden = torch.arange(keys[0].shape[2], device=x.device) >= position  # [C] unwritten
@@ -446,80 +565,67 @@ class FastRunner:
             q, k, v = self._project(block, h, cos, sin)  # q [B, heads, T, D]; k, v [B, kv, T, D]
             new_keys.append(k)
             new_values.append(v)
-            heads, d = q.shape[1], q.shape[3]
-            q = q.view(b, self.kv_heads, heads // self.kv_heads, t, d)  # [B, kv, G, T, D]
-            # One softmax over the cache and the new positions, without concatenating them.
-            # The cache is read in its own dtype, as the eager step's SDPA does: converting
-            # it to fp32 first tripled the memory traffic of a long context.
-            old = torch.einsum("bkgtd,bkcd->bkgtc", q, keys[i]).float() * scale  # [B,kv,G,T,C]
-            old = old.masked_fill(hidden, float("-inf"))
-            fresh = torch.einsum("bkgtd,bkud->bkgtu", q.float(), k.float()) * scale  # [.., T, T]
-            fresh = fresh.masked_fill(later, float("-inf"))
-            top = torch.maximum(old.amax(-1, keepdim=True), fresh.amax(-1, keepdim=True))
-            p_old, p_new = torch.exp(old - top), torch.exp(fresh - top)
-            mixed = torch.einsum("bkgtc,bkcd->bkgtd", p_old.to(self.dtype), values[i]).float()
-            mixed = mixed + torch.einsum("bkgtu,bkud->bkgtd", p_new, v.float())
-            out = mixed / (p_old.sum(-1, keepdim=True) + p_new.sum(-1, keepdim=True))
-            out = out.permute(0, 3, 1, 2, 4).reshape(b, t, heads * d)  # [B, T, heads * D]
-            return block.out(out.to(self.dtype))
+            out = split_attention(q, keys[i], values[i], k, v, hidden, later, scale)
+            return block.out(out)
 
         logits = self._layers(self.decode_weights, x, attend)
         return logits, torch.stack(new_keys), torch.stack(new_values)
 
     def _compiled_forward(self, step: StepFn, x: torch.Tensor) -> torch.Tensor:
         """x [B, T, H] at the next positions through a compiled step; stores the new K, V."""
-        b, t, n = x.shape[0], x.shape[1], self._length
+        n = self.cache.length
         position = torch.tensor([n], device=self.device)
-        keys, values = [k[:b] for k in self._k], [v[:b] for v in self._v]
+        keys, values = self.cache.views()
         logits, new_keys, new_values = step(x.to(self.device), position, keys, values)
         self.compiled_calls += 1
-        self._keys[:, :b, :, n : n + t] = new_keys  # [layers, B, kv_heads, T, D]
-        self._values[:, :b, :, n : n + t] = new_values
+        self.cache.write(n, new_keys, new_values)  # [layers, B, kv_heads, T, D]
         return check_finite(logits)
 
     @torch.inference_mode()
     def prefill(self, ids: list[int]) -> torch.Tensor:
         if not ids:
             raise ValueError("prefill needs at least one token")
-        if self._batch != 1:
+        cache = self.cache
+        if cache.rows != 1:
             raise ValueError("prefill extends the single prompt row: rewind first")
-        self._reserve(1, self._length + len(ids))
+        cache.reserve(1, cache.length + len(ids))
         tokens = torch.tensor([ids], dtype=torch.long, device=self.device)  # [1, T]
         compiled = self.compiled_steps.get(1)
         if compiled is not None and len(ids) <= _FEW_TOKENS:  # typing: a few new tokens
             logits = self._compiled_forward(compiled, self.embed(tokens))
-            self._length += len(ids)
+            cache.length += len(ids)
         else:
             for offset in range(0, len(ids), _PREFILL_CHUNK):
                 chunk = tokens[:, offset : offset + _PREFILL_CHUNK]  # [1, T']
-                logits = self._forward(self.embed(chunk), self._length)
-                self._length += chunk.shape[1]
-        if len(self._ids) == self._length - len(ids):  # row 0 is all prompt: remember its tokens
+                logits = self._forward(self.embed(chunk), cache.length)
+                cache.length += chunk.shape[1]
+        if len(self._ids) == cache.length - len(ids):  # row 0 is all prompt: remember its tokens
             self._ids = self._ids + list(ids)
         return logits[0]
 
     @torch.inference_mode()
     def step(self, embeds: torch.Tensor) -> torch.Tensor:
-        if embeds.shape[0] != self._batch:
-            raise ValueError(f"step got {embeds.shape[0]} rows, the cache has {self._batch}")
-        b, n = self._batch, self._length
-        self._reserve(b, n + 1)
+        b, n = self.cache.rows, self.cache.length
+        if embeds.shape[0] != b:
+            raise ValueError(f"step got {embeds.shape[0]} rows, the cache has {b}")
+        self.cache.reserve(b, n + 1)
         compiled = self.compiled_steps.get(b)
         if compiled is None:
             logits = self._forward(embeds.to(self.device), n)
         else:
             logits = self._compiled_forward(compiled, embeds)
-        self._length += 1
+        self.cache.length += 1
         return logits
 
     @torch.inference_mode()
     def score(self, ids: torch.Tensor) -> torch.Tensor:
         b, t = ids.shape
-        if b != self._batch:
-            raise ValueError(f"score got {b} rows, the cache has {self._batch}")
-        self._reserve(b, self._length + t)
-        logits = self._forward(self.embed(ids), self._length, every=True)  # [B, T, V]
-        self._length += t
+        cache = self.cache
+        if b != cache.rows:
+            raise ValueError(f"score got {b} rows, the cache has {cache.rows}")
+        cache.reserve(b, cache.length + t)
+        logits = self._forward(self.embed(ids), cache.length, every=True)  # [B, T, V]
+        cache.length += t
         return logits
 
 
