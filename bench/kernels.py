@@ -8,7 +8,8 @@ sum over 256 MB is the machine's streaming bandwidth for reference.
 
 Prefill (issue 14): the matmul throughput of bf16 ``F.linear`` with 512 rows (a prefill
 chunk) through the same matrices, beside a 1,500-token prefill of the default model on the
-fast runner, int4 (its prefill runs on its bf16 copy of the layers) and bf16, in the same
+fast runner, int4 (its prefill de-quantizes each layer as it runs, or with ``prefill_copy``
+reads a bf16 copy of the layers) and bf16, in the same
 run: tokens/s and effective GFLOP/s (the layers' matmuls, 2 x tokens x weights, plus causal
 attention, 2 x tokens^2 x heads x head_dim per layer).
 
@@ -103,8 +104,12 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
     ids = loaded.tokenizer(Path(argparse.__file__).read_text())["input_ids"][:tokens]
     config = loaded.model.config
     runners = {
-        name: FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint)
-        for name, precision in (("int4 runner (bf16 prefill copy)", "int4"), ("bf16", "bf16"))
+        name: FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, prefill_copy=copy)
+        for name, precision, copy in (
+            ("int4 runner, layers de-quantized per prefill (default)", "int4", False),
+            ("int4 runner, bf16 prefill copy", "int4", True),
+            ("bf16", "bf16", False),
+        )
     }
     layer_weights = sum(
         p.numel() for name, p in loaded.model.named_parameters() if ".layers." in name

@@ -17,6 +17,7 @@ from lsp_server.engine.fast_runner import (
     split_attention,
 )
 from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
+from lsp_server.engine.quant import DenseLinear
 from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
 from lsp_server.engine.types import DecodeConfig, EngineError
 from lsp_server.engine.vocab import Vocab
@@ -263,6 +264,48 @@ def test_the_prefill_weights_share_the_decode_head() -> None:
     the prefill layers (57 MB for the default model) was never read."""
     runner = FastRunner(tiny(), "int4")
     assert runner.prefill_weights.lm_head is runner.decode_weights.lm_head
+
+
+def _storages(obj: Any, seen: set[int] | None = None) -> set[int]:
+    """The tensor storages reachable from ``obj`` through attributes and lists."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        seen.add(obj.untyped_storage().data_ptr())
+    elif isinstance(obj, list | tuple):
+        for item in obj:
+            _storages(item, seen)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        for value in vars(obj).values():
+            _storages(value, seen)
+    return seen
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_a_quantized_runner_keeps_no_bf16_copy_of_the_layers(precision: str) -> None:
+    """Issue 14: the prefill reads the decode weights, de-quantized one layer at a time (the
+    bf16 copy was 203 of the server's 831 MiB); prefill_copy keeps the copy."""
+    runner = FastRunner(tiny(), precision)
+    assert _storages(runner.prefill_weights) <= _storages(runner.decode_weights)
+    layers = list(runner.prefill_weights.blocks)
+    assert all(isinstance(b.gate_up, DenseLinear) for b in layers)
+    assert all(b.gate_up.weight.dtype == torch.bfloat16 for b in layers)  # type: ignore[attr-defined]
+    copying = FastRunner(tiny(), precision, prefill_copy=True)
+    assert not _storages(copying.prefill_weights) <= _storages(copying.decode_weights)
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_the_dequantized_prefill_matches_the_quantized_kernels(precision: str) -> None:
+    """Prefilling through the de-quantized layers computes what the decode kernels would on
+    every row (the same weights; only the matmul's rounding differs), in chunks too: closer
+    than the bf16 copy of the original weights comes (0.03 on int4)."""
+    model = tiny()
+    dequantizing, kernels = FastRunner(model, precision), FastRunner(model, precision)
+    kernels.prefill_weights = kernels.decode_weights
+    dequantizing.prefill_chunk = kernels.prefill_chunk = 40  # two forwards, the second masked
+    tokens = ids(70)
+    torch.testing.assert_close(
+        dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.01, rtol=0
+    )
 
 
 @pytest.mark.parametrize(

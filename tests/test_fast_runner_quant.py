@@ -11,8 +11,11 @@ from lsp_server.engine.quant import (
     Int4Linear,
     Int8Linear,
     RefinedHead,
+    dequantized,
     int4_fits,
+    int4_unpack_block,
     quantize,
+    unpack_int4,
 )
 
 
@@ -100,3 +103,30 @@ def test_refined_head_is_exact_on_its_best_tokens_and_int4_elsewhere() -> None:
     rest = torch.ones_like(logits, dtype=torch.bool).scatter(-1, best, False)
     torch.testing.assert_close(logits[rest], coarse[rest])
     assert (logits[rest] != exact[rest]).any()  # the tail really is the int4 approximation
+
+
+def test_unpack_int4_undoes_the_cpu_packing() -> None:
+    block = int4_unpack_block()
+    assert block > 0, "this torch's int4 packing layout is unknown: the prefill cannot dequantize"
+    q = torch.randint(0, 16, (192, 96), generator=torch.Generator().manual_seed(1))
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 1)
+    assert torch.equal(unpack_int4(packed, block).long(), q)
+
+
+@pytest.mark.parametrize("cls", [Int8Linear, Int4Linear])
+def test_dequantized_is_the_matrix_the_kernel_multiplies_by(cls: type) -> None:
+    """The prefill's bf16 weights are exactly what the decode kernel computes with."""
+    w, bias = _weight(n=128), torch.randn(128)
+    layer = cls(w, bias)
+    dense = dequantized(layer)
+    assert isinstance(dense, DenseLinear) and dense.weight.dtype == torch.bfloat16
+    assert torch.equal(dense.weight.float(), _as_matrix(cls(w, None), w.shape[1]))
+    x = torch.randn(7, w.shape[1])
+    torch.testing.assert_close(dense(x).float(), layer(x).float(), atol=0.05, rtol=0.02)
+
+
+def test_dequantized_keeps_what_it_cannot_undo() -> None:
+    dense = DenseLinear(_weight(), None, torch.bfloat16)
+    assert dequantized(dense) is dense
+    odd = Int4Linear(_weight(n=48), None)  # rows not a multiple of the packing's block
+    assert dequantized(odd) is odd

@@ -74,8 +74,9 @@ class GemmaRunner(FastRunner):
         precision: str = "bf16",
         static_cache: bool | None = None,
         checkpoint: Checkpoint | None = None,
+        prefill_copy: bool = False,
     ) -> None:
-        super().__init__(model, precision, static_cache, checkpoint)
+        super().__init__(model, precision, static_cache, checkpoint, prefill_copy)
         config = model.config
         self.max_context = min(self.max_context, MAX_POSITIONS)
         self.window = int(config.sliding_window)

@@ -9,25 +9,29 @@ with per-layer views for the eager step), the residual stream in fp32, and weigh
 - bf16: bf16 weights, activations and KV cache.
 - int8 / int4: weight-only quantized decode matmuls (see quant.py) with bf16 activations, and
   an int4 output head whose best logits are recomputed exactly (quant.RefinedHead); a prefill
-  of more than a few tokens runs on a bf16 copy of the weights, where the CPU's bf16 matmuls
-  (AMX) are fast and the quantized kernels are not.
+  of more than a few tokens runs on bf16 weights, where the CPU's bf16 matmuls (AMX) are fast
+  and the quantized kernels are not: by default each layer's decode weights de-quantized as
+  the prefill reaches it and freed after it (DequantizedBlocks: a few MB at a time), or with
+  ``prefill_copy`` a bf16 copy of all the layers kept beside the decode ones (200 MB more on
+  the default model, for a slightly faster prefill of the exact bf16 weights).
 
 A decode step reads every weight once, so its cost is about the bytes of the weights.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import torch
 import torch.nn.functional as F
 
 from lsp_server.engine.model import Checkpoint
 from lsp_server.engine.options import PRECISIONS, RUNNERS
-from lsp_server.engine.quant import Linear, RefinedHead, quantize
+from lsp_server.engine.quant import Linear, RefinedHead, dequantized, quantize
 from lsp_server.engine.runner import HFRunner, ModelRunner, check_finite
 from lsp_server.engine.types import EngineError
 
@@ -35,7 +39,10 @@ log = logging.getLogger(__name__)
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 _STATIC_ROPE = ("default", "linear", "llama3", "yarn")  # inv_freq does not depend on length
-_PREFILL_CHUNK = 512  # tokens per prefill forward: bounds the attention matrix's memory
+_PREFILL_CHUNK = 512  # tokens per prefill forward: bounds the activations' memory
+# ... with weights de-quantized per forward: fewer, longer forwards de-quantize less often (SDPA's
+# CPU kernel does not hold a [T, L] attention matrix, masked or causal).
+_DEQUANTIZED_CHUNK = 2048
 # Up to this many tokens, a prefill runs on the decode weights: the quantized kernels beat bf16
 # for a few rows (0.09 vs 0.23 ms for a 1536x576 matmul, one row), bf16 wins from about 16.
 _FEW_TOKENS = 4
@@ -70,9 +77,42 @@ class Block:
 class Weights:
     """All layers' weights in one precision, and the output head."""
 
-    blocks: list[Block]
+    blocks: Sequence[Block]
     norm: torch.Tensor  # [H] fp32
     lm_head: Linear  # H -> V
+
+
+class DequantizedBlocks(Sequence[Block]):
+    """Quantized blocks read as bf16 ones: each block read is de-quantized then (a few MB
+    for a small model), so a forward that walks the layers holds one layer's bf16 weights at
+    a time rather than a bf16 copy of them all."""
+
+    def __init__(self, blocks: Sequence[Block]) -> None:
+        self.blocks = blocks
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    @overload
+    def __getitem__(self, index: int) -> Block: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Block]: ...
+
+    def __getitem__(self, index: int | slice) -> Block | Sequence[Block]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        block = self.blocks[index]
+        return dataclasses.replace(
+            block,
+            qkv=dequantized(block.qkv),
+            out=dequantized(block.out),
+            gate_up=dequantized(block.gate_up),
+            down=dequantized(block.down),
+        )
+
+    def __iter__(self) -> Iterator[Block]:
+        return (self[i] for i in range(len(self)))
 
 
 def unsupported_reason(model: Any) -> str | None:
@@ -350,13 +390,17 @@ class FastRunner:
         precision: str = "bf16",
         static_cache: bool | None = None,
         checkpoint: Checkpoint | None = None,
+        prefill_copy: bool = False,
     ) -> None:
         """static_cache: allocate the KV tensors for the whole context at once, so their
         addresses never change (what CUDA graphs need); None means on a GPU only. Otherwise
         they grow with the longest prompt, which keeps a CPU process small.
 
         checkpoint: ``model`` is a skeleton (model.load_model(skeleton=True)) and this reads
-        its weights, one tensor at a time; None: ``model`` has its weights."""
+        its weights, one tensor at a time; None: ``model`` has its weights.
+
+        prefill_copy (int8, int4): keep a bf16 copy of the layers for prefills of many tokens
+        instead of de-quantizing the decode weights one layer at a time as a prefill runs."""
         if precision not in PRECISIONS:
             raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
         reason = self.unsupported(model)
@@ -394,13 +438,15 @@ class FastRunner:
         with torch.no_grad():
             lm_head = build_head(model, precision, head_weight, fetch)
             self.decode_weights = self.build_weights(model, precision, lm_head, fetch)
-            quantized = precision in ("int8", "int4")
             # Only the layers: the head reads one row per sequence, in its decode precision.
-            self.prefill_weights = (
-                self.build_weights(model, "bf16", lm_head, fetch)
-                if quantized
-                else self.decode_weights
-            )
+            self.prefill_weights = self.decode_weights
+            self.prefill_chunk = _PREFILL_CHUNK
+            if precision in ("int8", "int4") and prefill_copy:
+                self.prefill_weights = self.build_weights(model, "bf16", lm_head, fetch)
+            elif precision in ("int8", "int4"):
+                blocks = DequantizedBlocks(self.decode_weights.blocks)
+                self.prefill_weights = dataclasses.replace(self.decode_weights, blocks=blocks)
+                self.prefill_chunk = _DEQUANTIZED_CHUNK
         self.layers = len(self.decode_weights.blocks)
         self.cache = KVCache(
             self.layers,
@@ -595,8 +641,8 @@ class FastRunner:
             logits = self._compiled_forward(compiled, self.embed(tokens))
             cache.length += len(ids)
         else:
-            for offset in range(0, len(ids), _PREFILL_CHUNK):
-                chunk = tokens[:, offset : offset + _PREFILL_CHUNK]  # [1, T']
+            for offset in range(0, len(ids), self.prefill_chunk):
+                chunk = tokens[:, offset : offset + self.prefill_chunk]  # [1, T']
                 logits = self._forward(self.embed(chunk), cache.length)
                 cache.length += chunk.shape[1]
         if len(self._ids) == cache.length - len(ids):  # row 0 is all prompt: remember its tokens

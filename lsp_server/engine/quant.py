@@ -71,6 +71,11 @@ class Int8Linear:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
+    def dequantized(self) -> DenseLinear:
+        """The same weights in bf16, as the kernel sees them."""
+        weight = self.qweight.float() * self.scale.float()[:, None]  # [N, K]
+        return DenseLinear(weight, self.bias, torch.bfloat16)
+
 
 def int4_fits(weight: torch.Tensor, group: int = INT4_GROUP) -> bool:
     """Whether the CPU int4 kernel takes this weight's shape [N, K]."""
@@ -114,6 +119,59 @@ class Int4Linear:
         if self.bias is not None:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], out.shape[-1])
+
+    def dequantized(self) -> Linear:
+        """The same weights in bf16, as the kernel sees them; itself where the packing's
+        layout is not known (see int4_unpack_block)."""
+        n, k = self.packed.shape[0], self.packed.shape[1] * 2
+        block = int4_unpack_block()
+        if block == 0 or n % block:
+            return self
+        q = unpack_int4(self.packed, block)  # [N, K] uint8
+        scales_and_zeros = self.scales_and_zeros.float().transpose(0, 1)  # [N, K / group, 2]
+        scales, zeros = scales_and_zeros[..., :1], scales_and_zeros[..., 1:]  # [N, K / group, 1]
+        weight = (q.view(n, k // self.group, self.group).float() - 8) * scales + zeros
+        return DenseLinear(weight.reshape(n, k), self.bias, torch.bfloat16)
+
+
+def unpack_int4(packed: torch.Tensor, block: int) -> torch.Tensor:
+    """The CPU int4 packing [N, K / 2] uint8 undone -> q [N, K] uint8 in 0..15.
+
+    The packing (_convert_weight_to_int4pack_for_cpu) stores ``block`` output rows together,
+    K-major: byte [k, d] of a block holds row d's value at k in its low nibble and row
+    d + block / 2's in its high one. ``block`` is the kernel's vector width (64 with AVX-512).
+    """
+    n, k = packed.shape[0], packed.shape[1] * 2
+    blocks = packed.view(n // block, k, block // 2)
+    q = torch.cat([blocks & 15, blocks >> 4], dim=2)  # [N / block, K, block]
+    return q.transpose(1, 2).reshape(n, k)
+
+
+_unpack_block: int | None = None
+
+
+def int4_unpack_block() -> int:
+    """The row block of this machine's int4 packing (unpack_int4), or 0 if none of the known
+    layouts reproduces a test packing; found once, by packing known values."""
+    global _unpack_block
+    if _unpack_block is None:
+        generator = torch.Generator().manual_seed(0)
+        q = torch.randint(0, 16, (128, 64), generator=generator, dtype=torch.int32)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        _unpack_block = 0
+        if packed.dtype == torch.uint8 and packed.shape == (128, 32):
+            for block in (64, 32, 16, 128):
+                if torch.equal(unpack_int4(packed, block).to(torch.int32), q):
+                    _unpack_block = block
+                    break
+    return _unpack_block
+
+
+def dequantized(linear: Linear) -> Linear:
+    """``linear`` with bf16 weights (for many rows, where bf16 matmuls are the fast ones);
+    ``linear`` itself if it has no quantized form to undo."""
+    undo = getattr(linear, "dequantized", None)
+    return linear if undo is None else undo()
 
 
 def quantize(weight: torch.Tensor, bias: torch.Tensor | None, precision: str) -> Linear:
