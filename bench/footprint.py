@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, Stamp, write_json
 
 TARGET_MB = 600  # issue 14: peak of one server run with the default model on a CPU
 
@@ -60,7 +60,9 @@ def runner_parts(runner: Any) -> dict[str, float]:
         "embedding (fp32; the int4 head's exact rows)": tensor_mib(runner._embed_weight, seen),
         "output head, int4": tensor_mib(head, seen),
         "decode layers (int4, norms)": tensor_mib(runner.decode_weights, seen),
-        "prefill copy of the layers (bf16)": tensor_mib(runner.prefill_weights, seen),
+        "prefill copy of the layers (bf16; only with prefill_copy)": tensor_mib(
+            runner.prefill_weights, seen
+        ),
         "rotary table, KV cache, fingerprint sample": tensor_mib(runner, seen),
     }
 

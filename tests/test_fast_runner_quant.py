@@ -130,3 +130,14 @@ def test_dequantized_keeps_what_it_cannot_undo() -> None:
     assert dequantized(dense) is dense
     odd = Int4Linear(_weight(n=48), None)  # rows not a multiple of the packing's block
     assert dequantized(odd) is odd
+
+
+def test_int4_quantized_in_blocks_of_rows_as_a_whole() -> None:
+    """Int4Linear quantizes and packs a big weight (the head) a block of rows at a time: the
+    result is the whole weight's."""
+    w = _weight(n=4096 + 192, k=64)
+    layer = Int4Linear(w, None)
+    whole = Int4Linear(w[:192], None), Int4Linear(w[192:], None)
+    assert torch.equal(layer.packed, torch.cat([part.packed for part in whole]))
+    matrix = _as_matrix(layer, 64)
+    assert torch.equal(matrix, torch.cat([_as_matrix(part, 64) for part in whole]))

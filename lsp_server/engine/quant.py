@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 INT4_GROUP = 32  # weights per int4 scale/zero pair
 _INT4_N_MULTIPLE = 16  # the CPU int4 packing needs output features divisible by 16
+_QUANTIZE_ROWS = 4096  # rows quantized at a time (a multiple of the packing's row block)
 
 
 class Linear(Protocol):
@@ -93,21 +94,27 @@ class Int4Linear:
     ) -> None:
         if not int4_fits(weight, group):
             raise ValueError(f"int4 needs K % {group} == 0 and N % 16 == 0, got {weight.shape}")
-        w = weight.detach().float()
-        n, k = w.shape
-        groups = w.reshape(-1, group)  # [N * K / group, group]
-        low, high = groups.amin(dim=1, keepdim=True), groups.amax(dim=1, keepdim=True)
-        scales = (high - low).clamp(min=1e-6) / 15
-        zeros = low + scales * 8  # the kernel computes (q - 8) * scale + zero
-        q = groups.sub(low).div(scales).round().clamp(0, 15).to(torch.int32).reshape(n, k)
+        n, k = weight.shape
+        # In blocks of rows: a whole head's fp32 temporaries were 200 MB at load (issue 14).
+        # The packing keeps each block of rows to itself (tests/test_fast_runner_quant.py).
+        packed, scales_and_zeros = [], []
+        for first in range(0, n, _QUANTIZE_ROWS):
+            w = weight.detach()[first : first + _QUANTIZE_ROWS].float()
+            rows = w.shape[0]
+            groups = w.reshape(-1, group)  # [rows * K / group, group]
+            low, high = groups.amin(dim=1, keepdim=True), groups.amax(dim=1, keepdim=True)
+            scales = (high - low).clamp(min=1e-6) / 15
+            zeros = low + scales * 8  # the kernel computes (q - 8) * scale + zero
+            q = groups.sub(low).div_(scales).round_().clamp_(0, 15).to(torch.int32)
+            packed.append(torch.ops.aten._convert_weight_to_int4pack_for_cpu(q.reshape(rows, k), 1))
+            scales_and_zeros.append(
+                torch.cat([scales.reshape(rows, -1, 1), zeros.reshape(rows, -1, 1)], dim=2)
+            )
         self.group = group
-        self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        self.packed = packed[0] if len(packed) == 1 else torch.cat(packed)
         # scales_and_zeros: [K / group, N, 2] in bf16
         self.scales_and_zeros = (
-            torch.cat([scales.reshape(n, -1, 1), zeros.reshape(n, -1, 1)], dim=2)
-            .transpose(0, 1)
-            .contiguous()
-            .to(torch.bfloat16)
+            torch.cat(scales_and_zeros).transpose(0, 1).contiguous().to(torch.bfloat16)
         )
         self.bias = None if bias is None else bias.detach().to(torch.bfloat16)
 
