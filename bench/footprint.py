@@ -57,7 +57,7 @@ def runner_parts(runner: Any) -> dict[str, float]:
     seen: set[int] = set()
     head = runner.decode_weights.lm_head
     return {
-        "embedding (fp32; the int4 head's exact rows)": tensor_mib(runner._embed_weight, seen),
+        "embedding (bf16; the int4 head's exact rows)": tensor_mib(runner._embed_weight, seen),
         "output head, int4": tensor_mib(head, seen),
         "decode layers (int4, norms)": tensor_mib(runner.decode_weights, seen),
         "prefill copy of the layers (bf16; only with prefill_copy)": tensor_mib(

@@ -109,7 +109,7 @@ def test_lower_precisions_stay_close_to_the_reference(
     assert sum(int(s.sum()) for s in same) / sum(s.numel() for s in same) >= 0.8
 
 
-@pytest.mark.parametrize("precision", ["int8", "int4"])
+@pytest.mark.parametrize("precision", ["int4"])
 def test_the_dequantized_prefill_matches_the_quantized_kernels(gemma: Any, precision: str) -> None:
     """The default prefill (layers de-quantized as it runs) computes what the decode kernels
     compute on every row, local and global layers."""
@@ -118,7 +118,7 @@ def test_the_dequantized_prefill_matches_the_quantized_kernels(gemma: Any, preci
     tokens = ids(70)
     torch.testing.assert_close(
         dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.015, rtol=0
-    )  # measured 0.012 (int8), 0.008 (int4); the bf16 copy of the weights: 0.018, 0.126
+    )  # measured 0.009; the bf16 copy of the original weights: 0.125
 
 
 def test_superposition_mixes_the_scaled_embeddings_the_first_block_receives(gemma: Any) -> None:

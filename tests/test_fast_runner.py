@@ -293,18 +293,31 @@ def test_a_quantized_runner_keeps_no_bf16_copy_of_the_layers(precision: str) -> 
     assert not _storages(copying.prefill_weights) <= _storages(copying.decode_weights)
 
 
-@pytest.mark.parametrize("precision", ["int8", "int4"])
+def test_a_quantized_runner_keeps_its_embedding_in_bf16() -> None:
+    """Half the default model's largest tensor (108 -> 54 MiB; issue 14); embed stays fp32."""
+    model = tiny()
+    runner, exact = FastRunner(model, "int4"), FastRunner(model, "fp32")
+    assert runner._embed_weight.dtype == torch.bfloat16
+    tokens = torch.tensor([[3, 17, 40]])
+    embedded = runner.embed(tokens)
+    assert embedded.dtype == torch.float32
+    torch.testing.assert_close(embedded, exact.embed(tokens), atol=0, rtol=2.0**-8)
+
+
+@pytest.mark.parametrize("precision", ["int4"])
 def test_the_dequantized_prefill_matches_the_quantized_kernels(precision: str) -> None:
     """Prefilling through the de-quantized layers computes what the decode kernels would on
     every row (the same weights; only the matmul's rounding differs), in chunks too: closer
-    than the bf16 copy of the original weights comes (0.03 on int4)."""
+    than the bf16 copy of the original weights comes (measured 0.002 against 0.025).
+    int8 is checked at the layer (test_fast_runner_quant.py): its kernel scales after the
+    matmul, so its rounding differs as much as the copy's."""
     model = tiny()
     dequantizing, kernels = FastRunner(model, precision), FastRunner(model, precision)
     kernels.prefill_weights = kernels.decode_weights
     dequantizing.prefill_chunk = kernels.prefill_chunk = 40  # two forwards, the second masked
     tokens = ids(70)
     torch.testing.assert_close(
-        dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.01, rtol=0
+        dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.015, rtol=0
     )
 
 

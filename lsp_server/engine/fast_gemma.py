@@ -152,7 +152,7 @@ class GemmaRunner(FastRunner):
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """ids [B, T] -> the scaled embeddings [B, T, H] the first block receives."""
-        return F.embedding(ids.to(self.device), self._embed_weight) * self.embed_scale
+        return F.embedding(ids.to(self.device), self._embed_weight).float() * self.embed_scale
 
     def _project_gemma(
         self, block: GemmaBlock, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor

@@ -432,6 +432,8 @@ class FastRunner:
         # weights would keep the checkpoint's memory map resident (0.5 GB for the default).
         embedding = model.get_input_embeddings().weight
         self._embed_weight = fetch(embedding)  # [V, H]
+        if precision in ("int8", "int4"):  # bf16 rows: half the memory (54 MB for the default)
+            self._embed_weight = self._embed_weight.to(torch.bfloat16)
         head = model.get_output_embeddings().weight
         head_weight = self._embed_weight if _same(head, embedding) else fetch(head)
         self._rotary = model.model.rotary_emb
@@ -510,7 +512,7 @@ class FastRunner:
     # --- the forward ----------------------------------------------------------------------
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(ids.to(self.device), self._embed_weight)
+        return F.embedding(ids.to(self.device), self._embed_weight).float()
 
     def _project(
         self, block: Block, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor

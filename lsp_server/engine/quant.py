@@ -211,7 +211,7 @@ class RefinedHead:
     out_dtype = torch.float32
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, refine: int = 64) -> None:
-        self.weight = weight.detach()  # [V, H], fp32; tied models share it with the embedding
+        self.weight = weight.detach()  # [V, H], fp32 or bf16; tied models share the embedding
         self.bias = None if bias is None else bias.detach().float()
         self.coarse = quantize(weight, bias, "int4")
         self.refine = min(refine, weight.shape[0])
