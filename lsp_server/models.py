@@ -77,4 +77,5 @@ def load_engine(settings: ModelSettings) -> Engine:
         runner=settings.runner,
         precision=settings.precision,
         compile=settings.compile,
+        prefill_copy=settings.prefill_copy,
     )

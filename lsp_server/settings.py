@@ -49,6 +49,10 @@ class ModelSettings:
     # background: a child process compiles the fast runner's decode step (cached on disk),
     # used once it is ready; off: always eager.
     compile: str = "background"  # background | off
+    # int8/int4: keep a bf16 copy of the layers for long prefills (about 10% faster on 200
+    # tokens, 2% on 1,500; 200 MB more on the default model) instead of de-quantizing a layer
+    # at a time as a prefill runs.
+    prefill_copy: bool = False
 
 
 @dataclass
@@ -239,6 +243,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "runner": ("model", "runner", _choice(RUNNERS)),
     "threads": ("model", "threads", _int(1, 64)),
     "compile": ("model", "compile", _choice(COMPILE_MODES)),
+    "prefillCopy": ("model", "prefill_copy", _bool),
     "k": ("decoding", "k", _int(1, 16)),
     "method": ("decoding", "method", _choice(METHODS)),
     "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),

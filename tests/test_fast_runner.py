@@ -10,6 +10,7 @@ import torch
 
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import (
+    DequantizedBlocks,
     FastRunner,
     KVCache,
     UnsupportedModel,
@@ -386,3 +387,13 @@ def test_kv_cache_gathers_expands_and_rewinds_rows() -> None:
         cache.reserve(1, 301)
     cache.rewind(0)  # a growing cache starts again from nothing
     assert cache.capacity == 0
+
+
+def test_engine_load_passes_prefill_copy_to_the_runner(tmp_path: Path) -> None:
+    directory = saved(tiny(), tmp_path)
+    copying = Engine.load(directory, "cpu", "float32", precision="int4", prefill_copy=True)
+    default = Engine.load(directory, "cpu", "float32", precision="int4")
+    assert isinstance(copying.runner, FastRunner) and isinstance(default.runner, FastRunner)
+    assert copying.runner.prefill_weights is not copying.runner.decode_weights
+    assert not isinstance(copying.runner.prefill_weights.blocks, DequantizedBlocks)
+    assert isinstance(default.runner.prefill_weights.blocks, DequantizedBlocks)

@@ -70,3 +70,12 @@ def test_the_compile_setting() -> None:
     settings, errors = parse_settings({"compile": "eager"})
     assert settings.model.compile == "background"
     assert len(errors) == 1 and "superposed.compile =" in errors[0] and "'eager'" in errors[0]
+
+
+def test_the_prefill_copy_setting() -> None:
+    assert Settings().model.prefill_copy is False  # the 600 MB footprint target (issue 14)
+    settings, errors = parse_settings({"prefillCopy": True})
+    assert settings.model.prefill_copy is True and errors == []
+    settings, errors = parse_settings({"prefillCopy": "yes"})
+    assert settings.model.prefill_copy is False
+    assert len(errors) == 1 and "superposed.prefillCopy =" in errors[0]

@@ -96,8 +96,12 @@ class Engine:
         runner: str = "auto",
         precision: str = "auto",
         compile: str = "off",
+        prefill_copy: bool = False,
     ) -> Engine:
         """Load a model and its runner: the fast one (Llama family, Gemma 3) where it applies.
+
+        prefill_copy: an int8/int4 fast runner keeps a bf16 copy of its layers for prefills
+        (FastRunner's ``prefill_copy``).
 
         compile "background": a child process compiles the fast runner's decode step
         (compiled.py), which the runner uses once it is ready; "off": always eager.
@@ -105,14 +109,16 @@ class Engine:
         if compile not in COMPILE_MODES:
             raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
         # The fast runner reads the weights one tensor at a time into its own copies
-        # (quantized decode, bf16 prefill): an fp32 master (0.5 GB for the default model)
-        # would only raise the peak, and take memory from then on.
+        # (quantized decode; a bf16 prefill copy with prefill_copy): an fp32 master (0.5 GB
+        # for the default model) would only raise the peak, and take memory from then on.
         with compact_loading():
             loaded = load_model(model, device, dtype, threads, skeleton=runner != "hf")
             hf = runner == "auto" and fast_runner_class(loaded.model).unsupported(loaded.model)
             if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
                 loaded = load_model(model, device, dtype, threads)
-            chosen = make_runner(loaded.model, runner, precision, loaded.checkpoint)
+            chosen = make_runner(
+                loaded.model, runner, precision, loaded.checkpoint, prefill_copy=prefill_copy
+            )
             engine = cls(loaded, runner=chosen)
             if isinstance(engine.runner, FastRunner):
                 loaded.model = loaded.checkpoint = None

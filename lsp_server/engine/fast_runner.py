@@ -685,13 +685,18 @@ def default_precision(device: torch.device) -> str:
 
 
 def make_runner(
-    model: Any, kind: str = "auto", precision: str = "auto", checkpoint: Checkpoint | None = None
+    model: Any,
+    kind: str = "auto",
+    precision: str = "auto",
+    checkpoint: Checkpoint | None = None,
+    prefill_copy: bool = False,
 ) -> ModelRunner:
     """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3) or "auto".
 
     auto takes the fast runner when it supports the model and the transformers one otherwise.
     precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).
     checkpoint: ``model`` is a skeleton whose weights this reads (the fast runner only).
+    prefill_copy: see FastRunner.
     """
     if kind not in RUNNERS:
         raise EngineError(f"unknown runner {kind!r}: use {', '.join(RUNNERS)}")
@@ -707,7 +712,7 @@ def make_runner(
         return HFRunner(model)
     device = checkpoint.device if checkpoint else next(model.parameters()).device
     chosen = default_precision(device) if precision == "auto" else precision
-    return runner_class(model, chosen, checkpoint=checkpoint)
+    return runner_class(model, chosen, checkpoint=checkpoint, prefill_copy=prefill_copy)
 
 
 def fast_runner_class(model: Any) -> type[FastRunner]:

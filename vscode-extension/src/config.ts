@@ -37,6 +37,7 @@ export const RESTART_KEYS = [
   'runner',
   'threads',
   'compile',
+  'prefillCopy',
 ] as const;
 
 /** What `WorkspaceConfiguration.inspect` returns, reduced to the levels a user can set. */

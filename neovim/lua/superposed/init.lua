@@ -22,10 +22,10 @@ M.defaults = {
   filetypes = { 'python' },
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
-  -- model, device, dtype, precision, runner, threads, compile, k, method, maxNewTokens, alpha,
-  -- temperature, mix, memory, memorySeed, verify, lambdas, orders, codebaseDb, userDb,
-  -- userStore, userWeight, indexOnSave, maxFileBytes, lineMode, maxPromptTokens,
-  -- firstPromptTokens, debounceMs, fim.
+  -- model, device, dtype, precision, runner, threads, compile, prefillCopy, k, method,
+  -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, verify, lambdas, orders,
+  -- codebaseDb, userDb, userStore, userWeight, indexOnSave, maxFileBytes, lineMode,
+  -- maxPromptTokens, firstPromptTokens, debounceMs, fim.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
