@@ -238,6 +238,37 @@ def test_a_runner_read_tensor_by_tensor_equals_one_built_from_the_loaded_model(
         assert torch.equal(got, expected)
 
 
+def test_a_checkpoint_reads_a_big_tensor_in_blocks_of_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tensor over _READ_BYTES (the default model's embedding) is read a block of rows at a
+    time, the file closed between blocks: the same values, in the dtype asked for."""
+    import lsp_server.engine.model as model_module
+
+    skeleton = load_model(saved(tiny(), tmp_path), "cpu", "float32", skeleton=True)
+    checkpoint = skeleton.checkpoint
+    assert checkpoint is not None
+    parameters = dict(skeleton.model.named_parameters())
+    whole = {name: checkpoint(p) for name, p in parameters.items()}
+    monkeypatch.setattr(model_module, "_READ_BYTES", 1000)  # most tensors, in blocks of 3 rows
+    read = []
+    monkeypatch.setattr(model_module, "safe_open", _counting(model_module.safe_open, read))
+    for name, parameter in parameters.items():
+        read.clear()
+        assert torch.equal(checkpoint(parameter), whole[name])
+        assert torch.equal(checkpoint(parameter, torch.bfloat16), whole[name].bfloat16())
+        blocks = -(-parameter.shape[0] // max(1, 250 // parameter[0].numel()))
+        assert len(read) == (2 * blocks if parameter.numel() * 4 > 1000 else 2)
+
+
+def _counting(opener: Any, calls: list[str]) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(args[0]))
+        return opener(*args, **kwargs)
+
+    return counted
+
+
 def test_a_skeleton_falls_back_to_the_full_model_where_tensors_cannot_be_streamed(
     tmp_path: Path,
 ) -> None:

@@ -431,9 +431,14 @@ class FastRunner:
         # The embedding (and a tied head) as a copy of the runner's own: a view of the loaded
         # weights would keep the checkpoint's memory map resident (0.5 GB for the default).
         embedding = model.get_input_embeddings().weight
-        self._embed_weight = fetch(embedding)  # [V, H]
         if precision in ("int8", "int4"):  # bf16 rows: half the memory (54 MB for the default)
-            self._embed_weight = self._embed_weight.to(torch.bfloat16)
+            self._embed_weight = (
+                checkpoint(embedding, torch.bfloat16)
+                if checkpoint is not None
+                else _copy(embedding).to(torch.bfloat16)
+            )  # [V, H]
+        else:
+            self._embed_weight = fetch(embedding)
         head = model.get_output_embeddings().weight
         head_weight = self._embed_weight if _same(head, embedding) else fetch(head)
         self._rotary = model.model.rotary_emb
