@@ -407,6 +407,40 @@ def test_a_seed_that_would_leave_the_line_blank_is_not_drafted(
     assert mem.seeds(match, cfg, vocab, this_line) == []
 
 
+@pytest.mark.parametrize(
+    ("found", "heal", "line"),
+    [
+        ("\n    (7, 7, 0),\n", b"\n        ", "(7, 7, 0),"),  # moved deeper
+        ("\n    print(result)\n", b"\n\n    ", "print(result)"),  # a blank added
+        ("\n        y = transmogrify(2)\n", b"\n    ", "y = transmogrify(2)"),  # moved out
+    ],
+)
+def test_a_seed_takes_the_cursors_indentation(
+    vocab: Vocab, tokenizer: Any, found: str, heal: bytes, line: str
+) -> None:
+    """At a line start the match ends before the cursor's line break and indentation (the
+    healed text); where the copied code had other ones, its next line is still the seed,
+    at the cursor's indentation (not dropped, not indented twice)."""
+    continuation = tokenizer.encode(found, add_special_tokens=False)
+    match = Match(length=12, next_counts={continuation[0]: 1}, continuation=continuation)
+    cfg = DecodeConfig(max_new_tokens=24)
+    finisher = Finisher(vocab, heal, StopCondition(single_line=True, continue_line=True))
+    assert [d.text for d in mem.seeds(match, cfg, vocab, finisher)] == [line]
+    realigned = mem.realign(continuation, heal, vocab)
+    assert realigned is not None and vocab.decode(realigned) == heal + found.lstrip().encode()
+
+
+def test_realign_leaves_matching_or_mid_line_continuations_alone(
+    vocab: Vocab, tokenizer: Any
+) -> None:
+    same = tokenizer.encode("\n    y = 2\n", add_special_tokens=False)
+    assert mem.realign(same, b"\n    ", vocab) is None  # the same indentation
+    assert mem.realign(same, b"", vocab) is None  # nothing healed
+    assert mem.realign(same, b" ", vocab) is None  # healed inside a line: no line start
+    blank = tokenizer.encode("\n\n", add_special_tokens=False)
+    assert mem.realign(blank, b"\n    ", vocab) is None  # no line to take
+
+
 def test_drafts_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
     """A codebase whose matching line is followed by a blank line: without continue_line the
     tiny model's drafts take that line break first; with it, none does."""

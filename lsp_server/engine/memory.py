@@ -118,11 +118,44 @@ def seeds(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finish
     return found
 
 
+def realign(continuation: list[int], heal: bytes, vocab: Vocab) -> list[int] | None:
+    """The continuation's next line at the cursor's own line break and indentation.
+
+    At a line start the healed text is the cursor's line break and indentation; a match
+    ends before it, so its continuation starts with the line break and indentation of
+    where it was found. Code copied into a deeper block, or after an added blank line, has
+    other ones: the tokens spell them and the line that follows would be lost. Returns the
+    healed bytes' tokens followed by the continuation past its own leading whitespace (a
+    token that straddles it cut to its part past it); None where nothing needs realigning.
+    """
+    if not heal or heal.strip() or b"\n" not in heal:
+        return None
+    data = vocab.decode(continuation)
+    lead = data[: len(data) - len(data.lstrip())]
+    if lead == heal or b"\n" not in lead or len(lead) == len(data):
+        return None
+    head = vocab.spell(heal)
+    if head is None:
+        return None
+    at = 0
+    for i, token in enumerate(continuation):
+        piece = vocab.token_bytes[token]
+        if at + len(piece) > len(lead):
+            cut = vocab.spell(piece[len(lead) - at :]) if at < len(lead) else [token]
+            return None if cut is None else [*head, *cut, *continuation[i + 1 :]]
+        at += len(piece)
+    return None
+
+
 def seed(
     continuation: list[int], cfg: DecodeConfig, vocab: Vocab, finisher: Finisher
 ) -> Draft | None:
     """A match's continuation copied as a draft up to its stop (the line's end), or None when
-    it disagrees with the healed text (or breaks the line the draft must continue)."""
+    it disagrees with the healed text (or breaks the line the draft must continue).
+
+    At a line start, the continuation's next line is re-indented to the cursor's (realign).
+    """
+    continuation = realign(continuation, finisher.heal, vocab) or continuation
     hyp = finisher.start()
     for token in continuation[: cfg.max_new_tokens]:
         if token in vocab.eos_ids:

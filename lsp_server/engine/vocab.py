@@ -82,6 +82,21 @@ class Vocab:
     def text(self, ids: list[int]) -> str:
         return self.decode(ids).decode("utf-8", errors="replace")
 
+    def spell(self, data: bytes) -> list[int] | None:
+        """Ordinary tokens that spell ``data``, longest first from the left; None if none do."""
+        ids: list[int] = []
+        at = 0
+        while at < len(data):
+            for end in range(len(data), at, -1):
+                token = self._by_bytes.get(data[at:end])
+                if token is not None:
+                    ids.append(token)
+                    at = end
+                    break
+            else:
+                return None
+        return ids
+
     def _extending(self, prefix: bytes) -> tuple[int, int]:
         """The range [lo, hi) of the sorted tokens whose bytes start with ``prefix``."""
         lo = bisect.bisect_left(self._sorted_bytes, prefix)
