@@ -145,26 +145,28 @@ class Memory:
                 self._changes += 1
                 self._versions[uri] = self._changes
 
-    def _others_index(self, uri: str) -> SuffixIndex | None:
-        """One index over every open document but ``uri`` (under the lock).
+    def _others_index(
+        self, uri: str
+    ) -> tuple[SuffixIndex | None, tuple[frozenset[tuple[str, int]], list[Any]] | None]:
+        """One index over every open document but ``uri`` (under the lock): (index, None), or
+        (None, (key, snapshot)) when the caller is to build it (outside the lock).
 
-        Rebuilt here when they changed and are small (or there is none yet); else in the
-        background, the previous index serving unless it holds ``uri`` (which would match
+        Rebuilt by the caller when they changed and are small (or there is none yet); else in
+        the background, the previous index serving unless it holds ``uri`` (which would match
         itself).
         """
         others = sorted(u for u in self._documents if u != uri)
         key = frozenset((u, self._versions[u]) for u in others)
         built, index = self._others
         if key == built:
-            return index
+            return index, None
         snapshot = [(u, *self._documents[u]) for u in others]
         if index is None or sum(len(text) for _, text, _ in snapshot) <= OTHERS_INLINE_CHARS:
-            self._others = (key, self._index_documents(snapshot))
-            return self._others[1]
+            return None, (key, snapshot)
         if self._others_building != key:
             self._others_building = key
             self._builder.submit(self._build_others, key, snapshot)
-        return index if all(u != uri for u, _ in built) else None
+        return (index if all(u != uri for u, _ in built) else None), None
 
     def _index_documents(self, snapshot: list[tuple[str, str, np.ndarray]]) -> SuffixIndex | None:
         """An index over (uri, text, ids) documents; ids are computed once per text."""
@@ -201,19 +203,14 @@ class Memory:
                 if self._others_building == key:
                     self._others_building = None
 
-    def _current_index(self, uri: str, text: str, offset: int) -> SuffixIndex:
-        """The requesting document without the cursor's line."""
+    @staticmethod
+    def _current_texts(text: str, offset: int) -> tuple[str, str]:
+        """The requesting document's text before the cursor's line, and after it."""
         start = text.rfind("\n", 0, offset) + 1
         end = text.find("\n", offset)
         before = text[max(0, start - DOCUMENT_CHARS) : start]
         after = text[end + 1 : end + 1 + DOCUMENT_CHARS // 4] if end >= 0 else ""
-        key = (hash(before), hash(after))
-        cached = self._current.get(uri)
-        if cached is None or cached[0] != key:
-            streams = [self._ids(before), self._ids(after)]
-            cached = (key, SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST))
-            self._current[uri] = cached
-        return cached[1]
+        return before, after
 
     # -- a request's source ----------------------------------------------------------------------
 
@@ -232,11 +229,28 @@ class Memory:
     def _document_indexes(
         self, uri: str, offset: int, documents: Mapping[str, str]
     ) -> list[SuffixIndex | None]:
-        """The other open documents' index and the requesting one's (see ``source``)."""
-        text = documents.get(uri, "")
+        """The other open documents' index and the requesting one's (see ``source``).
+
+        The indexes are built outside the lock: the engine thread takes it for the stores'
+        indexes (PendingSource.with_stores) while this runs on the requests' thread.
+        """
+        before, after = self._current_texts(documents.get(uri, ""), offset)
+        key = (hash(before), hash(after))
         with self._lock:
             self._sync(documents)
-            return [self._others_index(uri), self._current_index(uri, text, offset)]
+            others, inline = self._others_index(uri)
+            cached = self._current.get(uri)
+        if inline is not None:  # the others changed and are small (or none is built yet)
+            others = self._index_documents(inline[1])
+            with self._lock:
+                self._others = (inline[0], others)
+        if cached is None or cached[0] != key:  # a line other than the cursor's changed
+            streams = [self._ids(before), self._ids(after)]
+            cached = (key, SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST))
+            with self._lock:
+                if uri in self._documents:  # still open
+                    self._current[uri] = cached
+        return [others, cached[1]]
 
     def source_later(self, uri: str, offset: int, documents: Mapping[str, str]) -> PendingSource:
         """``source``, with the documents indexed from now on a thread of their own.

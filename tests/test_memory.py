@@ -395,6 +395,23 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     assert found is not None and found.length >= 4  # the requesting document's earlier line
     expected = Memory(tokenizer).source(here, len(text), {here: text}).match(context)
     assert expected is not None and found.next_counts == expected.next_counts
+    # nor do the stores' indexes, taken on the engine thread, wait for the documents' build
+    held = _HeldTokenizer(tokenizer)
+    memory = Memory(held)
+    store = NgramStore.open(":memory:", tokenizer)
+    store.update_file("/a.py", "alpha = compute_first_value(1)\n")
+    pending = memory.source_later(here, len(text), {here: text})
+    engine = threading.Thread(target=lambda: built.append(pending.with_stores([store])))
+    engine.start()
+    engine.join(5)
+    blocked = engine.is_alive()
+    held.release.set()
+    engine.join()
+    assert not blocked, "the stores' indexes waited for the documents' build"
+    alpha = tokenizer.encode("alpha = compute_first", add_special_tokens=False)
+    assert all(
+        m is not None and m.length >= 4 for m in (built[1].match(alpha), built[1].match(context))
+    )
 
 
 # --- the seeded draft -------------------------------------------------------------------------
