@@ -62,6 +62,25 @@ def test_longest_match_equals_brute_force(
     assert len(after) == (expected if length else 0)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    streams=st.lists(st.lists(st.integers(0, 2), max_size=40), max_size=8),
+    repeats=st.integers(1, 4),
+    context=st.lists(st.integers(0, 2), min_size=1, max_size=30),
+    direct_range=st.sampled_from([2, 8, 64]),
+)
+def test_short_ranges_finish_as_narrowing_would(
+    streams: list[list[int]], repeats: int, context: list[int], direct_range: int
+) -> None:
+    """Finishing a short range in one comparison gives the ranges and length (so the match:
+    its back-off, counts and continuations) of narrowing it depth by depth."""
+    streams = streams * repeats  # text open several times: few occurrences, long matches
+    narrowing = SuffixIndex(streams, direct_range=0, min_follow=2)
+    direct = SuffixIndex(streams, direct_range=direct_range, min_follow=2)
+    assert direct._ranges(context) == narrowing._ranges(context)
+    assert direct.match(context, others=3) == narrowing.match(context, others=3)
+
+
 @given(st.lists(st.integers(0, 3), max_size=60))
 def test_suffix_array_sorts_suffixes(values: list[int]) -> None:
     sa = suffix_array(np.array(values, dtype=np.int64)).tolist()
