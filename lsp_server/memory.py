@@ -11,6 +11,11 @@ user has (engine/memory.py); this module keeps the indexes (ngram_db.suffix) cur
 - one over the requesting document without the cursor's line (else the text before the
   cursor would match itself and propose what already follows it), rebuilt when a line
   other than the cursor's changed: typing along one line reuses it.
+
+A request's documents are indexed off the request path (``source_later``): from the
+request's arrival, on a thread of their own, while the request waits out its debounce and
+the engine prefills its prompt; its first lookup (after the prefill) waits for what is left.
+The indexes are the ones ``source`` builds: the drafts are the same, only sooner.
 """
 
 from __future__ import annotations
@@ -19,13 +24,13 @@ import logging
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lsp_server.engine.ngram import MatchSource
+from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.stores import Stores, root_for
 from ngram_db.store import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex
@@ -65,6 +70,8 @@ class Memory:
         self._stores = weakref.WeakKeyDictionary[NgramStore, _StoreIndex]()
         self._lock = threading.RLock()  # re-entered: documents are indexed under it
         self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
+        # the requests' documents, indexed from each request's arrival (source_later)
+        self._requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-request")
         self._documents: dict[str, tuple[str, np.ndarray]] = {}  # uri -> (text, ids)
         self._versions: dict[str, int] = {}  # uri -> changes seen (keys the others' index)
         self._changes = 0
@@ -138,26 +145,28 @@ class Memory:
                 self._changes += 1
                 self._versions[uri] = self._changes
 
-    def _others_index(self, uri: str) -> SuffixIndex | None:
-        """One index over every open document but ``uri`` (under the lock).
+    def _others_index(
+        self, uri: str
+    ) -> tuple[SuffixIndex | None, tuple[frozenset[tuple[str, int]], list[Any]] | None]:
+        """One index over every open document but ``uri`` (under the lock): (index, None), or
+        (None, (key, snapshot)) when the caller is to build it (outside the lock).
 
-        Rebuilt here when they changed and are small (or there is none yet); else in the
-        background, the previous index serving unless it holds ``uri`` (which would match
+        Rebuilt by the caller when they changed and are small (or there is none yet); else in
+        the background, the previous index serving unless it holds ``uri`` (which would match
         itself).
         """
         others = sorted(u for u in self._documents if u != uri)
         key = frozenset((u, self._versions[u]) for u in others)
         built, index = self._others
         if key == built:
-            return index
+            return index, None
         snapshot = [(u, *self._documents[u]) for u in others]
         if index is None or sum(len(text) for _, text, _ in snapshot) <= OTHERS_INLINE_CHARS:
-            self._others = (key, self._index_documents(snapshot))
-            return self._others[1]
+            return None, (key, snapshot)
         if self._others_building != key:
             self._others_building = key
             self._builder.submit(self._build_others, key, snapshot)
-        return index if all(u != uri for u, _ in built) else None
+        return (index if all(u != uri for u, _ in built) else None), None
 
     def _index_documents(self, snapshot: list[tuple[str, str, np.ndarray]]) -> SuffixIndex | None:
         """An index over (uri, text, ids) documents; ids are computed once per text."""
@@ -174,7 +183,15 @@ class Memory:
     def _build_others(
         self, key: frozenset[tuple[str, int]], snapshot: list[tuple[str, str, np.ndarray]]
     ) -> None:
-        """On the builder thread: the other open documents' index for ``key``."""
+        """On the builder thread: the other open documents' index for ``key``.
+
+        Skipped when a newer set of documents was asked for since (the editor switched files
+        again): builds queue one after another, and each stale one would index every open
+        document again, taking a core and the GIL from the requests for nothing.
+        """
+        with self._lock:
+            if self._others_building != key:
+                return
         try:
             index = self._index_documents(snapshot)
             with self._lock:
@@ -186,19 +203,14 @@ class Memory:
                 if self._others_building == key:
                     self._others_building = None
 
-    def _current_index(self, uri: str, text: str, offset: int) -> SuffixIndex:
-        """The requesting document without the cursor's line."""
+    @staticmethod
+    def _current_texts(text: str, offset: int) -> tuple[str, str]:
+        """The requesting document's text before the cursor's line, and after it."""
         start = text.rfind("\n", 0, offset) + 1
         end = text.find("\n", offset)
         before = text[max(0, start - DOCUMENT_CHARS) : start]
         after = text[end + 1 : end + 1 + DOCUMENT_CHARS // 4] if end >= 0 else ""
-        key = (hash(before), hash(after))
-        cached = self._current.get(uri)
-        if cached is None or cached[0] != key:
-            streams = [self._ids(before), self._ids(after)]
-            cached = (key, SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST))
-            self._current[uri] = cached
-        return cached[1]
+        return before, after
 
     # -- a request's source ----------------------------------------------------------------------
 
@@ -212,12 +224,79 @@ class Memory:
         """Everything the request at ``offset`` in ``uri`` can match: the stores' files, the
         open ``documents`` (uri -> text, ``uri``'s among them) as they are now."""
         indexes: list[SuffixIndex | None] = [self.store_index(s) for s in stores if s is not None]
-        text = documents.get(uri, "")
+        return _match_set([*indexes, *self._document_indexes(uri, offset, documents)])
+
+    def _document_indexes(
+        self, uri: str, offset: int, documents: Mapping[str, str]
+    ) -> list[SuffixIndex | None]:
+        """The other open documents' index and the requesting one's (see ``source``).
+
+        The indexes are built outside the lock: the engine thread takes it for the stores'
+        indexes (PendingSource.with_stores) while this runs on the requests' thread.
+        """
+        before, after = self._current_texts(documents.get(uri, ""), offset)
+        key = (hash(before), hash(after))
         with self._lock:
             self._sync(documents)
-            indexes.append(self._others_index(uri))
-            indexes.append(self._current_index(uri, text, offset))
-        return MatchSet([i for i in indexes if i is not None and len(i)])
+            others, inline = self._others_index(uri)
+            cached = self._current.get(uri)
+        if inline is not None:  # the others changed and are small (or none is built yet)
+            others = self._index_documents(inline[1])
+            with self._lock:
+                self._others = (inline[0], others)
+        if cached is None or cached[0] != key:  # a line other than the cursor's changed
+            streams = [self._ids(before), self._ids(after)]
+            cached = (key, SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST))
+            with self._lock:
+                if uri in self._documents:  # still open
+                    self._current[uri] = cached
+        return [others, cached[1]]
+
+    def source_later(self, uri: str, offset: int, documents: Mapping[str, str]) -> PendingSource:
+        """``source``, with the documents indexed from now on a thread of their own.
+
+        Call it when the request arrives; give the stores on the engine thread
+        (``PendingSource.with_stores``). Its first ``match`` waits for the documents' indexes.
+        """
+        future = self._requests.submit(self._document_indexes, uri, offset, documents)
+        return PendingSource(self, future)
+
+
+class PendingSource:
+    """A request's documents being indexed in the background (Memory.source_later)."""
+
+    def __init__(self, memory: Memory, documents: Future[list[SuffixIndex | None]]) -> None:
+        self.memory = memory
+        self.documents = documents
+
+    def with_stores(self, stores: Sequence[NgramStore] = ()) -> MatchSource:
+        """The request's source: the stores' indexes now (on the caller's thread), the
+        documents' when first matched."""
+        indexes = [self.memory.store_index(s) for s in stores if s is not None]
+        return _Deferred(indexes, self.documents)
+
+
+class _Deferred:
+    """A MatchSet of the stores' indexes and the documents' ones, once they are built."""
+
+    def __init__(self, stores: list[SuffixIndex | None], documents: Future[Any]) -> None:
+        self._stores, self._documents = stores, documents
+        self._set: MatchSet | None = None
+
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        if self._set is None:
+            try:
+                documents = self._documents.result()
+            except Exception:  # serve the stores only; say why in the log
+                log.exception("memory: could not index the open documents")
+                documents = []
+            self._set = _match_set([*self._stores, *documents])
+        return self._set.match(context, follow, others)
+
+
+def _match_set(indexes: Sequence[SuffixIndex | None]) -> MatchSet:
+    """The non-empty indexes, in order (the first of equally long matches continues)."""
+    return MatchSet([i for i in indexes if i is not None and len(i)])
 
 
 def store_list(stores: Stores, path: Path | None, roots: Sequence[Path]) -> list[NgramStore]:

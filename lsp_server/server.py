@@ -334,12 +334,15 @@ class SuperposedServer(LanguageServer):
 
     def _memory_source(self, uri: str, context: CursorContext) -> Callable[[], Any] | None:
         """What builds the request's memory on the engine thread: a snapshot of the open
-        documents now (pygls keeps them current on didOpen/didChange) and, there, the
-        stores (like _ngram_source, so that a model reload never closes them under it)."""
+        documents now (pygls keeps them current on didOpen/didChange), indexed from now on
+        the memory's own thread (while the request waits its turn and the engine prefills),
+        and, on the engine thread, the stores (like _ngram_source, so that a model reload
+        never closes them under it)."""
         if self.memory is None:
             return None
-        memory, offset = self.memory, len(context.before)
+        offset = len(context.before)
         documents = {u: d.source for u, d in self.workspace.text_documents.items()}
+        pending = self.memory.source_later(uri, offset, documents)
 
         def build() -> Any:
             stores: list[NgramStore] = []
@@ -348,7 +351,7 @@ class SuperposedServer(LanguageServer):
                     stores = store_list(self.stores, _path_of(uri), self._roots())
                 except NgramStoreError:  # reported by _ngram_source: match the documents only
                     stores = []
-            return memory.source(uri, offset, documents, stores)
+            return pending.with_stores(stores)
 
         return build
 

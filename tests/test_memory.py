@@ -4,6 +4,8 @@ server-side indexes kept current on save and edit."""
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lsprotocol import types
+from pygls.workspace import Workspace
 
 from lsp_server import memory as memory_module
 from lsp_server.completion import CursorContext, decode
@@ -26,9 +30,11 @@ from lsp_server.engine.types import DecodeConfig, Draft, StopCondition
 from lsp_server.engine.verify import draft_logprobs, verify
 from lsp_server.engine.vocab import Vocab
 from lsp_server.memory import Memory
+from lsp_server.server import SuperposedServer
 from lsp_server.settings import DecodingSettings
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
+from ngram_db.tokenizer import as_tokenizer
 
 # --- the suffix index against a brute-force reference --------------------------------------
 
@@ -54,6 +60,25 @@ def test_longest_match_equals_brute_force(
         1 for s in streams for i in range(len(s) - length + 1) if s[i : i + length] == tail
     )
     assert len(after) == (expected if length else 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    streams=st.lists(st.lists(st.integers(0, 2), max_size=40), max_size=8),
+    repeats=st.integers(1, 4),
+    context=st.lists(st.integers(0, 2), min_size=1, max_size=30),
+    direct_range=st.sampled_from([2, 8, 64]),
+)
+def test_short_ranges_finish_as_narrowing_would(
+    streams: list[list[int]], repeats: int, context: list[int], direct_range: int
+) -> None:
+    """Finishing a short range in one comparison gives the ranges and length (so the match:
+    its back-off, counts and continuations) of narrowing it depth by depth."""
+    streams = streams * repeats  # text open several times: few occurrences, long matches
+    narrowing = SuffixIndex(streams, direct_range=0, min_follow=2)
+    direct = SuffixIndex(streams, direct_range=direct_range, min_follow=2)
+    assert direct._ranges(context) == narrowing._ranges(context)
+    assert direct.match(context, others=3) == narrowing.match(context, others=3)
 
 
 @given(st.lists(st.integers(0, 3), max_size=60))
@@ -311,6 +336,101 @@ def test_large_open_documents_are_indexed_in_the_background(
     assert length(here, mine, "beta = compute_second_value") < 4
     memory.wait()
     assert length(here, mine, "gamma = compute_third_value") >= 4
+
+
+def test_only_the_newest_background_index_of_the_open_documents_is_built(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents changed three times while the builder was busy: the two stale indexes are
+    skipped (each would index every open document again), the newest is built."""
+    monkeypatch.setattr(memory_module, "OTHERS_INLINE_CHARS", 0)
+    memory = Memory(tokenizer)
+    a, here = "file:///a.py", "file:///here.py"
+    memory.source(here, 0, {a: "alpha = compute_first_value(1)\n", here: ""})  # built at once
+    built: list[int] = []
+    index_documents = memory._index_documents
+
+    def counted(snapshot: list[tuple[str, str, np.ndarray]]) -> SuffixIndex | None:
+        built.append(len(snapshot))
+        return index_documents(snapshot)
+
+    monkeypatch.setattr(memory, "_index_documents", counted)
+    gate = threading.Event()
+    memory._builder.submit(gate.wait, 30)  # the builder is busy meanwhile
+    for n in range(3):
+        memory.source(here, 0, {a: f"value_{n} = compute_value_number_{n}(1)\n", here: ""})
+    gate.set()
+    memory.wait()
+    assert built == [1]  # one build, of the newest text
+    found = memory.source(here, 0, {a: "value_2 = compute_value_number_2(1)\n", here: ""}).match(
+        tokenizer.encode("value_2 = compute_value_number_2", add_special_tokens=False)
+    )
+    assert found is not None and found.length >= 4
+
+
+class _HeldTokenizer:
+    """A tokenizer that encodes only once ``release`` is set (an index build that takes long)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.inner = as_tokenizer(tokenizer)
+        self.release = threading.Event()
+        self.threads: set[str] = set()  # the threads that tokenized
+
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint()
+
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        self.threads.add(threading.current_thread().name)
+        assert self.release.wait(30), "never released"
+        return self.inner.encode_batch(texts)
+
+
+def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any) -> None:
+    """The server's memory source for a request is ready on the engine thread (so the prompt's
+    prefill can start) while the open documents are still being tokenized and indexed; the
+    first lookup then matches the same indexes as ever (the current document's own text)."""
+    held = _HeldTokenizer(tokenizer)
+    server = SuperposedServer()
+    server.protocol._workspace = Workspace(None)
+    server.memory = Memory(held)
+    here = "file:///here.py"
+    text = "result = frobnicate_widgets(alpha, beta)\nres"
+    server.workspace.put_text_document(
+        types.TextDocumentItem(uri=here, language_id="python", version=1, text=text)
+    )
+    build = server._memory_source(here, CursorContext.at(text, len(text)))
+    assert build is not None
+    built: list[Any] = []
+    engine = threading.Thread(target=lambda: built.append(build()), name="engine")
+    engine.start()
+    engine.join(5)  # a bound on the engine thread's blocking, not a timing of real speed
+    blocked = engine.is_alive()
+    held.release.set()
+    engine.join()
+    assert not blocked, "the engine thread waited for the documents' index"
+    assert "engine" not in held.threads  # it tokenized nothing itself
+    context = tokenizer.encode("result = frobnicate_widgets(", add_special_tokens=False)
+    found = built[0].match(context)
+    assert found is not None and found.length >= 4  # the requesting document's earlier line
+    expected = Memory(tokenizer).source(here, len(text), {here: text}).match(context)
+    assert expected is not None and found.next_counts == expected.next_counts
+    # nor do the stores' indexes, taken on the engine thread, wait for the documents' build
+    held = _HeldTokenizer(tokenizer)
+    memory = Memory(held)
+    store = NgramStore.open(":memory:", tokenizer)
+    store.update_file("/a.py", "alpha = compute_first_value(1)\n")
+    pending = memory.source_later(here, len(text), {here: text})
+    engine = threading.Thread(target=lambda: built.append(pending.with_stores([store])))
+    engine.start()
+    engine.join(5)
+    blocked = engine.is_alive()
+    held.release.set()
+    engine.join()
+    assert not blocked, "the stores' indexes waited for the documents' build"
+    alpha = tokenizer.encode("alpha = compute_first", add_special_tokens=False)
+    assert all(
+        m is not None and m.length >= 4 for m in (built[1].match(alpha), built[1].match(context))
+    )
 
 
 # --- the seeded draft -------------------------------------------------------------------------
