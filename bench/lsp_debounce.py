@@ -27,10 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from pygls.uris import from_fs_path
-from pytest_lsp import ClientServerConfig, LanguageClient
 
-from bench.lsp_latency import LONG_SOURCE, RESULTS, Bench, capabilities, save
+from bench.lsp_latency import LONG_SOURCE, RESULTS, Bench, save, server
 from bench.tables import table
 
 
@@ -86,27 +84,15 @@ async def run(model: str, values: list[int], n_lines: int, interval_ms: float) -
     with tempfile.TemporaryDirectory(prefix="lsp-debounce-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
-        env = {**os.environ, "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data")}
-        config = ClientServerConfig(
-            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
-        )
-        client = await config.start()
-        assert isinstance(client, LanguageClient)
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=capabilities(),
-                root_uri=from_fs_path(str(workspace)),
-                initialization_options={"model": model, "userStore": False, "compile": "off"},
-            )
-        )
-        bench = Bench(client, workspace)
-        while not (await bench.stats())["ready"]:
-            await asyncio.sleep(0.2)
-        await burst(bench, "warmup", rows, lines[0] - 1, interval_ms / 1000)
-        results = [await measure(bench, model, v, rows, lines, interval_ms / 1000) for v in values]
-        stats = await bench.stats()
-        await client.shutdown_session()
-        await client.stop()
+        options = {"model": model, "userStore": False, "compile": "off"}
+        async with server(workspace, Path(tmp) / "data", options) as client:
+            bench = Bench(client, workspace)
+            await bench.wait_ready()
+            await burst(bench, "warmup", rows, lines[0] - 1, interval_ms / 1000)
+            results = [
+                await measure(bench, model, v, rows, lines, interval_ms / 1000) for v in values
+            ]
+            stats = await bench.stats()
     return {
         "model": stats["model"],
         "interval_ms": interval_ms,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,35 @@ def capabilities() -> types.ClientCapabilities:
     assert caps.text_document is not None
     caps.text_document.inline_completion = types.InlineCompletionClientCapabilities()
     return caps
+
+
+@contextlib.asynccontextmanager
+async def server(
+    workspace: Path, data_dir: Path, options: dict[str, Any], sources: Path | None = None
+) -> AsyncIterator[LanguageClient]:
+    """A language server over stdio for ``workspace``, initialized with ``options``, its user
+    data (and user store) under ``data_dir``; shut down on leaving. ``sources``: run the
+    server's code from there (an earlier commit's files) instead of this checkout."""
+    env = {**os.environ, "SUPERPOSED_DATA_DIR": str(data_dir)}
+    if sources is not None:  # and not the working directory, which python -m puts first
+        env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
+    )
+    client = await config.start()
+    assert isinstance(client, LanguageClient)
+    try:
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=from_fs_path(str(workspace)),
+                initialization_options=options,
+            )
+        )
+        yield client
+        await client.shutdown_session()
+    finally:
+        await client.stop()
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -227,6 +257,11 @@ class Bench:
         )
         await asyncio.sleep(0.5)  # a notification: let the server apply it
 
+    async def wait_ready(self) -> None:
+        """Wait until the server has loaded its model."""
+        while not (await self.stats())["ready"]:
+            await asyncio.sleep(0.2)
+
     async def wait_compiled(self, timeout_s: float) -> str:
         """Wait until the server's compiled decode step is ready (or off, or failed)."""
         deadline = time.monotonic() + timeout_s
@@ -243,32 +278,16 @@ async def footprint(model: str, k: int, sources: Path | None = None) -> dict[str
     with tempfile.TemporaryDirectory(prefix="lsp-footprint-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
-        env = {**os.environ, "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data")}
-        if sources is not None:  # and not the working directory, which python -m puts first
-            env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
-        config = ClientServerConfig(
-            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
-        )
-        client = await config.start()
-        assert isinstance(client, LanguageClient)
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=capabilities(),
-                root_uri=from_fs_path(str(workspace)),
-                initialization_options={"model": model, "k": k, "userStore": False},
-            )
-        )
-        bench = Bench(client, workspace)
-        while not (await bench.stats())["ready"]:
-            await asyncio.sleep(0.2)
-        loaded = (await bench.stats())["memoryMb"]
-        compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
-        compiled = (await bench.stats())["memoryMb"]
-        lines = SHORT.split("\n")
-        walked = await bench.walk("footprint", SHORT, [len(lines) - 2])
-        stats = await bench.stats()
-        await client.shutdown_session()
-        await client.stop()
+        options = {"model": model, "k": k, "userStore": False}
+        async with server(workspace, Path(tmp) / "data", options, sources) as client:
+            bench = Bench(client, workspace)
+            await bench.wait_ready()
+            loaded = (await bench.stats())["memoryMb"]
+            compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
+            compiled = (await bench.stats())["memoryMb"]
+            lines = SHORT.split("\n")
+            walked = await bench.walk("footprint", SHORT, [len(lines) - 2])
+            stats = await bench.stats()
     return {
         "loaded_mb": loaded["rss"],
         "compiled_step": compiled_state,
@@ -302,7 +321,7 @@ async def footprint_cases(model: str, k: int, before: str | None) -> dict[str, A
 def footprint_table(result: dict[str, Any]) -> list[str]:
     if "footprint" not in result:
         return []
-    lines = [
+    return [
         "",
         "## Footprint: one server run (issue 14)",
         "",
@@ -310,17 +329,29 @@ def footprint_table(result: dict[str, Any]) -> list[str]:
         "one request and shuts down (resident memory from `superposed.stats`; the peak is "
         f"the process's high-water mark). Target: peak at most {FOOTPRINT_TARGET_MB} MB.",
         "",
-        "| server | loaded MiB | + compiled step MiB | steady MiB (after the request) "
-        "| peak MiB | peak <= target |",
-        "|---|---:|---:|---:|---:|---|",
+        table(
+            [
+                "server",
+                "loaded MiB",
+                "+ compiled step MiB",
+                "steady MiB (after the request)",
+                "peak MiB",
+                "peak <= target",
+            ],
+            [
+                [
+                    name,
+                    f"{case['loaded_mb']:.0f}",
+                    f"{case['with_compiled_step_mb']:.0f} ({case['compiled_step']})",
+                    f"{case['steady_mb']:.0f}",
+                    f"{case['peak_mb']:.0f}",
+                    "yes" if case["meets_target"] else "no",
+                ]
+                for name, case in result["footprint"].items()
+            ],
+            "lrrrrl",
+        ),
     ]
-    for name, case in result["footprint"].items():
-        lines.append(
-            f"| {name} | {case['loaded_mb']:.0f} | {case['with_compiled_step_mb']:.0f} "
-            f"({case['compiled_step']}) | {case['steady_mb']:.0f} | {case['peak_mb']:.0f} | "
-            f"{'yes' if case['meets_target'] else 'no'} |"
-        )
-    return lines
 
 
 async def first_request_case(
@@ -430,62 +461,52 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
-        env = {
-            **os.environ,
-            "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data"),  # a fresh, empty user store
-        }
-        config = ClientServerConfig(
-            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
-        )
-        client = await config.start()
-        assert isinstance(client, LanguageClient)
         started = time.perf_counter()
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=capabilities(),
-                root_uri=from_fs_path(str(workspace)),
-                initialization_options={"model": model, "k": k, "userStore": False},
+        options = {"model": model, "k": k, "userStore": False}
+        # A fresh, empty user store under tmp/data.
+        async with server(workspace, Path(tmp) / "data", options) as client:
+            bench = Bench(client, workspace)
+            await bench.wait_ready()
+            ready_s = time.perf_counter() - started
+            loaded_memory = (await bench.stats())["memoryMb"]  # the model loaded, no request yet
+            compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
+            # Warm-up: the first request pays one-time costs (allocations, lazy imports).
+            await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
+            short_lines = len(SHORT.split("\n"))
+            short = await bench.walk(
+                "short", SHORT, [short_lines - 1 - (i % (short_lines - 2)) for i in range(requests)]
             )
-        )
-        bench = Bench(client, workspace)
-        while not (await bench.stats())["ready"]:
-            await asyncio.sleep(0.2)
-        ready_s = time.perf_counter() - started
-        loaded_memory = (await bench.stats())["memoryMb"]  # the model loaded, no request yet
-        compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
-        # Warm-up: the first request pays one-time costs (allocations, lazy imports).
-        await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
-        short_lines = len(SHORT.split("\n"))
-        short = await bench.walk(
-            "short", SHORT, [short_lines - 1 - (i % (short_lines - 2)) for i in range(requests)]
-        )
-        long_rows = len(long_text.split("\n"))
-        step = 7  # lines apart: a different prompt each time, as when moving through a file
-        long = await bench.walk(
-            "long", long_text, [long_rows - 40 - step * i for i in range(requests)]
-        )
-        typing: list[float] = []
-        rows = long_text.split("\n")
-        first_requests = await first_request_case(bench, model, k, long_text, requests)
-        typed_lines = [i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40]
-        for i in typed_lines[-4:]:  # four long lines near the end of the long file
-            typing += [elapsed for elapsed, _ in await bench.type_line(f"typing-{i}", long_text, i)]
-        # Issue 7's typing target: a prompt of about 1,500 tokens (the window widened to
-        # hold it), typed a few characters at a time; each model call's time against the
-        # drafts' own decoding steps in the server, for the same calls. firstPromptTokens 0:
-        # each line starts on a cold cache and is typed without a pause, so with the default
-        # the prompts would be the short window, not the 1,500 tokens this case is about.
-        settings = {"model": model, "k": k, "userStore": False, "maxPromptTokens": 2048}
-        await bench.configure({**settings, "firstPromptTokens": 0})
-        along_1500: list[tuple[float, dict[str, float]]] = []
-        first = prompt_1500_line(rows)
-        for n, i in enumerate(j for j in range(first, first + 60) if len(rows[j].strip()) >= 30):
-            if n == 6:
-                break
-            along_1500 += await bench.type_line(f"typing-1500-{i}", long_text, i, chunk=3)
-        stats = await bench.stats()
-        await client.shutdown_session()
-        await client.stop()
+            long_rows = len(long_text.split("\n"))
+            step = 7  # lines apart: a different prompt each time, as when moving through a file
+            long = await bench.walk(
+                "long", long_text, [long_rows - 40 - step * i for i in range(requests)]
+            )
+            typing: list[float] = []
+            rows = long_text.split("\n")
+            first_requests = await first_request_case(bench, model, k, long_text, requests)
+            typed_lines = [
+                i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40
+            ]
+            for i in typed_lines[-4:]:  # four long lines near the end of the long file
+                typing += [
+                    elapsed for elapsed, _ in await bench.type_line(f"typing-{i}", long_text, i)
+                ]
+            # Issue 7's typing target: a prompt of about 1,500 tokens (the window widened to
+            # hold it), typed a few characters at a time; each model call's time against the
+            # drafts' own decoding steps in the server, for the same calls. firstPromptTokens 0:
+            # each line starts on a cold cache and is typed without a pause, so with the default
+            # the prompts would be the short window, not the 1,500 tokens this case is about.
+            settings = {"model": model, "k": k, "userStore": False, "maxPromptTokens": 2048}
+            await bench.configure({**settings, "firstPromptTokens": 0})
+            along_1500: list[tuple[float, dict[str, float]]] = []
+            first = prompt_1500_line(rows)
+            for n, i in enumerate(
+                j for j in range(first, first + 60) if len(rows[j].strip()) >= 30
+            ):
+                if n == 6:
+                    break
+                along_1500 += await bench.type_line(f"typing-1500-{i}", long_text, i, chunk=3)
+            stats = await bench.stats()
     return {
         "model": stats["model"],
         "k": k,

@@ -43,7 +43,6 @@ import asyncio
 import gzip
 import hashlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -383,68 +382,52 @@ async def run_configs(
 
     ``done`` gets the rows so far after each configuration (a long run keeps what it did).
     """
-    from lsprotocol import types
     from pygls.uris import from_fs_path
-    from pytest_lsp import ClientServerConfig, LanguageClient
 
-    from bench.lsp_latency import capabilities
+    from bench.lsp_latency import server
 
     rows: list[dict[str, Any]] = []
     workspace = Path(stores["workspace"])
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
-        env = {**os.environ, "SUPERPOSED_DATA_DIR": str(Path(tmp) / "data")}
-        server = ClientServerConfig(
-            server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
-        )
-        lsp = await server.start()
-        assert isinstance(lsp, LanguageClient)
         base = {**BASE, "model": model, "maxNewTokens": max_new_tokens}
-        await lsp.initialize_session(
-            types.InitializeParams(
-                capabilities=capabilities(),
-                root_uri=from_fs_path(str(workspace)),
-                initialization_options=base,
-            )
-        )
-        client = Client(lsp)
-        await client.configure(base)
-        compiled = await client.wait_compiled(COMPILE_WAIT_S)
-        for config in configs:
-            for repo in dict.fromkeys(p.repo for p in todo):
-                meta = stores["repos"][repo]
-                db = meta["db"] if config.store else stores["empty"]
-                await client.configure({**base, **config.options, "codebaseDb": db})
-                mine = [p for p in todo if p.repo == repo]
-                # All line-start positions first: a position never follows its own line's other
-                # cursor, so no request extends the one before it.
-                mine.sort(key=lambda p: CURSORS.index(p.cursor))
-                for n, p in enumerate(mine):
-                    uri = from_fs_path(str(Path(meta["root"]) / p.path)) or ""
-                    line_text = p.document.split("\n")[p.line]
-                    ms, drafts = await client.ask(
-                        uri, p.document, p.line, column_utf16(line_text, p.column)
-                    )
-                    rows.append(
-                        {
-                            "config": config.name,
-                            "task": p.task,
-                            "repo": p.repo,
-                            "cursor": p.cursor,
-                            "verbatim": p.verbatim,
-                            "in_file": p.in_file,
-                            "rest": p.rest,
-                            "drafts": drafts,
-                            "ms": ms,
-                            **position_metrics(drafts, p.rest),
-                        }
-                    )
-                    if (n + 1) % 20 == 0:
-                        print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
-            if done is not None:
-                done(rows)
-        stats = await client.stats()
-        await lsp.shutdown_session()
-        await lsp.stop()
+        async with server(workspace, Path(tmp) / "data", base) as lsp:
+            client = Client(lsp)
+            await client.configure(base)
+            compiled = await client.wait_compiled(COMPILE_WAIT_S)
+            for config in configs:
+                for repo in dict.fromkeys(p.repo for p in todo):
+                    meta = stores["repos"][repo]
+                    db = meta["db"] if config.store else stores["empty"]
+                    await client.configure({**base, **config.options, "codebaseDb": db})
+                    mine = [p for p in todo if p.repo == repo]
+                    # All line-start positions first: a position never follows its own line's other
+                    # cursor, so no request extends the one before it.
+                    mine.sort(key=lambda p: CURSORS.index(p.cursor))
+                    for n, p in enumerate(mine):
+                        uri = from_fs_path(str(Path(meta["root"]) / p.path)) or ""
+                        line_text = p.document.split("\n")[p.line]
+                        ms, drafts = await client.ask(
+                            uri, p.document, p.line, column_utf16(line_text, p.column)
+                        )
+                        rows.append(
+                            {
+                                "config": config.name,
+                                "task": p.task,
+                                "repo": p.repo,
+                                "cursor": p.cursor,
+                                "verbatim": p.verbatim,
+                                "in_file": p.in_file,
+                                "rest": p.rest,
+                                "drafts": drafts,
+                                "ms": ms,
+                                **position_metrics(drafts, p.rest),
+                            }
+                        )
+                        if (n + 1) % 20 == 0:
+                            print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
+                if done is not None:
+                    done(rows)
+            stats = await client.stats()
     return rows, {"compiled_step": compiled, "model": stats["model"], "counters": stats["counters"]}
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from bench.measure import RESULTS, Stamp, write_json
+from bench.tables import table
 from lsp_server.embedded import EMBEDDED, EmbeddedModel
 from lsp_server.engine.vocab import Vocab
 
@@ -123,29 +124,48 @@ def measure(model: EmbeddedModel, runs: int) -> dict[str, Any]:
     }
 
 
-def table(results: dict[str, Any]) -> list[str]:
-    lines = [
-        "| model | vocabulary | Vocab build s | retained MB | peak MB | warm at load s |",
-        "|---|---:|---:|---:|---:|---:|",
+def tables(results: dict[str, Any]) -> list[str]:
+    builds = [
+        [name, r["vocabulary"], b["s"], b["retained MB"], b["peak MB"], r["warm at load s"]]
+        for name, r in results["models"].items()
+        for b in [r["build"]]
     ]
-    for name, r in results["models"].items():
-        b = r["build"]
-        lines.append(f"| {name} | {r['vocabulary']} | {b['s']} | {b['retained MB']} | "
-                     f"{b['peak MB']} | {r['warm at load s']} |")  # fmt: skip
-    lines += [
+    heals = [
+        [
+            name,
+            f"`{prefix}`",
+            p["ids"],
+            p["ids uncached ms"],
+            p["list-built ms"],
+            p["tensor ms"],
+            f"{p['list / tensor']}x",
+            p["cached ms"],
+        ]
+        for name, r in results["models"].items()
+        for prefix, p in r["prefixes"].items()
+    ]
+    return [
+        table(
+            ["model", "vocabulary", "Vocab build s", "retained MB", "peak MB", "warm at load s"],
+            builds,
+            "lrrrrr",
+        ),
         "",
-        "| model | heal prefix | ids allowed | id tuple ms, uncached | list-built mask ms "
-        "(before) | tensor mask ms | ratio | cached ms |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        table(
+            [
+                "model",
+                "heal prefix",
+                "ids allowed",
+                "id tuple ms, uncached",
+                "list-built mask ms (before)",
+                "tensor mask ms",
+                "ratio",
+                "cached ms",
+            ],
+            heals,
+            "llrrrrrr",
+        ),
     ]
-    for name, r in results["models"].items():
-        for prefix, p in r["prefixes"].items():
-            lines.append(
-                f"| {name} | `{prefix}` | {p['ids']} | {p['ids uncached ms']} "
-                f"| {p['list-built ms']} | {p['tensor ms']} "
-                f"| {p['list / tensor']}x | {p['cached ms']} |"
-            )
-    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -167,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         f"medians of {args.runs} (build: of {max(3, args.runs // 5)}), load {s['load_start']} "
         f"at start, {s['load_end']} at end.",
         "",
-        *table(results),
+        *tables(results),
     ]
     (RESULTS / "vocab_index.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -206,7 +206,7 @@ class GemmaRunner(FastRunner):
     def _forward(self, x: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
         """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one
         ([B, T, V] of every one with ``every``); the eager path."""
-        b, t, _ = x.shape
+        t = x.shape[1]
         end = start + t
         cos, sin = self._cos[:, start:end], self._sin[:, start:end]  # [2, T, D]
         masks = [self._mask(kind, start, end) for kind in range(len(_LAYER_KINDS))]
@@ -215,16 +215,7 @@ class GemmaRunner(FastRunner):
             q, k, v = self._project_gemma(block, h, cos, sin)
             self.cache.write(start, k, v, layer=i)
             keys, values = self.cache.read(i, end, first=self._window_start(block.kind, start))
-            heads, d = q.shape[1], q.shape[3]
-            out = F.scaled_dot_product_attention(
-                q,
-                keys,
-                values,
-                scale=self.scale,
-                enable_gqa=self.kv_heads != heads,
-                **masks[block.kind],
-            )  # [B, heads, T, D]
-            return block.out(out.transpose(1, 2).reshape(b, t, heads * d))
+            return block.out(self._attend(q, keys, values, scale=self.scale, **masks[block.kind]))
 
         weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
         return check_finite(self._gemma_layers(weights, x, attend, every))

@@ -557,12 +557,16 @@ class FastRunner:
         return self.decode_weights.lm_head(last).float()
 
     def _attend(
-        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, **mask: Any
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, **sdpa: Any
     ) -> torch.Tensor:
-        """q [B, heads, T, D] over keys, values [B, kv_heads, L, D] -> [B, T, heads * D]."""
+        """q [B, heads, T, D] over keys, values [B, kv_heads, L, D] -> [B, T, heads * D].
+
+        sdpa: scaled_dot_product_attention's mask (``is_causal`` or ``attn_mask``), and its
+        ``scale`` where it is not 1/sqrt(D).
+        """
         b, heads, t, d = q.shape
         out = F.scaled_dot_product_attention(
-            q, keys, values, enable_gqa=self.kv_heads != heads, **mask
+            q, keys, values, enable_gqa=self.kv_heads != heads, **sdpa
         )  # [B, heads, T, D]
         return out.transpose(1, 2).reshape(b, t, heads * d)
 
