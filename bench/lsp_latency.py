@@ -58,6 +58,7 @@ LATER_S = 2.5  # first-request case: seconds between the first request and the n
 FIRST_MODES = {"firstPromptTokens 0 (old)": 0, "firstPromptTokens 256 (warm-up)": 256}
 TYPING_1500 = "inline k=3, typing along with a 1,500-token prompt (model calls)"
 COMPILE_WAIT_S = 900  # for the server's compiled decode step (built once, then cached)
+CONFIGURE_WAIT_S = 600  # for settings to be applied (and the model reloaded where they ask it)
 FOOTPRINT_TARGET_MB = 600  # issue 14: peak of one server run with the default model, CPU
 SHORT = '''"""Small helpers for reading configuration files."""
 
@@ -136,6 +137,7 @@ class Bench:
         self.version = 0
 
     def open(self, name: str, text: str) -> str:
+        """didOpen of ``text`` as ``name`` in the workspace (or an absolute path): its URI."""
         uri = from_fs_path(str(self.workspace / name)) or ""
         self.client.text_document_did_open(
             types.DidOpenTextDocumentParams(
@@ -251,11 +253,29 @@ class Bench:
             "later_timing": stats["lastTimingMs"],
         }
 
+    def close(self, uri: str) -> None:
+        self.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+
     async def configure(self, settings: dict[str, Any]) -> None:
+        """Apply settings and wait until the server reports them (and the model is ready)."""
         self.client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"superposed": settings})
         )
-        await asyncio.sleep(0.5)  # a notification: let the server apply it
+        deadline = time.monotonic() + CONFIGURE_WAIT_S
+        while True:
+            stats = await self.stats()
+            now = stats["settings"]
+            differ = {k: now.get(k) for k, v in settings.items() if now.get(k) != v}
+            if stats["ready"] and not differ:
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"the server did not take the settings {differ} (it has these values): "
+                    "check the names and values against lsp_server/settings.py"
+                )
+            await asyncio.sleep(0.2)
 
     async def wait_ready(self) -> None:
         """Wait until the server has loaded its model."""

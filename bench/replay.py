@@ -61,7 +61,6 @@ CURSORS = ("line-start", "mid-line")
 REPO_FIELDS = ("snapshot", "snapshot_date", "cutoff", "until", "candidates", "url")  # to results
 QUICK_PER_REPO = 5  # --quick: the first targets of each repository of the split
 MAX_NEW_TOKENS = 24  # enough for a typical line to finish (drafts stop at the newline)
-CONFIGURE_WAIT_S = 600  # settings applied and the model (re)loaded
 COMPILE_WAIT_S = 900  # the server's compiled decode step (built once, then cached on disk)
 BASE = {"k": 3, "method": "superposed", "userStore": False}  # every configuration starts here
 
@@ -293,78 +292,6 @@ def build_stores(data: Mapping[str, Any], repos: Sequence[str], model: str) -> d
     return out
 
 
-class Client:
-    """The editor's side of one server: open, ask, close; settings and stats."""
-
-    def __init__(self, client: Any) -> None:
-        self.client = client
-
-    async def stats(self) -> dict[str, Any]:
-        from lsprotocol import types
-
-        stats = await self.client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command="superposed.stats", arguments=[])
-        )
-        assert isinstance(stats, dict), stats
-        return stats
-
-    async def configure(self, settings: Mapping[str, Any]) -> None:
-        """Apply settings and wait until the server reports them (and the model is ready)."""
-        from lsprotocol import types
-
-        self.client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"superposed": dict(settings)})
-        )
-        deadline = time.monotonic() + CONFIGURE_WAIT_S
-        while True:
-            stats = await self.stats()
-            now = stats["settings"]
-            differ = {k: now.get(k) for k, v in settings.items() if now.get(k) != v}
-            if stats["ready"] and not differ:
-                return
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"the server did not take the settings {differ} (it has these values): "
-                    "check the names and values against lsp_server/settings.py"
-                )
-            await asyncio.sleep(0.2)
-
-    async def wait_compiled(self, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            state = str((await self.stats())["compiledStep"])
-            if state != "building" or time.monotonic() > deadline:
-                return state
-            await asyncio.sleep(1.0)
-
-    async def ask(self, uri: str, text: str, line: int, column: int) -> tuple[float, list[str]]:
-        """didOpen, inlineCompletion at (line, column), didClose: the time and the drafts."""
-        from lsprotocol import types
-
-        self.client.text_document_did_open(
-            types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(
-                    uri=uri, language_id="python", version=1, text=text
-                )
-            )
-        )
-        params = types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=types.Position(line=line, character=column),
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Automatic
-            ),
-        )
-        start = time.perf_counter()
-        result = await self.client.text_document_inline_completion_async(params)
-        elapsed = (time.perf_counter() - start) * 1e3
-        self.client.text_document_did_close(
-            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
-        )
-        items = result.items if isinstance(result, types.InlineCompletionList) else []
-        return elapsed, [str(i.insert_text) for i in items]
-
-
 def column_utf16(text: str, column: int) -> int:
     """LSP positions count UTF-16 code units by default."""
     return len(text[:column].encode("utf-16-le")) // 2
@@ -382,16 +309,16 @@ async def run_configs(
 
     ``done`` gets the rows so far after each configuration (a long run keeps what it did).
     """
-    from pygls.uris import from_fs_path
+    from lsprotocol import types
 
-    from bench.lsp_latency import server
+    from bench.lsp_latency import Bench, server
 
     rows: list[dict[str, Any]] = []
     workspace = Path(stores["workspace"])
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
         base = {**BASE, "model": model, "maxNewTokens": max_new_tokens}
         async with server(workspace, Path(tmp) / "data", base) as lsp:
-            client = Client(lsp)
+            client = Bench(lsp, workspace)
             await client.configure(base)
             compiled = await client.wait_compiled(COMPILE_WAIT_S)
             for config in configs:
@@ -404,11 +331,11 @@ async def run_configs(
                     # cursor, so no request extends the one before it.
                     mine.sort(key=lambda p: CURSORS.index(p.cursor))
                     for n, p in enumerate(mine):
-                        uri = from_fs_path(str(Path(meta["root"]) / p.path)) or ""
+                        uri = client.open(str(Path(meta["root"]) / p.path), p.document)
                         line_text = p.document.split("\n")[p.line]
-                        ms, drafts = await client.ask(
-                            uri, p.document, p.line, column_utf16(line_text, p.column)
-                        )
+                        at = types.Position(p.line, column_utf16(line_text, p.column))
+                        ms, drafts = await client.inline(uri, at)
+                        client.close(uri)
                         rows.append(
                             {
                                 "config": config.name,
