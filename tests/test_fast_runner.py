@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from lsp_server.engine.quant import DenseLinear
 from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
 from lsp_server.engine.types import DecodeConfig, EngineError
 from lsp_server.engine.vocab import Vocab
+from lsp_server.warmup import WARM_CHUNK
 from tests.runner_harness import VOCAB, ids, script, tiny
 
 
@@ -347,10 +349,40 @@ def test_the_dequantized_prefill_matches_the_quantized_kernels(precision: str) -
     dequantizing, kernels = FastRunner(model, precision), FastRunner(model, precision)
     kernels.prefill_weights = kernels.decode_weights
     dequantizing.prefill_chunk = kernels.prefill_chunk = 40  # two forwards, the second masked
+    dequantizing.few_tokens = 4  # and both through the de-quantized layers
     tokens = ids(70)
     torch.testing.assert_close(
         dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.015, rtol=0
     )
+
+
+class CountingBlocks(DequantizedBlocks):
+    """De-quantized blocks that count the blocks read."""
+
+    def __init__(self, blocks: Any) -> None:
+        super().__init__(blocks)
+        self.reads = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        self.reads += 1
+        return super().__getitem__(index)
+
+
+def test_a_short_prefill_skips_the_de_quantization() -> None:
+    """De-quantizing the layers costs the same for 5 tokens as for 190 (about 140 ms with the
+    default model), so prefills up to ``few_tokens`` (a typed word, a warm-up chunk) run on
+    the int4 kernels, longer ones on the de-quantized layers."""
+    runner = FastRunner(tiny(), "int4")
+    assert isinstance(runner.prefill_weights.blocks, DequantizedBlocks)
+    assert runner.few_tokens >= WARM_CHUNK
+    blocks = CountingBlocks(runner.decode_weights.blocks)
+    runner.prefill_weights = dataclasses.replace(runner.prefill_weights, blocks=blocks)
+    runner.prefill(ids(20))
+    assert blocks.reads == 0
+    runner.rewind(0)
+    runner.few_tokens = 10
+    runner.prefill(ids(20))
+    assert blocks.reads == runner.layers
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,6 @@ import torch
 import torch.nn.functional as F
 
 from lsp_server.engine.fast_runner import (
-    _FEW_TOKENS,
     Block,
     FastRunner,
     Fetch,
@@ -217,7 +216,7 @@ class GemmaRunner(FastRunner):
             keys, values = self.cache.read(i, end, first=self._window_start(block.kind, start))
             return block.out(self._attend(q, keys, values, scale=self.scale, **masks[block.kind]))
 
-        weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
+        weights = self.decode_weights if t <= self.few_tokens else self.prefill_weights
         return check_finite(self._gemma_layers(weights, x, attend, every))
 
     def pure_step(

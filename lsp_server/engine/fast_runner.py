@@ -47,6 +47,10 @@ _DEQUANTIZED_CHUNK = 1024
 # Up to this many tokens, a prefill runs on the decode weights: the quantized kernels beat bf16
 # for a few rows (0.09 vs 0.23 ms for a 1536x576 matmul, one row), bf16 wins from about 16.
 _FEW_TOKENS = 4
+# ... and up to this many where the layers are de-quantized per forward (no prefill copy): that
+# costs about 140 ms whatever the length, so the int4 kernels win until about 200 tokens (a
+# 128-token prefill of the default model: 250 against 294 ms; 256 tokens: 508 against 456).
+_FEW_TOKENS_DEQUANTIZED = 192
 _LENGTH_QUANTUM = 128  # the KV tensors grow to a multiple of this many positions
 
 # One layer's attention for the shared layer loop: (layer index, block, h [B, T, H]) -> [B, T, H].
@@ -449,12 +453,14 @@ class FastRunner:
             # Only the layers: the head reads one row per sequence, in its decode precision.
             self.prefill_weights = self.decode_weights
             self.prefill_chunk = _PREFILL_CHUNK
+            self.few_tokens = _FEW_TOKENS  # prefills up to this long run on the decode weights
             if precision in ("int8", "int4") and prefill_copy:
                 self.prefill_weights = self.build_weights(model, "bf16", lm_head, fetch)
             elif precision in ("int8", "int4"):
                 blocks = DequantizedBlocks(self.decode_weights.blocks)
                 self.prefill_weights = dataclasses.replace(self.decode_weights, blocks=blocks)
                 self.prefill_chunk = _DEQUANTIZED_CHUNK
+                self.few_tokens = _FEW_TOKENS_DEQUANTIZED
         self.layers = len(self.decode_weights.blocks)
         self.cache = KVCache(
             self.layers,
@@ -591,7 +597,7 @@ class FastRunner:
             keys, values = self.cache.read(i, end)  # [B, kv, L, D]
             return block.out(self._attend(q, keys, values, **mask))
 
-        weights = self.decode_weights if t <= _FEW_TOKENS else self.prefill_weights
+        weights = self.decode_weights if t <= self.few_tokens else self.prefill_weights
         return check_finite(self._layers(weights, x, attend, every))
 
     def pure_step(
