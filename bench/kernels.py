@@ -7,13 +7,14 @@ one row through every matrix; medians of ``--runs``, one thread, interleaved. A 
 sum over 256 MB is the machine's streaming bandwidth for reference.
 
 Prefill (issue 14): the matmul throughput of bf16 ``F.linear`` with 512 rows (a prefill
-chunk) through the same matrices, beside a 1,500-token prefill of the default model on the
-fast runner, int4 (its prefill de-quantizes each layer as it runs, or with ``prefill_copy``
-reads a bf16 copy of the layers) and bf16, in the same
-run: tokens/s and effective GFLOP/s (the layers' matmuls, 2 x tokens x weights, plus causal
+chunk) through the same matrices, beside prefills of the default model (128, 256 and 1,500
+tokens: a warm-up chunk, a first request's window, a long prompt) on the fast runner, int4
+(up to 192 tokens on the int4 kernels, longer ones de-quantizing each layer as it runs; or
+with ``prefill_copy`` a bf16 copy of the layers) and bf16, in the same run: tokens/s and
+effective GFLOP/s (the layers' matmuls, 2 x tokens x weights, plus causal
 attention, 2 x tokens^2 x heads x head_dim per layer).
 
-    python -m bench.kernels [--prefill-tokens 1500]
+    python -m bench.kernels [--prefill-tokens 128 256 1500]
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
     runners = {
         name: FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, prefill_copy=copy)
         for name, precision, copy in (
-            ("int4 runner, layers de-quantized per prefill (default)", "int4", False),
+            ("int4 runner (int4 kernels to 192 tokens, then de-quantized)", "int4", False),
             ("int4 runner, bf16 prefill copy", "int4", True),
             ("bf16", "bf16", False),
         )
@@ -137,7 +138,13 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--prefill-tokens", type=int, default=1500)
+    parser.add_argument(
+        "--prefill-tokens",
+        type=int,
+        nargs="+",
+        default=[128, 256, 1500],
+        help="prefill lengths: a warm-up chunk, a first request's window, a long prompt",
+    )
     parser.add_argument("--prefill-runs", type=int, default=3)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -155,7 +162,11 @@ def main(argv: list[str] | None = None) -> None:
     results["head"] = measure([torch.randn(HEAD) * 0.02], args.runs)
     results["bf16 matmul, prefill chunk"] = matmul_gflops(layers, 512, args.prefill_runs * 3)
     del layers
-    results["prefill"] = prefill_rates(args.prefill_tokens, args.prefill_runs)
+    results["prefill"] = {
+        f"{name}, {tokens}": rate
+        for tokens in args.prefill_tokens
+        for name, rate in prefill_rates(tokens, args.prefill_runs).items()
+    }
     results["stamp"] = stamp.finish(started)
     write_json(RESULTS / "kernels.json", results)
     text = markdown(results, args.runs)
@@ -200,7 +211,7 @@ def markdown(results: dict[str, Any], runs: int) -> str:
                 ["runner", "tokens", "ms", "tokens/s", "effective GFLOP/s"]
                 + ["of the bf16 matmul rate"],
                 [
-                    [name, r["tokens"], r["ms"], r["tokens/s"], r["GFLOP/s"]]
+                    [name.rpartition(", ")[0], r["tokens"], r["ms"], r["tokens/s"], r["GFLOP/s"]]
                     + [f"{r['GFLOP/s'] / matmul['GFLOP/s']:.0%}"]
                     for name, r in prefill.items()
                 ],
