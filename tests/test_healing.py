@@ -12,6 +12,7 @@ from lsp_server.engine.vocab import advance
 
 CURSORS = {
     "after indentation": "def f(x):\n    ",
+    "after a blank line": "def f(x):\n    if x:\n        y = x\n\n            ",
     "mid identifier": "import os\nos.pa",
     "after operator": "total = price *",
     "after dot": "import os\nos.",
@@ -34,6 +35,17 @@ def test_indentation_is_healed(tokenizer, vocab) -> None:
     prompt = build_prompt(tokenizer, vocab, CURSORS["after indentation"], 512)
     assert prompt.heal.endswith(b"    ")
     assert not vocab.decode(prompt.ids).endswith(b" ")
+
+
+def test_a_whitespace_run_over_several_tokens_is_healed_whole(tokenizer, vocab) -> None:
+    """After a blank line the tokenizer gives "\n" then "\n" + indentation: ending the prompt
+    between them left the model only bare spaces to write, and every draft derailed."""
+    text = CURSORS["after a blank line"]
+    run = b"\n\n" + b" " * 12
+    assert [vocab.token_bytes[i] for i in tokenizer.encode(text)][-2:] == [run[:1], run[1:]]
+    prompt = build_prompt(tokenizer, vocab, text, 512)
+    assert prompt.heal == run
+    assert vocab.decode(prompt.ids).endswith(b"y = x")
 
 
 @pytest.mark.parametrize("text", CURSORS.values(), ids=CURSORS.keys())

@@ -15,6 +15,7 @@ from typing import Any
 from lsp_server.engine.vocab import Vocab
 
 MAX_HEAL_BYTES = 16  # heal at most this many bytes back from the cursor (whitespace: any run)
+MAX_WHITESPACE_HEAL = 128  # a trailing whitespace run over several tokens: healed whole up to this
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,19 @@ def encode_healed(
         healable = len(last) <= MAX_HEAL_BYTES or last.isspace()  # deep indentation is one token
         if last and healable and ids[-1] not in vocab.special_ids:
             healed = last
+            ids = ids[:-1]
+        # A whitespace run over several tokens is healed whole. After a blank line the model
+        # writes "\n" then "\n" + indentation + word; a prompt that ended after the first
+        # "\n" would owe the indentation as bare spaces, a path the model gives almost no
+        # weight, so every draft derailed (scores near -60 where -5 is usual).
+        while (
+            healed.isspace()
+            and len(ids) > 1
+            and vocab.token_bytes[ids[-1]].isspace()
+            and len(healed) + len(vocab.token_bytes[ids[-1]]) <= MAX_WHITESPACE_HEAL
+            and ids[-1] not in vocab.special_ids
+        ):
+            healed = vocab.token_bytes[ids[-1]] + healed
             ids = ids[:-1]
         # Never end the prompt inside a multi-byte character: heal the whole character.
         while len(ids) > 1 and _ends_inside_character(vocab.decode(ids[-4:])):
