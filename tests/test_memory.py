@@ -21,7 +21,7 @@ from lsp_server.completion import CursorContext, decode
 from lsp_server.engine import memory as mem
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.hypotheses import Finisher, Hypothesis, heal_masks
+from lsp_server.engine.hypotheses import Finisher, Hypothesis, heal_masks, indents
 from lsp_server.engine.ngram import InMemoryNgramSource, Match
 from lsp_server.engine.prompt import encode_healed
 from lsp_server.engine.runner import HFRunner
@@ -578,6 +578,53 @@ def test_drafts_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
 
     assert any(first_breaks(False))
     assert not any(first_breaks(True))
+
+
+def test_drafts_after_the_indentation_indent_no_further(
+    tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cursor after its line's indentation: the codebase continues the same context one
+    level deeper, and without the rule the tiny model's drafts take those spaces (an
+    over-indented line, as on the replay's "            if prev:"); with it, none does. A
+    blank line without indentation leaves the indentation to the drafts."""
+    tokenizer = tiny_engine.tokenizer
+    prompt = "def load(path):\n    value = decode_all(path)\n    "
+    source_file = "def load(path):\n    value = decode_all(path)\n        return value\n"
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    cfg = DecodeConfig(k=3, max_new_tokens=8)
+    stop = StopCondition(single_line=True, continue_line=True)
+
+    def first_indents() -> list[bool]:
+        drafts = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
+        return [d.text[:1] in (" ", "\t") for d in drafts]
+
+    assert not any(first_indents())
+    monkeypatch.setattr("lsp_server.engine.hypotheses.indents", lambda heal: False)
+    assert any(first_indents())
+
+
+def test_the_blank_rule_leaves_the_cached_heal_mask_alone(vocab: Vocab) -> None:
+    """heal_masks narrowed the cached consistent mask in place (``&=``): every later
+    request healing the same bytes lost the tokens a blank line's rule had removed."""
+    cpu = torch.device("cpu")
+    before = vocab.consistent_mask(b"\n    ", len(vocab), cpu).clone()
+    blank = Hypothesis(heal=b"\n    ", blank=True, indented=True)
+    masks = heal_masks(vocab, [blank], len(vocab), cpu)
+    assert masks is not None and masks.sum() < before.sum()
+    assert torch.equal(vocab.consistent_mask(b"\n    ", len(vocab), cpu), before)
+
+
+def test_only_indentation_after_the_last_line_break_indents() -> None:
+    assert indents(b"\n    ") and indents(b"\n\n\t") and indents(b"  ")
+    assert not indents(b"\n") and not indents(b"") and not indents(b"x = ")
+
+
+def test_indented_breaking_ids_add_whitespace_past_the_heal(vocab: Vocab) -> None:
+    deeper = vocab.token_bytes.index(b"\n        ")
+    same = vocab.token_bytes.index(b"\n    ")
+    assert deeper in vocab.breaking_ids(b"\n    ", indented=True)
+    assert deeper not in vocab.breaking_ids(b"\n    ")
+    assert same not in vocab.breaking_ids(b"\n    ", indented=True)  # the heal itself
 
 
 def test_suggestions_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:

@@ -20,17 +20,27 @@ class Hypothesis:
     heal: bytes = b""  # healed text this draft must still produce before anything new
     # Nothing visible yet but spaces, and a line break may not come first (continue_line).
     blank: bool = False
+    # ... and the cursor follows its line's indentation: no more spaces or tabs either.
+    indented: bool = False
 
     def extend(self, token: int, score: float, vocab: Vocab) -> Hypothesis:
         data = vocab.token_bytes[token]
         blank = self.blank and not data[len(self.heal) :].strip(b" \t")  # past the healed bytes
-        return Hypothesis([*self.tokens, token], score, advance(self.heal, data), blank)
+        heal = advance(self.heal, data)
+        return Hypothesis([*self.tokens, token], score, heal, blank, self.indented and blank)
 
     def allows(self, token: int, vocab: Vocab) -> bool:
         """Whether ``token`` may come next (the healed text, the line to continue)."""
         if self.heal and token not in vocab.consistent_ids(self.heal):
             return False
-        return not (self.blank and token in vocab.breaking_ids(self.heal))
+        return not (self.blank and token in vocab.breaking_ids(self.heal, self.indented))
+
+
+def indents(heal: bytes) -> bool:
+    """Whether the healed text ends in its line's indentation: spaces or tabs after the last
+    line break (a cursor after the indentation an editor or the user put there)."""
+    line = heal[heal.rfind(b"\n") + 1 :]
+    return bool(line) and not line.strip(b" \t")
 
 
 def visible_text(vocab: Vocab, tokens: list[int], heal: bytes) -> str:
@@ -50,7 +60,8 @@ class Finisher:
 
     def start(self) -> Hypothesis:
         """The empty draft every decoding begins from."""
-        return Hypothesis(heal=self.heal, blank=self.stop.continue_line)
+        blank = self.stop.continue_line
+        return Hypothesis(heal=self.heal, blank=blank, indented=blank and indents(self.heal))
 
     def finished(self, hyp: Hypothesis) -> Draft | None:
         """The finished draft, or None while the hypothesis goes on."""
@@ -83,8 +94,8 @@ def heal_masks(
             row = vocab.consistent_mask(h.heal, size, device)
         else:
             row = torch.ones(size, dtype=torch.bool, device=device)
-        if h.blank:
-            row &= ~vocab.breaking_mask(h.heal, size, device)
+        if h.blank:  # not &=: the consistent mask is cached, shared by every request
+            row = row & ~vocab.breaking_mask(h.heal, size, device, h.indented)
         rows.append(row)
     return torch.stack(rows)
 

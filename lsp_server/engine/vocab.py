@@ -125,17 +125,22 @@ class Vocab:
         return tuple(sorted(set(self._sorted_ids[lo:hi]) | set(self._shorter(prefix))))
 
     @lru_cache(maxsize=4096)  # noqa: B019 - one Vocab per model, kept for the process
-    def breaking_ids(self, heal: bytes) -> tuple[int, ...]:
+    def breaking_ids(self, heal: bytes, indented: bool = False) -> tuple[int, ...]:
         """Ids of tokens that, emitted while ``heal`` is owed, begin a new line before any
         visible character: their bytes past ``heal``, less spaces and tabs, start with a line
-        break. (Tokens inconsistent with ``heal`` are left to ``consistent_ids``.)"""
+        break. ``indented`` (the cursor follows its line's indentation): also those that add
+        a space or tab past ``heal``, indenting the line further. (Tokens inconsistent with
+        ``heal`` are left to ``consistent_ids``.)"""
         ids: Iterable[int] = range(len(self.token_bytes))
         if heal:
             ids = [i for i in self.consistent_ids(heal) if len(self.token_bytes[i]) > len(heal)]
+        first = (b" ", b"\t", b"\n", b"\r") if indented else (b"\n", b"\r")
         return tuple(
             i
             for i in ids
-            if self.token_bytes[i][len(heal) :].lstrip(b" \t").startswith((b"\n", b"\r"))
+            if self.token_bytes[i][len(heal) :]
+            .lstrip(b"" if indented else b" \t")
+            .startswith(first)
         )
 
     @lru_cache(maxsize=64)  # noqa: B019 - 64 masks of Gemma 3's vocabulary: 17 MB
@@ -149,10 +154,12 @@ class Vocab:
         mask[ids[ids < size]] = True
         return mask.to(device)
 
-    def breaking_mask(self, heal: bytes, size: int, device: torch.device) -> torch.Tensor:
-        """[size] bool mask of ``breaking_ids(heal)``."""
+    def breaking_mask(
+        self, heal: bytes, size: int, device: torch.device, indented: bool = False
+    ) -> torch.Tensor:
+        """[size] bool mask of ``breaking_ids(heal, indented)``."""
         mask = torch.zeros(size, dtype=torch.bool, device=device)
-        ids = [i for i in self.breaking_ids(heal) if i < size]
+        ids = [i for i in self.breaking_ids(heal, indented) if i < size]
         mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
         return mask
 
