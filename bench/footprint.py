@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import RESULTS, Stamp, write_json
+from bench.tables import table
 
 TARGET_MB = 600  # issue 14: peak of one server run with the default model on a CPU
 
@@ -124,16 +125,16 @@ def main(argv: list[str] | None = None) -> None:
         f"one thread{', an empty cache directory' if args.cold else ''}. "
         f"Target (issue 14): peak at most {TARGET_MB} MB.",
         "",
-        "| stage | resident MiB | added MiB | peak MiB |",
-        "|---|---:|---:|---:|",
     ]
-    previous = 0.0
+    rows, previous = [], 0.0
     for name, (now, peak) in stages.items():
-        lines.append(f"| {name} | {now:.0f} | {now - previous:+.0f} | {peak:.0f} |")
+        rows.append([name, f"{now:.0f}", f"{now - previous:+.0f}", f"{peak:.0f}"])
         previous = now
-    lines += ["", "The runner's own tensors:", "", "| part | MiB |", "|---|---:|"]
-    lines += [f"| {name} | {mib} |" for name, mib in parts.items()]
-    lines.append(f"| total | {sum(parts.values()):.1f} |")
+    lines.append(table(["stage", "resident MiB", "added MiB", "peak MiB"], rows, "lrrr"))
+    lines += ["", "The runner's own tensors:", ""]
+    parts_rows = [[name, mib] for name, mib in parts.items()]
+    parts_rows.append(["total", f"{sum(parts.values()):.1f}"])
+    lines.append(table(["part", "MiB"], parts_rows, "lr"))
     (RESULTS / f"{results_name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -20,12 +20,11 @@ import importlib.util
 import statistics
 import time
 import tracemalloc
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from bench.measure import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, Stamp, median_ms, write_json
 from bench.tables import table
 from lsp_server.embedded import EMBEDDED, EmbeddedModel
 from lsp_server.engine.vocab import Vocab
@@ -41,15 +40,6 @@ def list_built_mask(vocab: Vocab, prefix: bytes, size: int) -> torch.Tensor:
     ids = [i for i in vocab.consistent_ids(prefix) if i < size]
     mask[torch.tensor(ids, dtype=torch.long)] = True
     return mask
-
-
-def median_ms(fn: Callable[[], object], runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def build_cost(tokenizer: Any, runs: int) -> dict[str, float]:
