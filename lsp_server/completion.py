@@ -41,6 +41,7 @@ PROMPT_MARGIN = 8  # tokens kept free: the engine's re-tokenization may differ b
 # quarter of the prompt window, a few thousand characters): bounds the copy on huge files.
 FOLLOWING_CHARS = 32_768
 _OPENING = {")": "(", "]": "[", "}": "{"}
+INDENT_UNIT = 4  # spaces per indentation level, to tell a dedent from indentation being typed
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,27 @@ class CursorContext:
     def blank_line(self) -> bool:
         """The cursor's line is blank (indentation at most): a draft continues this line."""
         return not self.before[self.before.rfind("\n") + 1 :].strip() and not self.after.strip()
+
+    @property
+    def indentation_complete(self) -> bool:
+        """The cursor is on a blank line after its whole indentation: a draft indents no
+        further. Whole: as deep as the line above's, or deeper when that line opens a block
+        (ends with ``:`` or an opening bracket); or shallower by whole levels (tabs, or
+        multiples of four spaces: a dedent). Other indentation may still be being typed (3
+        of 8 spaces): drafts may complete it."""
+        start = self.before.rfind("\n") + 1
+        indentation = self.before[start:]
+        if not indentation or not self.blank_line:
+            return False
+        above, end = "", start - 1  # end: the line break before the cursor's line
+        while end > 0 and not above.strip():
+            begin = self.before.rfind("\n", 0, end) + 1
+            above, end = self.before[begin:end], begin - 1
+        level = len(above) - len(above.lstrip())
+        opens = above.rstrip().endswith((":", "(", "[", "{"))
+        if len(indentation) < level:  # a dedent, or indentation still being typed
+            return "\t" in indentation or len(indentation) % INDENT_UNIT == 0
+        return len(indentation) > level if opens else True
 
     @classmethod
     def at(cls, text: str, offset: int) -> CursorContext:
@@ -278,7 +300,9 @@ def decode(
         cfg=decode_config(settings),
         ngram=ngram,
         stop=StopCondition(
-            single_line=settings.line_mode == "single", continue_line=context.blank_line
+            single_line=settings.line_mode == "single",
+            continue_line=context.blank_line,
+            indented=context.indentation_complete,
         ),
         cancel=cancel,
         max_prompt_tokens=max_prompt_tokens,

@@ -21,7 +21,7 @@ from lsp_server.completion import CursorContext, decode
 from lsp_server.engine import memory as mem
 from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.hypotheses import Finisher, Hypothesis, heal_masks, indents
+from lsp_server.engine.hypotheses import Finisher, Hypothesis, heal_masks
 from lsp_server.engine.ngram import InMemoryNgramSource, Match
 from lsp_server.engine.prompt import encode_healed
 from lsp_server.engine.runner import HFRunner
@@ -580,27 +580,45 @@ def test_drafts_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
     assert not any(first_breaks(True))
 
 
-def test_drafts_after_the_indentation_indent_no_further(
-    tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A cursor after its line's indentation: the codebase continues the same context one
-    level deeper, and without the rule the tiny model's drafts take those spaces (an
-    over-indented line, as on the replay's "            if prev:"); with it, none does. A
-    blank line without indentation leaves the indentation to the drafts."""
+def test_drafts_after_the_indentation_indent_no_further(tiny_engine: Engine) -> None:
+    """A cursor after its line's whole indentation: the codebase continues the same context
+    one level deeper, and without the rule the tiny model's drafts take those spaces (an
+    over-indented line, as on the replay's "            if prev:"); with it, none does."""
     tokenizer = tiny_engine.tokenizer
     prompt = "def load(path):\n    value = decode_all(path)\n    "
     source_file = "def load(path):\n    value = decode_all(path)\n        return value\n"
     memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
     cfg = DecodeConfig(k=3, max_new_tokens=8)
-    stop = StopCondition(single_line=True, continue_line=True)
 
-    def first_indents() -> list[bool]:
+    def first_indents(indented: bool) -> list[bool]:
+        stop = StopCondition(single_line=True, continue_line=True, indented=indented)
         drafts = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
         return [d.text[:1] in (" ", "\t") for d in drafts]
 
-    assert not any(first_indents())
-    monkeypatch.setattr("lsp_server.engine.hypotheses.indents", lambda heal: False)
-    assert any(first_indents())
+    assert not any(first_indents(True))
+    assert any(first_indents(False))
+
+
+@pytest.mark.parametrize(
+    ("before", "complete"),
+    [
+        ("    x = 1\n    ", True),  # as deep as the line above
+        ("    x = 1\n\n    ", True),  # blank lines between
+        ("    if x:\n        ", True),  # one level into the block it opens
+        ("    if x:\n    ", False),  # the block's indentation still to come
+        ("        x = 1\n   ", False),  # being typed: 3 of 8 spaces
+        ("        x = 1\n      ", False),  # 6 of 8
+        ("        return x\n    ", True),  # a dedent by a whole level
+        ("\t\treturn x\n\t", True),  # tabs are whole levels
+        ("    f(\n        ", True),  # inside an opened bracket
+        ("x = 1\n", False),  # column 0: the drafts choose the indentation
+        ("    ", True),  # the first line
+    ],
+)
+def test_the_indentation_is_complete_at_the_line_above_or_whole_levels_away(
+    before: str, complete: bool
+) -> None:
+    assert CursorContext.at(before, len(before)).indentation_complete is complete
 
 
 def test_the_blank_rule_leaves_the_cached_heal_mask_alone(vocab: Vocab) -> None:
@@ -612,11 +630,6 @@ def test_the_blank_rule_leaves_the_cached_heal_mask_alone(vocab: Vocab) -> None:
     masks = heal_masks(vocab, [blank], len(vocab), cpu)
     assert masks is not None and masks.sum() < before.sum()
     assert torch.equal(vocab.consistent_mask(b"\n    ", len(vocab), cpu), before)
-
-
-def test_only_indentation_after_the_last_line_break_indents() -> None:
-    assert indents(b"\n    ") and indents(b"\n\n\t") and indents(b"  ")
-    assert not indents(b"\n") and not indents(b"") and not indents(b"x = ")
 
 
 def test_indented_breaking_ids_add_whitespace_past_the_heal(vocab: Vocab) -> None:

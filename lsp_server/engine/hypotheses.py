@@ -20,7 +20,7 @@ class Hypothesis:
     heal: bytes = b""  # healed text this draft must still produce before anything new
     # Nothing visible yet but spaces, and a line break may not come first (continue_line).
     blank: bool = False
-    # ... and the cursor follows its line's indentation: no more spaces or tabs either.
+    # ... and the cursor follows its line's whole indentation: no more spaces or tabs either.
     indented: bool = False
 
     def extend(self, token: int, score: float, vocab: Vocab) -> Hypothesis:
@@ -34,13 +34,6 @@ class Hypothesis:
         if self.heal and token not in vocab.consistent_ids(self.heal):
             return False
         return not (self.blank and token in vocab.breaking_ids(self.heal, self.indented))
-
-
-def indents(heal: bytes) -> bool:
-    """Whether the healed text ends in its line's indentation: spaces or tabs after the last
-    line break (a cursor after the indentation an editor or the user put there)."""
-    line = heal[heal.rfind(b"\n") + 1 :]
-    return bool(line) and not line.strip(b" \t")
 
 
 def visible_text(vocab: Vocab, tokens: list[int], heal: bytes) -> str:
@@ -61,7 +54,7 @@ class Finisher:
     def start(self) -> Hypothesis:
         """The empty draft every decoding begins from."""
         blank = self.stop.continue_line
-        return Hypothesis(heal=self.heal, blank=blank, indented=blank and indents(self.heal))
+        return Hypothesis(heal=self.heal, blank=blank, indented=blank and self.stop.indented)
 
     def finished(self, hyp: Hypothesis) -> Draft | None:
         """The finished draft, or None while the hypothesis goes on."""

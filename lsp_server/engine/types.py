@@ -116,6 +116,9 @@ class StopCondition:
     # nothing after the cursor): its first visible character may not be a line break, else
     # the draft would leave the line the user is on blank (engine/hypotheses.py).
     continue_line: bool = False
+    # ... and the cursor follows that line's whole indentation (the caller decides, from the
+    # document): the draft adds no more spaces or tabs before its first visible character.
+    indented: bool = False
 
     def cut(self, text: str) -> str | None:
         """The draft's text up to the first stop, or None if it has not stopped."""
