@@ -375,7 +375,7 @@ def footprint_table(result: dict[str, Any]) -> list[str]:
 
 
 async def first_request_case(
-    bench: Bench, model: str, k: int, text: str, requests: int
+    bench: Bench, base: dict[str, Any], text: str, requests: int
 ) -> dict[str, Any]:
     """Issue 14: the first request in a freshly opened file, warm-up off and on, alternating."""
     rows = text.split("\n")
@@ -387,9 +387,7 @@ async def first_request_case(
             line = 600 + 60 * (2 * i + j)
             while not (rows[line].strip() and rows[line - 1].strip()):
                 line += 1
-            await bench.configure(
-                {"model": model, "k": k, "userStore": False, "firstPromptTokens": first}
-            )
+            await bench.configure({**base, "firstPromptTokens": first})
             runs[mode].append(await bench.first_request(f"first-{i}-{j}", text, line))
     out: dict[str, Any] = {"requests": requests, "later_s": LATER_S, "modes": {}}
     for mode, results in runs.items():
@@ -476,13 +474,16 @@ def typing_target(calls: list[tuple[float, dict[str, float]]]) -> dict[str, Any]
     }
 
 
-async def run(model: str, requests: int, k: int) -> dict[str, Any]:
+async def run(
+    model: str, requests: int, k: int, settings: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The latency cases on one server; ``settings``: server settings over the defaults."""
     long_text = LONG_SOURCE.read_text()
     with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         started = time.perf_counter()
-        options = {"model": model, "k": k, "userStore": False}
+        options = {"model": model, "k": k, "userStore": False, **(settings or {})}
         # A fresh, empty user store under tmp/data.
         async with server(workspace, Path(tmp) / "data", options) as client:
             bench = Bench(client, workspace)
@@ -503,7 +504,7 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
             )
             typing: list[float] = []
             rows = long_text.split("\n")
-            first_requests = await first_request_case(bench, model, k, long_text, requests)
+            first_requests = await first_request_case(bench, options, long_text, requests)
             typed_lines = [
                 i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40
             ]
@@ -516,8 +517,8 @@ async def run(model: str, requests: int, k: int) -> dict[str, Any]:
             # drafts' own decoding steps in the server, for the same calls. firstPromptTokens 0:
             # each line starts on a cold cache and is typed without a pause, so with the default
             # the prompts would be the short window, not the 1,500 tokens this case is about.
-            settings = {"model": model, "k": k, "userStore": False, "maxPromptTokens": 2048}
-            await bench.configure({**settings, "firstPromptTokens": 0})
+            typing_1500 = {**options, "maxPromptTokens": 2048}
+            await bench.configure({**typing_1500, "firstPromptTokens": 0})
             along_1500: list[tuple[float, dict[str, float]]] = []
             first = prompt_1500_line(rows)
             for n, i in enumerate(
@@ -563,7 +564,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Model {result['model']}, k={result['k']}, "
         f"maxPromptTokens={result['settings']['maxPromptTokens']}, "
-        f"maxNewTokens={result['settings']['maxNewTokens']}, method "
+        f"maxNewTokens={result['settings']['maxNewTokens']}, "
+        f"prefillCopy={str(result['settings'].get('prefillCopy', False)).lower()}, method "
         f"{result['settings']['method']}, an empty codebase store (lookups run, nothing "
         f"matches), no user store. Machine: {result['machine']}; "
         f"load average before {result['loadavg_before'][0]:.2f}, after "
@@ -633,9 +635,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before", metavar="REF", help="also measure the footprint of the server at this commit"
     )
+    parser.add_argument(
+        "--settings",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help="server settings over the defaults, e.g. '{\"prefillCopy\": true}'",
+    )
     args = parser.parse_args(argv)
     before = os.getloadavg()
-    result = asyncio.run(run(args.model, args.requests, args.k))
+    result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0
