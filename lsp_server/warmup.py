@@ -30,9 +30,10 @@ from lsp_server.engine.types import CancelCheck
 # After a pause this long the user has stopped typing for a moment, and the next request
 # finds the full window.
 WARM_IDLE_S = 0.5
-# Tokens per warm-up prefill: a request waits for at most one such chunk (an eighth of the
-# default window's prefill); chunks this long still run on the fast runner's bf16 prefill.
-WARM_CHUNK = 128
+# Tokens per warm-up prefill: a request waits for at most one such chunk. Without a prefill
+# copy, chunks run on the int4 kernels at about the same cost per token whatever their size
+# (bench/results/kernels.md: 128 tokens 199 ms), so a short one keeps that wait short.
+WARM_CHUNK = 64
 
 
 @torch.inference_mode()

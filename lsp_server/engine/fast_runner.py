@@ -48,8 +48,8 @@ _DEQUANTIZED_CHUNK = 1024
 # for a few rows (0.09 vs 0.23 ms for a 1536x576 matmul, one row), bf16 wins from about 16.
 _FEW_TOKENS = 4
 # ... and up to this many where the layers are de-quantized per forward (no prefill copy): that
-# costs about 140 ms whatever the length, so the int4 kernels win until about 200 tokens (a
-# 128-token prefill of the default model: 250 against 294 ms; 256 tokens: 508 against 456).
+# costs the same whatever the length, so the int4 kernels win below about 200 tokens
+# (bench/results/kernels.md: 128 tokens on them 199 ms, 256 de-quantized 324 ms).
 _FEW_TOKENS_DEQUANTIZED = 192
 _LENGTH_QUANTUM = 128  # the KV tensors grow to a multiple of this many positions
 
