@@ -60,10 +60,10 @@ class CursorContext:
     @property
     def indentation_complete(self) -> bool:
         """The cursor is on a blank line after its whole indentation: a draft indents no
-        further. Whole: as deep as the line above's, or deeper when that line opens a block
-        (ends with ``:`` or an opening bracket); or shallower by whole levels (tabs, or
-        multiples of four spaces: a dedent). Other indentation may still be being typed (3
-        of 8 spaces): drafts may complete it."""
+        further. Whole: as deep as the line above's (unless that line opens a block: ends
+        with ``:`` or an opening bracket), or deeper or shallower by whole levels (tabs, or
+        multiples of four spaces). Other indentation may still be being typed (3 of 8
+        spaces): drafts may complete it."""
         start = self.before.rfind("\n") + 1
         indentation = self.before[start:]
         if not indentation or not self.blank_line:
@@ -74,9 +74,11 @@ class CursorContext:
             above, end = self.before[begin:end], begin - 1
         level = len(above) - len(above.lstrip())
         opens = above.rstrip().endswith((":", "(", "[", "{"))
-        if len(indentation) < level:  # a dedent, or indentation still being typed
-            return "\t" in indentation or len(indentation) % INDENT_UNIT == 0
-        return len(indentation) > level if opens else True
+        if len(indentation) == level:
+            return not opens  # after a block opener the block's indentation is still to come
+        # Deeper (a block's body) or shallower (a dedent) by whole levels; otherwise it may
+        # still be being typed.
+        return "\t" in indentation or (len(indentation) - level) % INDENT_UNIT == 0
 
     @classmethod
     def at(cls, text: str, offset: int) -> CursorContext:

@@ -83,8 +83,13 @@ def test_the_compiled_package_steps_like_the_eager_runner(
         runner.compiled_steps = {1: counted}
         fast = greedy_tokens(runner, prompt, 6)
         assert calls[-7:] == [3] + [1] * 6  # the typed tokens, then every step
+        # Both chose the same tokens; their logits differ by the kernels' rounding (the eager
+        # int4 kernel and the compiled step sum in different orders): single logits of this
+        # tiny random model came up to 0.034 apart, 0.002 typical, over these three lengths,
+        # with either prefill path (de-quantized layers or the bf16 copy).
+        assert [t.argmax(-1).tolist() for t in fast] == [t.argmax(-1).tolist() for t in eager]
         for expected, got in zip(eager, fast, strict=True):
-            torch.testing.assert_close(got, expected, atol=2e-2, rtol=2e-2)
+            torch.testing.assert_close(got, expected, atol=5e-2, rtol=2e-2)
     runner.compiled_steps = {}
 
 

@@ -611,6 +611,8 @@ def test_drafts_after_the_indentation_indent_no_further(tiny_engine: Engine) -> 
         ("        return x\n    ", True),  # a dedent by a whole level
         ("\t\treturn x\n\t", True),  # tabs are whole levels
         ("    f(\n        ", True),  # inside an opened bracket
+        ("def main():\n   ", False),  # 3 of 4 spaces into the block
+        ("    x = 1\n      ", False),  # 2 spaces past the line above: not a level
         ("x = 1\n", False),  # column 0: the drafts choose the indentation
         ("    ", True),  # the first line
     ],
