@@ -561,42 +561,38 @@ def test_realign_leaves_matching_or_mid_line_continuations_alone(
     assert mem.realign(blank, b"\n    ", vocab) is None  # no line to take
 
 
-def test_drafts_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
-    """A codebase whose matching line is followed by a blank line: without continue_line the
-    tiny model's drafts take that line break first; with it, none does."""
-    tokenizer = tiny_engine.tokenizer
-    prompt = "def load(path):\n    value = decode_all(path)\n    "
-    # a blank line that keeps its indentation: one token spans the healed line break and the next
-    source_file = "def load(path):\n    value = decode_all(path)\n    \n    return value\n"
-    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+@pytest.mark.parametrize(
+    ("then", "rule"),
+    [
+        # a blank line that keeps its indentation: one token spans the healed line break
+        # and the next; without continue_line the drafts take that line break first
+        ("    \n    return value\n", "continue_line"),
+        # the same context one level deeper: without the rule the drafts take those spaces
+        # (an over-indented line, as on the replay's "            if prev:")
+        ("        return value\n", "indented"),
+    ],
+)
+def test_drafts_keep_to_the_cursors_line(tiny_engine: Engine, then: str, rule: str) -> None:
+    """A cursor after the indentation of a blank line, and a codebase that goes on from the
+    same text differently: without the rule some of the tiny model's drafts follow it; with
+    it, none does."""
+    head = "def load(path):\n    value = decode_all(path)\n"
+    source_file = tiny_engine.tokenizer.encode(head + then, add_special_tokens=False)
+    memory = SuffixIndex([source_file])
     cfg = DecodeConfig(k=3, max_new_tokens=8)
 
-    def first_breaks(continue_line: bool) -> list[bool]:
-        stop = StopCondition(single_line=True, continue_line=continue_line)
-        drafts = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
-        return [d.text.lstrip(" \t").startswith("\n") for d in drafts]
-
-    assert any(first_breaks(False))
-    assert not any(first_breaks(True))
-
-
-def test_drafts_after_the_indentation_indent_no_further(tiny_engine: Engine) -> None:
-    """A cursor after its line's whole indentation: the codebase continues the same context
-    one level deeper, and without the rule the tiny model's drafts take those spaces (an
-    over-indented line, as on the replay's "            if prev:"); with it, none does."""
-    tokenizer = tiny_engine.tokenizer
-    prompt = "def load(path):\n    value = decode_all(path)\n    "
-    source_file = "def load(path):\n    value = decode_all(path)\n        return value\n"
-    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
-    cfg = DecodeConfig(k=3, max_new_tokens=8)
-
-    def first_indents(indented: bool) -> list[bool]:
-        stop = StopCondition(single_line=True, continue_line=True, indented=indented)
-        drafts = tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
+    def strays(on: bool) -> list[bool]:
+        indented = rule == "indented"
+        stop = StopCondition(
+            single_line=True, continue_line=on or indented, indented=on and indented
+        )
+        drafts = tiny_engine.complete(head + "    ", cfg=cfg, stop=stop, memory=memory).drafts
+        if rule == "continue_line":
+            return [d.text.lstrip(" \t").startswith("\n") for d in drafts]
         return [d.text[:1] in (" ", "\t") for d in drafts]
 
-    assert not any(first_indents(True))
-    assert any(first_indents(False))
+    assert any(strays(False))
+    assert not any(strays(True))
 
 
 @pytest.mark.parametrize(
