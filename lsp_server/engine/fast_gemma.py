@@ -216,8 +216,7 @@ class GemmaRunner(FastRunner):
             keys, values = self.cache.read(i, end, first=self._window_start(block.kind, start))
             return block.out(self._attend(q, keys, values, scale=self.scale, **masks[block.kind]))
 
-        weights = self.decode_weights if t <= self.few_tokens else self.prefill_weights
-        return check_finite(self._gemma_layers(weights, x, attend, every))
+        return check_finite(self._gemma_layers(self.forward_weights(t), x, attend, every))
 
     def pure_step(
         self,

@@ -8,12 +8,12 @@ with per-layer views for the eager step), the residual stream in fp32, and weigh
 - fp32: everything in fp32; the logits match the transformers model's.
 - bf16: bf16 weights, activations and KV cache.
 - int8 / int4: weight-only quantized decode matmuls (see quant.py) with bf16 activations, and
-  an int4 output head whose best logits are recomputed exactly (quant.RefinedHead); a prefill
-  of more than a few tokens runs on bf16 weights, where the CPU's bf16 matmuls (AMX) are fast
-  and the quantized kernels are not: by default each layer's decode weights de-quantized as
-  the prefill reaches it and freed after it (DequantizedBlocks: a few MB at a time), or with
-  ``prefill_copy`` a bf16 copy of all the layers kept beside the decode ones (200 MB more on
-  the default model, for a slightly faster prefill of the exact bf16 weights).
+  an int4 output head whose best logits are recomputed exactly (quant.RefinedHead); a longer
+  prefill runs on bf16 weights, where the CPU's bf16 matmuls (AMX) are fast and the quantized
+  kernels are not (``prefill_weights``): by default each layer's decode weights de-quantized as
+  the prefill reaches it and freed after it (DequantizedBlocks: a few MB at a time), which
+  pays only from about 200 tokens on; or with ``prefill_copy`` a bf16 copy of all the layers
+  kept beside the decode ones (200 MB more on the default model), from a few tokens on.
 
 A decode step reads every weight once, so its cost is about the bytes of the weights.
 """
@@ -576,6 +576,11 @@ class FastRunner:
         )  # [B, heads, T, D]
         return out.transpose(1, 2).reshape(b, t, heads * d)
 
+    def forward_weights(self, tokens: int) -> Weights:
+        """The weights an eager forward of ``tokens`` new positions runs on: the decode ones
+        up to ``few_tokens``, the prefill ones beyond."""
+        return self.decode_weights if tokens <= self.few_tokens else self.prefill_weights
+
     def _forward(self, x: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
         """x [B, T, H] at positions start..start+T-1 -> fp32 logits [B, V] of the last one
         ([B, T, V] of every one with ``every``).
@@ -597,8 +602,7 @@ class FastRunner:
             keys, values = self.cache.read(i, end)  # [B, kv, L, D]
             return block.out(self._attend(q, keys, values, **mask))
 
-        weights = self.decode_weights if t <= self.few_tokens else self.prefill_weights
-        return check_finite(self._layers(weights, x, attend, every))
+        return check_finite(self._layers(self.forward_weights(t), x, attend, every))
 
     def pure_step(
         self,
