@@ -68,7 +68,7 @@ class Memory:
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = as_tokenizer(tokenizer)
         self._stores = weakref.WeakKeyDictionary[NgramStore, _StoreIndex]()
-        self._lock = threading.RLock()  # re-entered: documents are indexed under it
+        self._lock = threading.Lock()  # held briefly: indexes are built outside it
         self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
         # the requests' documents, indexed from each request's arrival (source_later)
         self._requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-request")
