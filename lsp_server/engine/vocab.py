@@ -154,14 +154,16 @@ class Vocab:
         mask[ids[ids < size]] = True
         return mask.to(device)
 
+    @lru_cache(maxsize=64)  # noqa: B019 - asked at every step a draft is still blank
     def breaking_mask(
         self, heal: bytes, size: int, device: torch.device, indented: bool = False
     ) -> torch.Tensor:
-        """[size] bool mask of ``breaking_ids(heal, indented)``."""
-        mask = torch.zeros(size, dtype=torch.bool, device=device)
-        ids = [i for i in self.breaking_ids(heal, indented) if i < size]
-        mask[torch.tensor(ids, dtype=torch.long, device=device)] = True
-        return mask
+        """[size] bool mask of ``breaking_ids(heal, indented)`` (cached: read it, never write
+        to it; with nothing healed and ``indented`` it holds every whitespace-led token)."""
+        ids = torch.tensor(self.breaking_ids(heal, indented), dtype=torch.long)
+        mask = torch.zeros(size, dtype=torch.bool)
+        mask[ids[ids < size]] = True
+        return mask.to(device)
 
 
 def advance(remaining: bytes, token: bytes) -> bytes:
