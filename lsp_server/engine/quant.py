@@ -43,6 +43,16 @@ class DenseLinear:
         self.bias = None if bias is None else bias.detach().to(dtype)
         self.out_dtype = dtype
 
+    @classmethod
+    def transposed(cls, weight_t: torch.Tensor, bias: torch.Tensor | None) -> DenseLinear:
+        """A bf16 layer over ``weight_t`` [K, N] as it lies (for many rows F.linear multiplies
+        by a transposed weight as fast; bench/kernels.py)."""
+        layer = cls.__new__(cls)
+        layer.weight = weight_t.t()  # [N, K], a view
+        layer.bias = None if bias is None else bias.detach().to(torch.bfloat16)
+        layer.out_dtype = torch.bfloat16
+        return layer
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(self.out_dtype)
         if x.numel() != x.shape[-1]:
@@ -129,20 +139,30 @@ class Int4Linear:
 
     def dequantized(self) -> Linear:
         """The same weights in bf16, as the kernel sees them; itself where the packing's
-        layout is not known (see int4_unpack_block)."""
+        layout is not known (see int4_unpack_block).
+
+        A prefill pays this for every layer (bench/kernels.py), so it works in the packing's
+        own order: the packed bytes hold ``block`` rows K-major, so the nibbles unpack into
+        the transposed weight [K, N] with contiguous runs of block / 2 values, and the
+        scales and zeros ([K / group, N]) apply to it without a transpose. All in bf16, with
+        one rounding, as the kernel computes: (q - 8) * scale + zero.
+        """
         n, k = self.packed.shape[0], self.packed.shape[1] * 2
         block = int4_unpack_block()
         if block == 0 or n % block:
             return self
-        q = unpack_int4(self.packed, block)  # [N, K] uint8
-        scales_and_zeros = self.scales_and_zeros.float()  # [K / group, N, 2]
-        # (q - 8) * scale + zero as q * scale + (zero - 8 * scale), in place, over contiguous
-        # [N, K / group, 1] factors: 26% less time than the strided form (a prefill pays it
-        # for every layer, bench/kernels.py).
-        scales = scales_and_zeros[..., 0].t().contiguous().unsqueeze(-1)
-        offsets = scales_and_zeros[..., 1].t().contiguous().unsqueeze(-1) - 8 * scales
-        weight = q.view(n, k // self.group, self.group).float().mul_(scales).add_(offsets)
-        return DenseLinear(weight.view(n, k), self.bias, torch.bfloat16)
+        # q ^ 8 read as a signed nibble is q - 8; the arithmetic shifts sign-extend it.
+        signed = (self.packed ^ 0x88).view(torch.int8).view(n // block, k, block // 2)
+        low = torch.bitwise_left_shift(signed, 4).bitwise_right_shift_(4)  # row d of a block
+        high = signed >> 4  # row d + block / 2
+        transposed = torch.empty(k, n // block, 2, block // 2, dtype=torch.bfloat16)
+        transposed[:, :, 0].copy_(low.transpose(0, 1))
+        transposed[:, :, 1].copy_(high.transpose(0, 1))
+        grouped = transposed.view(k // self.group, self.group, n)
+        scales = self.scales_and_zeros[..., 0].contiguous().unsqueeze(1)  # [K / group, 1, N]
+        zeros = self.scales_and_zeros[..., 1].contiguous().unsqueeze(1)
+        torch.addcmul(zeros, grouped, scales, out=grouped)
+        return DenseLinear.transposed(transposed.view(k, n), self.bias)
 
 
 def unpack_int4(packed: torch.Tensor, block: int) -> torch.Tensor:
