@@ -48,9 +48,10 @@ _DEQUANTIZED_CHUNK = 1024
 # for a few rows (0.09 vs 0.23 ms for a 1536x576 matmul, one row), bf16 wins from about 16.
 _FEW_TOKENS = 4
 # ... and up to this many where the layers are de-quantized per forward (no prefill copy): that
-# costs the same whatever the length, so the int4 kernels win below about 200 tokens
-# (bench/results/kernels.md: 128 tokens on them 199 ms, 256 de-quantized 324 ms).
-_FEW_TOKENS_DEQUANTIZED = 192
+# costs about 50 ms whatever the length, and the int4 kernels take 1.4 ms a token against 0.8
+# for the whole de-quantized forward, so they win below about 80 tokens (default model, one
+# thread: 64 tokens 86 vs 103 ms, 96 tokens 130 vs 119; bench/results/kernels.md).
+_FEW_TOKENS_DEQUANTIZED = 80
 _LENGTH_QUANTUM = 128  # the KV tensors grow to a multiple of this many positions
 
 # One layer's attention for the shared layer loop: (layer index, block, h [B, T, H]) -> [B, T, H].
