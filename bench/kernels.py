@@ -9,8 +9,8 @@ sum over 256 MB is the machine's streaming bandwidth for reference.
 Prefill (issue 14): the matmul throughput of bf16 ``F.linear`` with 512 rows (a prefill
 chunk) through the same matrices, beside prefills of the default model (128, 256 and 1,500
 tokens: a warm-up chunk, a first request's window, a long prompt) on the fast runner, int4
-(up to 192 tokens on the int4 kernels, longer ones de-quantizing each layer as it runs; or
-with ``prefill_copy`` a bf16 copy of the layers) and bf16, in the same run: tokens/s and
+(short prefills on the int4 kernels, longer ones de-quantizing each layer as it runs; or with
+``prefill_copy`` a bf16 copy of the layers) and bf16, in the same run: tokens/s and
 effective GFLOP/s (the layers' matmuls, 2 x tokens x weights, plus causal
 attention, 2 x tokens^2 x heads x head_dim per layer).
 
@@ -104,13 +104,15 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
     loaded = load_model(threads=1, skeleton=True)
     ids = loaded.tokenizer(Path(argparse.__file__).read_text())["input_ids"][:tokens]
     config = loaded.model.config
+
+    def fast(precision: str, copy: bool = False) -> FastRunner:
+        return FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, prefill_copy=copy)
+
+    int4 = fast("int4")
     runners = {
-        name: FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, prefill_copy=copy)
-        for name, precision, copy in (
-            ("int4 runner (int4 kernels to 192 tokens, then de-quantized)", "int4", False),
-            ("int4 runner, bf16 prefill copy", "int4", True),
-            ("bf16", "bf16", False),
-        )
+        f"int4 runner (int4 kernels to {int4.few_tokens} tokens, then de-quantized)": int4,
+        "int4 runner, bf16 prefill copy": fast("int4", copy=True),
+        "bf16": fast("bf16"),
     }
     layer_weights = sum(
         p.numel() for name, p in loaded.model.named_parameters() if ".layers." in name
