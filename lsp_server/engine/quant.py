@@ -45,8 +45,8 @@ class DenseLinear:
 
     @classmethod
     def transposed(cls, weight_t: torch.Tensor, bias: torch.Tensor | None) -> DenseLinear:
-        """A bf16 layer over ``weight_t`` [K, N] as it lies (for many rows F.linear multiplies
-        by a transposed weight as fast; bench/kernels.py)."""
+        """A bf16 layer over ``weight_t`` [K, N] as it lies, not copied: for many rows (a
+        prefill), F.linear multiplies by the transposed view as fast as by [N, K]."""
         layer = cls.__new__(cls)
         layer.weight = weight_t.t()  # [N, K], a view
         layer.bias = None if bias is None else bias.detach().to(torch.bfloat16)
