@@ -9,11 +9,12 @@ with per-layer views for the eager step), the residual stream in fp32, and weigh
 - bf16: bf16 weights, activations and KV cache.
 - int8 / int4: weight-only quantized decode matmuls (see quant.py) with bf16 activations, and
   an int4 output head whose best logits are recomputed exactly (quant.RefinedHead); a longer
-  prefill runs on bf16 weights, where the CPU's bf16 matmuls (AMX) are fast and the quantized
-  kernels are not (``prefill_weights``): by default each layer's decode weights de-quantized as
-  the prefill reaches it and freed after it (DequantizedBlocks: a few MB at a time), which
-  pays only from about 200 tokens on; or with ``prefill_copy`` a bf16 copy of all the layers
-  kept beside the decode ones (200 MB more on the default model), from a few tokens on.
+  prefill runs on bf16 weights, where the CPU's bf16 matmuls (AVX-512 BF16 or AMX) are fast
+  and the quantized kernels are not (``prefill_weights``): by default each layer's decode
+  weights de-quantized as the prefill reaches it and freed after it (DequantizedBlocks: a few
+  MB at a time), which pays from about 80 tokens on; or with ``prefill_copy`` a bf16 copy of
+  all the layers kept beside the decode ones (200 MB more on the default model), from a few
+  tokens on.
 
 A decode step reads every weight once, so its cost is about the bytes of the weights.
 """
@@ -50,7 +51,9 @@ _FEW_TOKENS = 4
 # ... and up to this many where the layers are de-quantized per forward (no prefill copy): that
 # costs about 50 ms whatever the length, and the int4 kernels take 1.4 ms a token against 0.8
 # for the whole de-quantized forward, so they win below about 80 tokens (default model, one
-# thread: 64 tokens 86 vs 103 ms, 96 tokens 130 vs 119; bench/results/kernels.md).
+# thread: 64 tokens 86 vs 103 ms, 96 tokens 130 vs 119, measured when this was set; the
+# committed bench/results/kernels.md has 128, 256 and 1,500 tokens, and
+# ``python -m bench.kernels --prefill-tokens 64 96`` times these lengths).
 _FEW_TOKENS_DEQUANTIZED = 80
 _LENGTH_QUANTUM = 128  # the KV tensors grow to a multiple of this many positions
 

@@ -38,20 +38,19 @@ class DenseLinear:
     mv streams them at about 10 GB/s against 6 GB/s for ``F.linear`` (bench/results/kernels.md).
     """
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype) -> None:
-        self.weight = weight.detach().to(dtype).contiguous()  # [N, K]
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor | None,
+        dtype: torch.dtype,
+        keep_layout: bool = False,
+    ) -> None:
+        """keep_layout: use ``weight`` as it lies, not copied into rows; for many rows (a
+        prefill) F.linear multiplies by a transposed view as fast as by [N, K] rows."""
+        weight = weight.detach().to(dtype)  # [N, K]
+        self.weight = weight if keep_layout else weight.contiguous()
         self.bias = None if bias is None else bias.detach().to(dtype)
         self.out_dtype = dtype
-
-    @classmethod
-    def transposed(cls, weight_t: torch.Tensor, bias: torch.Tensor | None) -> DenseLinear:
-        """A bf16 layer over ``weight_t`` [K, N] as it lies, not copied: for many rows (a
-        prefill), F.linear multiplies by the transposed view as fast as by [N, K]."""
-        layer = cls.__new__(cls)
-        layer.weight = weight_t.t()  # [N, K], a view
-        layer.bias = None if bias is None else bias.detach().to(torch.bfloat16)
-        layer.out_dtype = torch.bfloat16
-        return layer
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(self.out_dtype)
@@ -142,10 +141,11 @@ class Int4Linear:
         layout is not known (see int4_unpack_block).
 
         A prefill pays this for every layer (bench/kernels.py), so it works in the packing's
-        own order: the packed bytes hold ``block`` rows K-major, so the nibbles unpack into
-        the transposed weight [K, N] with contiguous runs of block / 2 values, and the
-        scales and zeros ([K / group, N]) apply to it without a transpose. All in bf16, with
-        one rounding, as the kernel computes: (q - 8) * scale + zero.
+        own order: the packed bytes hold ``block`` rows K-major (the layout: unpack_int4), so
+        the nibbles unpack into the transposed weight [K, N] with contiguous runs of
+        block / 2 values, and the scales and zeros ([K / group, N]) apply to it without a
+        transpose. All in bf16, with one rounding, as the kernel computes:
+        (q - 8) * scale + zero.
         """
         n, k = self.packed.shape[0], self.packed.shape[1] * 2
         block = int4_unpack_block()
@@ -162,7 +162,7 @@ class Int4Linear:
         scales = self.scales_and_zeros[..., 0].contiguous().unsqueeze(1)  # [K / group, 1, N]
         zeros = self.scales_and_zeros[..., 1].contiguous().unsqueeze(1)
         torch.addcmul(zeros, grouped, scales, out=grouped)
-        return DenseLinear.transposed(transposed.view(k, n), self.bias)
+        return DenseLinear(transposed.view(k, n).t(), self.bias, torch.bfloat16, keep_layout=True)
 
 
 def unpack_int4(packed: torch.Tensor, block: int) -> torch.Tensor:
