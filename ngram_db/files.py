@@ -10,10 +10,14 @@ secret (a private key block, an AWS, GitHub, GitLab, Slack, Stripe, Google or np
 skipped whatever their name. Symbolic links are never followed.
 
 ``save_skip_reason`` applies the same rules to one saved file (the language server's didSave).
+
+Every git call goes through ``_git``: two plumbing commands (``ls-files``, ``check-ignore``)
+under settings that let no program the repository names run (docs/privacy.md, Security).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -67,6 +71,39 @@ _SECRET_TEXT = re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS.values())
 _MINIFIED_MIN_BYTES = 2_000
 _MINIFIED_MEAN_LINE = 300  # characters per line on average: minified or data, not code
 
+# git: the only program we run. A repository's own config (.git/config, which an archive can
+# carry) may name programs for git to run; settings given with -c win over every config file.
+# These switch off each one that ls-files and check-ignore can reach. The others are read by
+# commands we never run (diff, editor, filters, signing), only on a terminal (a pager, and
+# --no-pager besides), or only by a fetch, which GIT_ENV forbids (ssh, credentials).
+GIT_CONFIG = (
+    # no fsmonitor hook or daemon. Empty, not "false": before git 2.36 the value is a hook's
+    # path, and "false" would be run as one
+    "core.fsmonitor=",
+    "core.hooksPath=/dev/null",  # no hook runs, whatever the command
+    "core.untrackedCache=false",  # read and write no cache of the untracked files
+)
+GIT_ENV = {
+    # No transport at all (an empty list of allowed ones): in a partial clone, reading a
+    # .gitignore that is only in the index fetches it from the promisor remote, whose URL the
+    # repository sets (ext::COMMAND runs COMMAND; a local path runs its uploadpack).
+    "GIT_ALLOW_PROTOCOL": "",
+    "GIT_NO_LAZY_FETCH": "1",  # git 2.44+: not even try that fetch
+    "GIT_TERMINAL_PROMPT": "0",  # never ask on the terminal (the server's stdin is LSP)
+    "GIT_OPTIONAL_LOCKS": "0",  # never write the index
+}
+# From the caller's environment every GIT_* variable is dropped (GIT_DIR, GIT_CONFIG_PARAMETERS,
+# GIT_EXTERNAL_DIFF, GIT_SSH_COMMAND ...), except where the user's own config files are: those
+# and the system file are the user's and the administrator's, not the repository's, and hold
+# safe.directory and core.excludesFile (what the user's own git would list).
+_USER_GIT_VARS = frozenset({"GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"})
+# A call still running after this is stuck (a FIFO where a .gitignore should be: git waits on
+# it for ever); the caller then does without git.
+GIT_LIST_TIMEOUT_S = 120.0  # ls-files of the whole tree
+GIT_CHECK_TIMEOUT_S = 10.0  # check-ignore of one path, on a save
+
+log = logging.getLogger(__name__)
+
 
 _IGNORED_DIRS_SPEC = pathspec.PathSpec.from_lines("gitwildmatch", IGNORED_DIRS)
 _GENERATED_SPEC = pathspec.PathSpec.from_lines("gitwildmatch", GENERATED_FILES)
@@ -89,17 +126,39 @@ def _spec(patterns: Iterable[str]) -> pathspec.PathSpec:
     return pathspec.PathSpec.from_lines("gitwildmatch", list(patterns))
 
 
-def git_files(root: Path) -> list[str] | None:
-    """Files git tracks or would track under root (relative paths), or None outside git."""
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _USER_GIT_VARS}
+    return env | GIT_ENV
+
+
+def _git(root: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[bytes] | None:
+    """``git -C root ARGS`` with no program the repository names allowed to run.
+
+    None when git is not installed or did not finish within ``timeout`` seconds.
+    """
+    command = ["git", "--no-pager", "-C", str(root)]
+    for setting in GIT_CONFIG:
+        command += ["-c", setting]
     try:
-        result = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+        return subprocess.run(
+            [*command, *args],
+            env=_git_env(),
+            stdin=subprocess.DEVNULL,
             capture_output=True,
+            timeout=timeout,
             check=False,
         )
     except OSError:  # no git on this machine
         return None
-    if result.returncode != 0:
+    except subprocess.TimeoutExpired:
+        log.warning("git %s in %s took over %.0f s; going without git", args[0], root, timeout)
+        return None
+
+
+def git_files(root: Path) -> list[str] | None:
+    """Files git tracks or would track under root (relative paths), or None outside git."""
+    result = _git(root, "ls-files", "-co", "--exclude-standard", "-z", timeout=GIT_LIST_TIMEOUT_S)
+    if result is None or result.returncode != 0:
         return None
     files = [os.fsdecode(p) for p in result.stdout.split(b"\0") if p]
     if not files and _ignored_by_git(root):
@@ -108,10 +167,24 @@ def git_files(root: Path) -> list[str] | None:
 
 
 def _ignored_by_git(root: Path) -> bool:
-    ignored = subprocess.run(
-        ["git", "-C", str(root), "check-ignore", "-q", "."], capture_output=True, check=False
-    )
-    return ignored.returncode == 0
+    ignored = _git(root, "check-ignore", "-q", ".", timeout=GIT_CHECK_TIMEOUT_S)
+    return ignored is not None and ignored.returncode == 0
+
+
+def _ignore_file_text(path: Path) -> str | None:
+    """A .gitignore's text; None unless it is a regular file.
+
+    Like git, never through a link; and never a FIFO, which would block the read for ever.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read().decode("utf-8", errors="replace")
 
 
 class GitignoreRules:
@@ -123,12 +196,11 @@ class GitignoreRules:
 
     def _spec(self, folder: str) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._specs:
-            try:
-                lines = (self.root / folder / ".gitignore").read_text(errors="replace")
-            except OSError:
+            text = _ignore_file_text(self.root / folder / ".gitignore")
+            if text is None:
                 self._specs[folder] = None
             else:
-                self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(lines.splitlines())
+                self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(text.splitlines())
         return self._specs[folder]
 
     def ignored(self, rel: str) -> bool:
@@ -244,14 +316,7 @@ def text_skip_reason(text: str, skip_secrets: bool = True) -> str | None:
 
 def _gitignored(root: Path, rel: str) -> bool:
     """Whether git (or, outside git, the tree's .gitignore files) ignores ``rel`` under root."""
-    try:
-        result = subprocess.run(
-            ["git", "-C", str(root), "check-ignore", "-q", "--", rel],
-            capture_output=True,
-            check=False,
-        )
-    except OSError:  # no git on this machine
-        result = None
+    result = _git(root, "check-ignore", "-q", "--", rel, timeout=GIT_CHECK_TIMEOUT_S)
     if result is not None and result.returncode in (0, 1) and not _ignored_by_git(root):
         return result.returncode == 0
     return GitignoreRules(root).ignored(rel)  # outside git, or a folder git ignores
