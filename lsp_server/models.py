@@ -65,6 +65,15 @@ def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
     return Engine(loaded)
 
 
+def load_store_tokenizer(settings: ModelSettings) -> Any:
+    """The model's tokenizer alone, as the stores count with it (index-repo's loader: a
+    tokenizer.json loads in a fraction of a second, without the model or torch)."""
+    from lsp_server.embedded import DEFAULT_MODEL
+    from ngram_db.cli import load_tokenizer
+
+    return load_tokenizer(DEFAULT_MODEL if tiny_requested(settings.model) else settings.model)
+
+
 def load_engine(settings: ModelSettings) -> Engine:
     """The engine for the model settings (see the module docstring for ``tiny-random``)."""
     if tiny_requested(settings.model):

@@ -9,7 +9,12 @@ whose id is an object fails later, with the traceback in the error sent back.
 
 ``FramedStdin`` wraps stdin and hands pygls only well-formed frames of bounded size: after a
 bad header it logs what was wrong and resynchronises at the next ``Content-Length:`` header.
-``SuperposedProtocol`` answers every request it cannot structure with a one-line error.
+``SuperposedProtocol`` answers every request it cannot structure with a one-line error, and
+drops (with a log line) a notification it cannot structure. A string field must hold a
+string: cattrs' default turns ``"text": null`` into the text ``"None"``, which a didChange
+then inserted into the document. A change to a document that was never opened is ignored
+(pygls raised KeyError, which clients show as a pop-up), and ``shutdown`` with requests in
+flight no longer fails (pygls iterated over its futures while they completed).
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import cattrs
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 log = logging.getLogger(__name__)
 
@@ -172,13 +178,30 @@ def _one_line(exc: BaseException) -> str:
     return str(exc)
 
 
+def _strict_str(value: Any, _: type) -> str:
+    """cattrs' structure hook for ``str``: a string, never another value's repr."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
 class SuperposedProtocol(LanguageServerProtocol):
     """pygls's protocol, answering every request: bad params or a bad id get a one-line error."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._converter.register_structure_hook(str, _strict_str)
+
     def structure_message(self, data: dict[str, Any]) -> Any:
-        if "jsonrpc" not in data or "method" not in data or "id" not in data:
-            return super().structure_message(data)  # nested objects, notifications, responses
+        if "jsonrpc" not in data or "method" not in data:
+            return super().structure_message(data)  # nested objects, responses
         method = data["method"]
+        if "id" not in data:  # a notification: nobody to answer, so drop it and say why
+            try:
+                return super().structure_message(data)
+            except JsonRpcException as exc:
+                log.warning("dropped a %s notification: invalid params: %s", method, _one_line(exc))
+                return _Answered()
         if not _valid_id(data["id"]):  # JSON-RPC: Invalid Request, answered with a null id
             message = f"{method}: the request id must be an integer or a string"
             log.warning("rejected a request with id %r: %s", data["id"], message)
@@ -195,6 +218,27 @@ class SuperposedProtocol(LanguageServerProtocol):
     def handle_message(self, message: Any) -> None:
         if not isinstance(message, _Answered):
             super().handle_message(message)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams) -> Any:
+        """pygls's handler, for open documents only (others are logged and ignored)."""
+        uri = params.text_document.uri
+        if unquote(uri) not in self.workspace.text_documents:
+            log.warning("ignored a change to %s, which is not open (no didOpen came first)", uri)
+            return None
+        return (yield from super().lsp_text_document__did_change(params))
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        """pygls's handler over a copy of the requests in flight, which complete meanwhile."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
 
     def _reject(self, msg_id: int | str | None, code: int, message: str) -> None:
         """An error response; written as a dict, since pygls's converter would drop a null id."""

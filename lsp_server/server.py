@@ -16,6 +16,7 @@ Tests slow the model's load and steps through their own entry point
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -48,14 +49,15 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.memory import Memory, store_list
-from lsp_server.models import load_engine
+from lsp_server.models import load_engine, load_store_tokenizer
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores, WriteQueue, accepted_name, explain
 from lsp_server.warmup import WARM_IDLE_S, prefill_missing
-from ngram_db.errors import NgramStoreError
+from ngram_db.errors import NgramStoreError, StoreClosed
 from ngram_db.store import NgramStore
+from ngram_db.tokenizer import as_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,7 @@ class SuperposedServer(LanguageServer):
         self.scheduler = Scheduler(self.counters)
         self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
         self._early_saves: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
+        self.stores_ready = threading.Event()  # the stores are open (or cannot be, the load failed)
 
     # -- settings and model -------------------------------------------------------------
 
@@ -128,40 +131,70 @@ class SuperposedServer(LanguageServer):
         progress = self._progress_supported()
         if progress:
             await self.work_done_progress.create_async(token)
-        loop = asyncio.get_running_loop()
         model = self.settings.model
 
         def report(kind: str, message: str) -> None:
             if progress:
-                loop.call_soon_threadsafe(self._progress, token, kind, message)
+                self._call_soon(self._progress, token, kind, message)
 
         def load() -> None:
             report("begin", f"loading {model.model}")
-            loop.call_soon_threadsafe(self._status, "loading", f"loading {model.model}")
+            self._call_soon(self._status, "loading", f"loading {model.model}")
+            # The stores need only the tokenizer (well under a second): saves made while the
+            # model loads are learned at once, not lost when the editor quits before it is up.
+            self._open_stores(partial(load_store_tokenizer, model))
             try:
                 engine = load_engine(model)
             except EngineError as err:  # a problem the user must fix: say what to do
                 self.engine_error = str(err)
-                loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
+                self._call_soon(self._show_error, f"superposed: {err}")
                 report("end", f"failed: {err}")
-                loop.call_soon_threadsafe(self._status, "error", str(err))
+                self._call_soon(self._status, "error", str(err))
+                self.stores_ready.set()
                 return
             # The stores count token ids of this model's tokenizer: open them with it.
-            if self.stores is not None:
-                self.stores.configure(self.settings.stores)
-            self.stores = Stores(engine.tokenizer, self.settings.stores, report=self._say_once)
+            if (
+                self.stores is None
+                or self.stores.fingerprint != as_tokenizer(engine.tokenizer).fingerprint
+            ):
+                self._open_stores(lambda: engine.tokenizer)
             self.memory = Memory(engine.tokenizer)
             self.engine, self.engine_error = engine, None
-            loop.call_soon_threadsafe(self._apply_early_saves)
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
-            loop.call_soon_threadsafe(self._status, "ready")
+            self._call_soon(self._status, "ready")
             notice = terms_notice(engine.name)
             if notice is not None:  # the user who picked the model sees its terms
-                loop.call_soon_threadsafe(self._show_info, f"superposed: {notice}")
+                self._call_soon(self._show_info, f"superposed: {notice}")
 
         self.engine = None
+        self.stores_ready.clear()
         self.scheduler.submit(load)
+
+    def _open_stores(self, tokenizer: Callable[[], Any]) -> None:
+        """On the engine thread: (re)open the stores with ``tokenizer()``, then learn the
+        files saved meanwhile. A tokenizer that cannot load leaves it to the model's."""
+        try:
+            loaded = tokenizer()
+        except Exception:  # e.g. a hub id without network: the model's load says what to do
+            log.warning(
+                "the stores wait for the model: its tokenizer did not load alone", exc_info=True
+            )
+            return
+        if self.stores is not None:
+            self.stores.close()  # writes queued for it run again on the new stores
+        self.stores = Stores(loaded, self.settings.stores, report=self._say_once)
+        self.stores_ready.set()
+        self._call_soon(self._apply_early_saves)
+
+    def _call_soon(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run ``callback(*args)`` on the event loop (from any thread); nothing once the loop
+        is closed (the server is exiting: a model load or a write finished after ``exit``)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # closed between the check and the call
+            loop.call_soon_threadsafe(callback, *args)
 
     def _status(self, state: str, message: str | None = None, percent: int | None = None) -> None:
         """Send superposed/status (event loop only): ``state`` is loading, indexing, ready or
@@ -214,7 +247,7 @@ class SuperposedServer(LanguageServer):
                 )
 
         if self.loop is not None:
-            self.loop.call_soon_threadsafe(show)
+            self._call_soon(show)
         else:
             log.warning("%s", message)
 
@@ -327,7 +360,7 @@ class SuperposedServer(LanguageServer):
         except NgramStoreError as err:  # the user must fix it: say so once, serve without
             if str(err) not in self._reported and self.loop is not None:
                 self._reported.add(str(err))
-                self.loop.call_soon_threadsafe(
+                self._call_soon(
                     self._show_error, f"superposed: n-gram store unusable: {explain(err)}"
                 )
             return None
@@ -386,8 +419,7 @@ class SuperposedServer(LanguageServer):
             self.counters["cancelled"] += 1
             return None
         except EngineError as err:  # e.g. a method the model cannot run: say so, answer nothing
-            if self.loop is not None:
-                self.loop.call_soon_threadsafe(self._show_error, f"superposed: {err}")
+            self._call_soon(self._show_error, f"superposed: {err}")
             return None
 
     def close_document(self, uri: str) -> None:
@@ -418,10 +450,19 @@ class SuperposedServer(LanguageServer):
         self._queue_save(path, text)
 
     def _queue_save(self, path: Path, text: str) -> None:
-        stores, roots, loop = self.stores, self._roots(), asyncio.get_running_loop()
-        assert stores is not None
-        future = self.writes.submit(f"save:{path}", partial(stores.update_file, path, text, roots))
-        future.add_done_callback(lambda f: loop.call_soon_threadsafe(self._saved, path, f))
+        roots = self._roots()
+        future = self.writes.submit(
+            f"save:{path}", partial(self._on_stores, "update_file", path, text, roots)
+        )
+        future.add_done_callback(lambda f: self._call_soon(self._saved, path, f))
+
+    def _on_stores(self, method: str, *args: Any) -> Any:
+        """On the write thread: ``method`` of the stores open when the write runs, not when it
+        was queued (a model switch reopens them; a write for closed ones is run again)."""
+        stores = self.stores
+        if stores is None:
+            raise StoreClosed("the stores are being opened")
+        return getattr(stores, method)(*args)
 
     def _saved(self, path: Path, future: Future[Any]) -> None:
         """A queued save has run: count it (a replaced or failed one is not counted)."""
@@ -462,7 +503,7 @@ class SuperposedServer(LanguageServer):
             return {"learned": False}
         learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
         self.counters["accepted"] += 1
-        future = self.writes.submit(name, partial(stores.learn_text, learned, name))
+        future = self.writes.submit(name, partial(self._on_stores, "learn_text", learned, name))
         future.add_done_callback(lambda _: self._stores_changed())
         finished, ok = await self._written(future, ACCEPT_WAIT_S)
         return {"learned": bool(ok)} if finished else {"learned": True, "queued": True}
@@ -484,7 +525,9 @@ class SuperposedServer(LanguageServer):
         if item is not None and path is None:
             return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
         roots = self._roots()
-        future = self.writes.submit(f"forget:{uuid.uuid4()}", partial(stores.forget, path, roots))
+        future = self.writes.submit(
+            f"forget:{uuid.uuid4()}", partial(self._on_stores, "forget", path, roots)
+        )
         future.add_done_callback(lambda _: self._stores_changed(forgotten=True))
         finished, result = await self._written(future, FORGET_WAIT_S)
         return result if finished else {"queued": True}
@@ -507,14 +550,13 @@ class SuperposedServer(LanguageServer):
             await self.work_done_progress.create_async(token)
             self._progress(token, "begin", "indexing the workspace")
         self._status("indexing", "indexing the workspace", 0)
-        loop = asyncio.get_running_loop()
 
         def report(done: int, total: int, path: str) -> None:
             pct = int(100 * done / total) if total else 100
             msg = f"{done}/{total} {path}"
             if progress:
-                loop.call_soon_threadsafe(self._progress, token, "report", msg, pct)
-            loop.call_soon_threadsafe(self._status, "indexing", msg, pct)
+                self._call_soon(self._progress, token, "report", msg, pct)
+            self._call_soon(self._status, "indexing", msg, pct)
 
         results = []
         try:
@@ -539,6 +581,7 @@ class SuperposedServer(LanguageServer):
             "settings": to_dict(self.settings),
             "counters": dict(self.counters),
             "stores": self.stores.stats(self._roots()) if self.stores else None,
+            "writes": {"pending": self.writes.pending(), "retried": self.writes.retries},
             "compiledStep": engine.compile_status() if engine else None,
             "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
@@ -595,10 +638,16 @@ async def initialized(ls: SuperposedServer, params: types.InitializedParams) -> 
 
 @SERVER.feature(types.SHUTDOWN)
 async def shutdown(ls: SuperposedServer, params: None) -> None:
-    """Queued saves are written before the server exits (a lock may have held them back)."""
+    """Queued saves are written before the server exits (a lock may have held them back, or
+    the stores were still opening: saves made just after the start are kept too)."""
     loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, ls.stores_ready.wait, SHUTDOWN_WAIT_S)
+    if ls.stores is not None:
+        ls._apply_early_saves()
     if not await loop.run_in_executor(None, ls.writes.drain, SHUTDOWN_WAIT_S):
         log.warning("shutdown: %d store write(s) not written", ls.writes.pending())
+    if ls._early_saves:
+        log.warning("shutdown: %d save(s) not written: no store opened", len(ls._early_saves))
 
 
 @SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

@@ -16,6 +16,7 @@ is reported once (through ``report``) and left out; the other store keeps servin
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -32,8 +33,9 @@ import numpy as np
 from lsp_server.engine.ngram import NgramResult, NgramSource
 from lsp_server.settings import StoreSettings
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
-from ngram_db.errors import Advice, NgramStoreError, StoreBusy, advised
+from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
 from ngram_db.files import save_skip_reason
+from ngram_db.tokenizer import as_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +44,24 @@ ACCEPTED_PREFIX = "accepted:"  # the user store's pseudo-files, one per accepted
 # tokens, so 1,000 of them weigh about as much as one mid-sized source file: enough to learn
 # the user's recent habits, small enough that old drafts (and anything typed by mistake) fade.
 ACCEPTED_KEEP = 1_000
+INDEX_RESUMES = 3  # an index run resumes this often after its store was reopened under it
 
 Progress = Callable[[int, int, str], None]
 Report = Callable[[str], None]  # a problem the user must fix, said once per problem
 T = TypeVar("T")
+# Errors after which the same write succeeds later, the store untouched: another writer's
+# lock, a full disk, a store closed under the call (the settings named another file).
+TRANSIENT = (StoreBusy, StoreFull, StoreClosed)
 
 _OTHER_PATH = "choose another store path (superposed.codebaseDb / superposed.userDb)"
 # What the editor's user can do about each store error (subclasses first).
 ADVICE: Advice = (
     (errors.StoreBusy, "try again once the other writer is done"),
+    (
+        errors.StoreFull,
+        "free some space on its disk: saves and accepted drafts are kept and written then, "
+        f"without a restart; or {_OTHER_PATH}",
+    ),
     (
         errors.StoreUnwritable,
         "check that the file and its folder are writable by you and the disk has room, "
@@ -79,6 +90,18 @@ def explain(err: NgramStoreError) -> str:
     return advised(err, ADVICE)
 
 
+class UnresolvablePath(ValueError):
+    """A path that cannot be resolved: a loop of symbolic links on its way."""
+
+
+def resolved(path: Path) -> Path:
+    """``path`` with every symbolic link resolved; UnresolvablePath for a loop of links."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:  # Python 3.11 raises RuntimeError("Symlink loop")
+        raise UnresolvablePath(f"{path} goes through a loop of symbolic links ({err})") from err
+
+
 def repo_root(path: Path) -> Path | None:
     """The nearest folder at or above ``path`` that holds a ``.git``."""
     for folder in [path, *path.parents]:
@@ -88,16 +111,29 @@ def repo_root(path: Path) -> Path | None:
 
 
 def workspace_root(path: Path, roots: Sequence[Path]) -> Path | None:
-    """The innermost workspace root that contains ``path`` once both are resolved."""
-    path = path.resolve()
-    inside = [r.resolve() for r in roots]
+    """The innermost workspace root that contains ``path`` once both are resolved (None for a
+    path that cannot be resolved: it is in no workspace anyone can name)."""
+    try:
+        path = resolved(path)
+    except UnresolvablePath:
+        return None
+    inside = []
+    for root in roots:
+        with contextlib.suppress(UnresolvablePath):
+            inside.append(resolved(root))
     inside = [r for r in inside if path == r or r in path.parents]
     return max(inside, key=lambda r: len(r.parts)) if inside else None
 
 
 def root_for(path: Path, roots: Sequence[Path]) -> Path | None:
     """The innermost workspace root that contains ``path``, else its git repository."""
-    return workspace_root(path, roots) or repo_root(path.resolve().parent)
+    inside = workspace_root(path, roots)
+    if inside is not None:
+        return inside
+    try:
+        return repo_root(resolved(path).parent)
+    except UnresolvablePath:
+        return None
 
 
 class _Guarded:
@@ -133,27 +169,58 @@ class Stores:
         self._user: NgramStore | None = None
         self._broken: dict[Path, NgramStoreError] = {}  # store file -> why it is not used
         self._lock = threading.RLock()  # opening and swapping stores; SQLite does the rest
+        self._closed = False  # close() was called: the server opened new Stores instead
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The fingerprint of the tokenizer the stores count with."""
+        return str(as_tokenizer(self._tokenizer).fingerprint)
 
     def configure(self, settings: StoreSettings) -> None:
-        """New settings: stores reopen on next use (and broken ones are tried again)."""
+        """New settings. A store closes (and reopens on next use) only when its file or its
+        orders changed: a weight is not a path, and closing a store under a write made the
+        write fail. Stores that failed are tried again."""
         with self._lock:
-            self._settings = settings
-            self._close_all()
+            old, self._settings = self._settings, settings
+            reopen_codebase = (old.codebase_db, old.orders) != (
+                settings.codebase_db,
+                settings.orders,
+            )
+            reopen_user = (old.user_db, old.orders, old.user_store) != (
+                settings.user_db,
+                settings.orders,
+                settings.user_store,
+            )
+            closing = [*self._codebase.values()] if reopen_codebase else []
+            if reopen_codebase:
+                self._codebase = {}
+            if reopen_user and self._user is not None:
+                closing.append(self._user)
+                self._user = None
             self._broken.clear()
+        for store in closing:  # waits for a transaction in progress; later calls reopen
+            store.close()
 
-    def _close_all(self) -> None:
-        for store in [*self._codebase.values(), self._user]:
-            if store is not None:
-                store.close()
-        self._codebase, self._user = {}, None
+    def close(self) -> None:
+        """Close every store (the model, and so the tokenizer, is being replaced); later calls
+        that open a store raise StoreClosed."""
+        with self._lock:
+            self._closed = True
+            closing = [*self._codebase.values(), *([self._user] if self._user else [])]
+            self._codebase, self._user = {}, None
+        for store in closing:
+            store.close()
 
     # -- opening, and leaving out what fails ----------------------------------------------
 
     def _open(self, path: Path) -> NgramStore | None:
         """The store at ``path``, or None (reported once) when it cannot be used.
 
-        StoreBusy passes through: a lock is not a broken store, the caller retries.
+        StoreBusy passes through: a lock is not a broken store, the caller retries; and so
+        does StoreClosed once these Stores are closed.
         """
+        if self._closed:
+            raise StoreClosed(f"the stores were closed before {path} could be opened")
         if path in self._broken:
             return None
         try:
@@ -170,27 +237,48 @@ class Stores:
 
     def _failed(self, store: NgramStore, err: NgramStoreError) -> None:
         """A store failed while in use: close it and leave it out until settings change."""
-        if isinstance(err, StoreBusy):
-            return  # another writer: the store is fine
+        if isinstance(err, TRANSIENT):
+            return  # another writer, a full disk, a store reopened: the file is fine
         with self._lock:
             if store.path is None or store.path in self._broken:
                 return
             self._broken[store.path] = err
-            self._codebase = {r: s for r, s in self._codebase.items() if s is not store}
-            if self._user is store:
-                self._user = None
+        self._drop(store)
         store.close()
         self._report(f"n-gram store not used: {explain(err)}")
 
     def _use(self, store: NgramStore, action: Callable[[], T]) -> T | None:
-        """Run ``action`` on ``store``; None if the store failed (StoreBusy passes through)."""
+        """Run ``action`` on ``store``; None if the store failed.
+
+        The TRANSIENT errors pass through, for the write queue to retry the write; a full
+        disk is also said (once per store and run of failures).
+        """
         try:
-            return action()
-        except StoreBusy:
+            result = action()
+        except TRANSIENT as err:
+            if isinstance(err, StoreFull):
+                self._report(f"n-gram store cannot be written now: {explain(err)}")
+            if isinstance(err, StoreClosed):
+                self._drop(store)  # the next call opens the file the settings name now
             raise
         except NgramStoreError as err:
             self._failed(store, err)
             return None
+        return result
+
+    def _read(self, store: NgramStore, action: Callable[[], T]) -> T | None:
+        """``_use`` for reads: None, the store left as it is, when it was just closed."""
+        try:
+            return self._use(store, action)
+        except StoreClosed:
+            return None
+
+    def _drop(self, store: NgramStore) -> None:
+        """Forget an open store object (it stays usable by whoever holds it)."""
+        with self._lock:
+            self._codebase = {r: s for r, s in self._codebase.items() if s is not store}
+            if self._user is store:
+                self._user = None
 
     def _codebase_path(self, root: Path) -> Path:
         configured = self._settings.codebase_db
@@ -259,20 +347,27 @@ class Stores:
         """A saved file's new text replaces its old contribution (codebase and user stores).
 
         Returns why it was not learned (its old contribution is then removed), or None.
+        A write that may succeed later (TRANSIENT) raises: the write queue retries it.
         """
-        root = workspace_root(path, roots)
+        try:
+            real = resolved(path)
+        except UnresolvablePath as err:
+            self._report(f"not learned: {err}")
+            return "symlink loop"
+        root = workspace_root(real, roots)
         if root is None:
             return "outside the workspace"
-        resolved = path.resolve()
-        key = str(resolved)  # index_repo's keys: absolute, resolved
-        reason = save_skip_reason(resolved, root, text, self._settings.max_file_bytes)
+        key = str(real)  # index_repo's keys: absolute, resolved
+        reason = save_skip_reason(real, root, text, self._settings.max_file_bytes)
+        written = True
         for store in (self.codebase(root), self.user()):
             if store is None:
                 continue
-            if reason is None:
-                self._use(store, partial(store.update_file, key, text))
-            else:
-                self._use(store, partial(store.remove_file, key))
+            write = store.update_file if reason is None else store.remove_file
+            args = (key, text) if reason is None else (key,)
+            written &= self._use(store, partial(write, *args)) is not None
+        if reason is None and not written:
+            return "store not usable"  # said once by _failed
         return reason
 
     def learn_text(self, text: str, name: str | None = None) -> bool:
@@ -300,7 +395,10 @@ class Stores:
             if user is not None:
                 removed[str(user.path)] = self._use(user, user.clear) or 0
             return {"removed": removed}
-        target = path.resolve()
+        try:
+            target = resolved(path)
+        except UnresolvablePath:  # a key can still be erased by the path as given
+            target = path.absolute()
         root = workspace_root(target, roots)
         stores = [user, self.codebase(root, create=False) if root is not None else None]
         for store in stores:
@@ -309,19 +407,26 @@ class Stores:
         return {"removed": removed}
 
     def index_root(self, root: Path, progress: Progress | None = None) -> dict[str, Any]:
-        """Index (incrementally) every file of ``root`` into its codebase store."""
-        try:
-            store = self.codebase(root)
-        except StoreBusy as err:
-            return {"error": explain(err)}
-        if store is None:
-            return {"error": self.problem(self._codebase_path(root))}
-        try:
-            summary = index_repo(root, store, progress=progress or False)
-        except NgramStoreError as err:
-            self._failed(store, err)
-            return {"error": explain(err)}
-        return summary.as_dict()
+        """Index (incrementally) every file of ``root`` into its codebase store.
+
+        A store closed under the run (the settings named another store file) is reopened and
+        the run resumes: files already indexed are skipped by their content hash.
+        """
+        for _ in range(INDEX_RESUMES + 1):
+            try:
+                store = self.codebase(root)
+            except StoreBusy as err:
+                return {"error": explain(err)}
+            if store is None:
+                return {"error": self.problem(self._codebase_path(root))}
+            try:
+                return index_repo(root, store, progress=progress or False).as_dict()
+            except StoreClosed:
+                log.info("index of %s: its store was reopened, resuming", root)
+            except NgramStoreError as err:
+                self._failed(store, err)
+                return {"error": explain(err)}
+        return {"error": f"the store of {root} kept changing during the index run: run it again"}
 
     def problem(self, path: Path) -> str:
         """Why the store at ``path`` is not used."""
@@ -351,7 +456,7 @@ class Stores:
             return (
                 {"path": str(path), "error": self.problem(path)} if path in self._broken else None
             )
-        stats = self._use(store, store.stats)
+        stats = self._read(store, store.stats)
         return stats if stats is not None else {"path": str(path), "error": self.problem(path)}
 
 
@@ -361,16 +466,22 @@ def accepted_name() -> str:
 
 
 class WriteQueue:
-    """Store writes on one thread, in order; a write that meets a lock is retried, not lost.
+    """Store writes on one thread, in order; a write that cannot be made now is retried, not
+    lost.
 
     A write is keyed (a saved file's path, an accepted draft's name): a newer write under
     the same key replaces one still waiting (whose future is cancelled). A write that raises
-    StoreBusy (another process held the lock for longer than the busy timeout) stays first in
-    line and runs again after ``retry_s``; any other error ends its future (and is logged).
+    one of the TRANSIENT errors stays first in line and runs again: at once after its store
+    was reopened, after ``retry_s`` after another process's lock, and after a full disk with a
+    delay that doubles up to ``max_retry_s`` (the store recovers by itself once there is room).
+    Its future ends only once it is written. Any other error ends its future (and is logged).
     """
 
-    def __init__(self, retry_s: float = 1.0) -> None:
+    def __init__(self, retry_s: float = 1.0, max_retry_s: float = 30.0) -> None:
         self._retry_s = retry_s
+        self._max_retry_s = max_retry_s
+        self._full_s = retry_s  # the next wait after a full disk; back to retry_s on a write
+        self.retries = 0  # writes run again, all causes (superposed.stats)
         self._items: OrderedDict[str, tuple[Callable[[], Any], Future[Any]]] = OrderedDict()
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
@@ -405,9 +516,10 @@ class WriteQueue:
             write, future = item
             try:
                 result = write()
-            except StoreBusy as err:
-                log.warning("store busy, will retry %s: %s", key, err)
-                time.sleep(self._retry_s)
+            except TRANSIENT as err:
+                self.retries += 1
+                time.sleep(self._delay(err))
+                log.warning("store write %s not made, retrying: %s", key, err)
                 continue
             except Exception as err:  # a bug: log it, keep serving the other writes
                 log.exception("store write %s failed", key)
@@ -416,10 +528,20 @@ class WriteQueue:
                 with contextlib.suppress(InvalidStateError):  # cancelled meanwhile
                     future.set_exception(err)
                 continue
+            self._full_s = self._retry_s
             with self._cond:
                 self._done(key, item)
             with contextlib.suppress(InvalidStateError):
                 future.set_result(result)
+
+    def _delay(self, err: NgramStoreError) -> float:
+        """Seconds to wait before running a write again after ``err``."""
+        if isinstance(err, StoreClosed):
+            return 0.0  # the next call opens the store the settings name now
+        if isinstance(err, StoreFull):
+            delay, self._full_s = self._full_s, min(2 * self._full_s, self._max_retry_s)
+            return delay
+        return self._retry_s
 
     def _done(self, key: str, item: tuple[Callable[[], Any], Future[Any]]) -> None:
         if self._items.get(key) is item:  # not replaced by a newer write meanwhile

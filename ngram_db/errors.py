@@ -39,6 +39,16 @@ class StoreUnwritable(NgramStoreError):
     """The store or its folder cannot be created, opened or written (permissions, disk)."""
 
 
+class StoreFull(StoreUnwritable):
+    """The disk (or the store's size limit) is full: this write was not made, earlier ones are
+    kept, and the same write succeeds once there is room."""
+
+
+class StoreClosed(NgramStoreError):
+    """The store object was closed (the settings named another store, or the model changed)
+    while this call was on its way: the store file is fine; reopen it and call again."""
+
+
 # What to do about a failure depends on who asks (index-repo's flags, the editor's settings):
 # each front end keeps its own advice per error class and says it with ``advised``.
 Advice = tuple[tuple[type[NgramStoreError], str], ...]

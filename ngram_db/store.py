@@ -22,6 +22,7 @@ index-repo and the editor, so ngram_db/cli.py and lsp_server/stores.py say it.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sqlite3
@@ -36,13 +37,16 @@ import sqlite_utils
 
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
 from ngram_db import keys as K
+from ngram_db import suffix_store
 from ngram_db.errors import (
     NgramStoreError,
     NotAStore,
     OrdersMismatch,
     SchemaMismatch,
     StoreBusy,
+    StoreClosed,
     StoreCorrupt,
+    StoreFull,
     StoreUnwritable,
     TokenizerMismatch,
 )
@@ -110,8 +114,8 @@ def _check_header(path: Path) -> None:
 
 
 def delete_store_files(path: Path) -> None:
-    """Remove a store and its WAL side files (what --rebuild does)."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    """Remove a store, its WAL side files and its suffix index (what --rebuild does)."""
+    for suffix in ("", "-wal", "-shm", "-journal", suffix_store.SUFFIX):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
@@ -137,17 +141,31 @@ def make_private_dirs(folder: Path) -> None:
         ) from err
 
 
-def _create_private(file: Path) -> None:
-    """Create an absent store file with mode 0600; make existing store files 0600."""
-    try:
-        if not file.exists():
-            os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
-    except FileExistsError:
-        pass  # another process created it meanwhile
-    except OSError as err:
-        raise StoreUnwritable(
-            f"cannot create the n-gram store {file} ({err.strerror or err})"
-        ) from err
+def _create_private(file: Path, tok: Tokenizer, orders: tuple[int, ...] | None) -> None:
+    """Create an absent store file, mode 0600, whole: the schema is written to a private
+    temporary file that is then linked into place, so no other process ever sees a store
+    file without its schema (a second server opening the same store took the 0-byte file of
+    one being created for a damaged one). Existing store files are made 0600."""
+    if not file.exists():
+        temporary = file.with_name(f".{file.name}.{os.getpid()}-{threading.get_ident()}.new")
+        try:
+            os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
+            conn = _connect(str(temporary))
+            try:
+                _init_or_read_meta(conn, temporary, tok, orders)
+                conn.execute("PRAGMA journal_mode = WAL")
+            finally:
+                conn.close()
+            _link_or_move(temporary, file)
+        except FileExistsError:
+            pass  # theirs is whole too: use it
+        except (OSError, sqlite3.Error) as err:
+            raise StoreUnwritable(
+                f"cannot create the n-gram store {file} ({getattr(err, 'strerror', None) or err})"
+            ) from err
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{temporary}{suffix}").unlink(missing_ok=True)
     for suffix in ("", "-wal", "-shm", "-journal"):
         side = Path(f"{file}{suffix}")
         try:
@@ -157,10 +175,26 @@ def _create_private(file: Path) -> None:
             pass  # not ours to change (another user's file): SQLite says what it can do
 
 
+def _link_or_move(source: Path, target: Path) -> None:
+    """Put ``source`` at ``target`` unless it exists (FileExistsError): a hard link, which
+    never replaces; where the filesystem has none, a rename after a check."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+            raise
+        if target.exists():
+            raise FileExistsError(target) from err
+        os.rename(source, target)
+
+
 # SQLite's primary result codes (sqlite3.h) that name what went wrong
 _BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
-_ACCESS_CODES = {3, 8, 10, 13, 14, 23}  # PERM, READONLY, IOERR, FULL, CANTOPEN, AUTH
+_FULL_CODE = 13  # SQLITE_FULL: the disk, or PRAGMA max_page_count
+_ACCESS_CODES = {3, 8, 10, 14, 23}  # PERM, READONLY, IOERR, CANTOPEN, AUTH
 
 
 def store_error(name: str, err: sqlite3.Error) -> NgramStoreError:
@@ -174,6 +208,8 @@ def store_error(name: str, err: sqlite3.Error) -> NgramStoreError:
         )
     if code in _CORRUPT_CODES:
         return StoreCorrupt(f"{name} is damaged ({err}); it was left untouched")
+    if code == _FULL_CODE:
+        return StoreFull(f"{name} cannot grow: the disk is full ({err}); this write was not made")
     if code in _ACCESS_CODES:
         return StoreUnwritable(f"{name} cannot be opened or written ({err})")
     return NotAStore(f"{name} is not a usable n-gram store ({err}); it was left untouched")
@@ -203,6 +239,7 @@ class NgramStore:
         self._orders = orders
         self._lambdas = _lambda_array(orders, lambdas)
         self.notices: list[str] = []  # what the user should know about opening it (once)
+        self.closed = False
 
     # ----- opening -----------------------------------------------------------------------
 
@@ -236,7 +273,7 @@ class NgramStore:
                     "if it held an index, run index-repo to fill it again"
                 )
             make_private_dirs(file.parent)
-            _create_private(file)
+            _create_private(file, tok, wanted)
         conn: sqlite3.Connection | None = None
         try:
             conn = _connect(":memory:" if file is None else str(file))
@@ -262,10 +299,14 @@ class NgramStore:
         try:
             yield
         except sqlite3.Error as err:
+            if self.closed:  # closed by another thread meanwhile: the file is not at fault
+                raise StoreClosed(f"{self.name} was closed during this call") from err
             raise store_error(self.name, err) from err
 
     def close(self) -> None:
+        """Close the connections; a later call on this object raises StoreClosed."""
         with self._lock, self._read_lock:
+            self.closed = True
             if self._reader is not self.conn:
                 self._reader.close()
             self.conn.close()
@@ -413,7 +454,7 @@ class NgramStore:
         key = path_key(path)
         under = self.paths(key.rstrip("/\\") + os.sep) if key else []
         gone = [p for p in [key, *under] if p]
-        with self._erasing():
+        with self._erasing(gone):
             return self.write([], removed=gone)
 
     def prune(self, prefix: str, keep: int) -> int:
@@ -422,7 +463,7 @@ class NgramStore:
         old = paths[: max(0, len(paths) - keep)]
         if not old:
             return 0
-        with self._erasing():
+        with self._erasing(old):
             return self.write([], removed=old)
 
     def clear(self) -> int:
@@ -436,8 +477,9 @@ class NgramStore:
         return int(files)
 
     @contextmanager
-    def _erasing(self) -> Iterator[None]:
-        """Deletions overwrite the freed content, and the WAL is folded back at the end."""
+    def _erasing(self, paths: Sequence[str] | None = None) -> Iterator[None]:
+        """Deletions overwrite the freed content, and the WAL is folded back at the end; the
+        suffix index file is deleted if it holds one of ``paths`` (None: everything)."""
         with self._lock, self._sqlite_errors():
             self.conn.execute("PRAGMA secure_delete = ON")
         try:
@@ -447,6 +489,8 @@ class NgramStore:
                 self.conn.execute("PRAGMA secure_delete = OFF")
                 if self.path is not None:
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if self.path is not None:
+                suffix_store.drop_base(self.path, paths)
 
     def _write_locked(self, files: Sequence[FileTokens], removed: Sequence[str]) -> int:
         files = list({f.path: f for f in files}.values())  # the last content of a path wins
@@ -503,14 +547,32 @@ class NgramStore:
         entry = stored.get(path_key(path))
         return None if entry is None else entry[1]
 
-    def file_streams(self) -> dict[str, np.ndarray]:
-        """path -> token ids of every stored file (what the memory's suffix index is built on).
+    # ----- the memory's suffix indexes (ngram_db/suffix_store.py) ----------------------------
+    # Read through the reader connection: a write in progress does not block them.
 
-        Read through the reader connection: a write in progress does not block it.
-        """
-        with self._read_lock:
-            rows = self._reader.execute("SELECT path, ids FROM files ORDER BY path").fetchall()
-        return {path: unpack_ids(blob) for path, blob in rows}
+    def change_counter(self) -> tuple[int, int]:
+        """A value that changes whenever the store changed: SQLite's data_version on the reader
+        (a commit by any other connection, this store's writer or another process) and the
+        writer's own changes (an in-memory store has no second connection)."""
+        with self._read_lock, self._sqlite_errors():
+            version = self._reader.execute("PRAGMA data_version").fetchone()[0]
+            return int(version), self.conn.total_changes
+
+    def file_table(self) -> dict[str, tuple[str, int]]:
+        """path -> (content sha256, token count) of every stored file."""
+        with self._read_lock, self._sqlite_errors():
+            rows = self._reader.execute("SELECT path, sha256, tokens FROM files").fetchall()
+        return {path: (sha, tokens) for path, sha, tokens in rows}
+
+    def file_records(self, paths: Sequence[str] | None = None) -> list[FileTokens]:
+        """The stored files (or those of ``paths`` that are stored) with their token ids,
+        sorted by path: what the memory's suffix indexes are built on."""
+        with self._read_lock, self._sqlite_errors():
+            if paths is None:
+                rows = self._reader.execute("SELECT path, sha256, ids FROM files").fetchall()
+            else:
+                rows = _in_chunks(self._reader, _SELECT_FILES, list(dict.fromkeys(paths)))
+        return [FileTokens(path, sha, unpack_ids(blob)) for path, sha, blob in sorted(rows)]
 
     def all_counts(self) -> K.Counts:
         """Every (key, g, c) row, sorted by key: for tests and checks."""
