@@ -4,12 +4,16 @@ Each transaction commits whole files, so a killed run leaves a consistent store;
 skips the files whose content hash is already stored and completes the rest. While the main
 thread counts and writes, a worker thread reads and tokenizes the next chunks (the Rust
 tokenizer releases the GIL and uses every core), so both cores stay busy.
+
+At the end, the store's suffix index is written beside it (ngram_db/suffix_store.py), so that
+the language server maps it instead of building it at its first request.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import sys
 import time
@@ -28,6 +32,9 @@ from ngram_db.files import (
     read_text,
 )
 from ngram_db.store import FileTokens, NgramStore, content_hash, path_key
+from ngram_db.suffix_store import write_base
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int, str], None]  # (files done, files total, message)
 CHUNK_BYTES = 1_000_000  # text read and tokenized at a time: ~250k tokens
@@ -47,6 +54,8 @@ class IndexSummary:
     skipped: dict[str, int] = field(default_factory=dict)
     tokens: int = 0  # tokens of the files (re)indexed in this run
     seconds: float = 0.0
+    suffix_seconds: float = 0.0  # of which writing the suffix index
+    suffix_error: str | None = None  # why it could not be written (the server builds it)
     stats: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -72,7 +81,8 @@ class IndexSummary:
                 f"{s.get('tokens', 0):,} in the store ({s.get('files', 0)} files)",
                 f"  distinct n-grams per order: {grams}",
                 f"  size on disk: {s.get('bytes', 0) / 1e6:.1f} MB ({per_token} bytes/token)",
-                f"  time: {self.seconds:.1f} s",
+                f"  time: {self.seconds:.1f} s ({self.suffix_seconds:.1f} s of it: the suffix "
+                f"index{', not written: ' + self.suffix_error if self.suffix_error else ''})",
             ]
         )
 
@@ -211,6 +221,21 @@ def index_repo(
     if gone:
         summary.removed = store.write([], removed=gone)
     store.checkpoint()
+    _write_suffix_index(store, summary)
     summary.seconds = time.perf_counter() - start
     summary.stats = store.stats()
     return summary
+
+
+def _write_suffix_index(store: NgramStore, summary: IndexSummary) -> None:
+    """The store's suffix index, beside it. Not writing it fails nothing: the language server
+    builds it in the background (and serves without it meanwhile)."""
+    if store.path is None:
+        return
+    began = time.perf_counter()
+    try:
+        write_base(store)
+    except OSError as err:
+        summary.suffix_error = f"{err.strerror or err}"
+        log.warning("the suffix index of %s was not written: %s", store.path, err)
+    summary.suffix_seconds = time.perf_counter() - began
