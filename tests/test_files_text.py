@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import io
 import random
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ngram_db import ByteTokenizer, NgramStore, files, index_repo
-from ngram_db.files import Candidate, Skipped, read_text, save_skip_reason, text_skip_reason
+from ngram_db.files import (
+    SECRET_NEEDLES,
+    SECRET_PATTERNS,
+    Candidate,
+    Skipped,
+    read_text,
+    save_skip_reason,
+    secret_in,
+    text_skip_reason,
+)
 
 LATIN1_COMMENT = "# écrit par François: ça génère les données\ndef f(x):\n    return x\n"
 
@@ -122,3 +132,40 @@ def test_a_text_file_is_read_whole_and_a_growing_one_is_too_large(
     # the limit is checked on the bytes read too, not only on the size measured before
     with pytest.raises(Skipped, match="too large"):
         files._read_head_first(io.BytesIO(data), len(data) - 1)
+
+
+# ----- the secret scan: needles first, then the pattern where one is -------------------------
+
+SECRETS = [
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ASIAIOSFODNN7EXAMPL3",
+    "ghp_" + "a1B2c3D4e5" * 4,
+    "github_pat_" + "x_Y" * 20,
+    "glpat-" + "Ab_-" * 5,
+    "xoxb-1234567890-abc",
+    "sk_live_" + "k9" * 10,
+    "rk_live_" + "k9" * 10,
+    "AIza" + "Sy_-0" * 7,
+    "npm_" + "n0" * 18,
+]
+NEAR_MISSES = [
+    "x = 1\n", "x", "_", " ", "AKIA", "ASIA1", "npm_", "xox", "ghp_short", "AIza",
+    "-----BEGIN CERTIFICATE-----\n", "-----BEGIN ", "sk_live_", "github_pat_",
+]  # fmt: skip
+
+
+def test_the_needle_scan_finds_what_one_search_of_all_patterns_found() -> None:
+    """secret_in tries each pattern only where a needle is; the scan before searched the text."""
+    one = re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS.values()))
+    assert SECRET_NEEDLES.keys() == SECRET_PATTERNS.keys()
+    rng = random.Random(0)
+    for _ in range(3000):
+        text = "".join(rng.choices(NEAR_MISSES * 3 + SECRETS, k=rng.randrange(0, 10)))
+        found = one.search(text)
+        expected = None
+        if found is not None:
+            kinds = SECRET_PATTERNS.items()
+            expected = next(k for k, p in kinds if re.fullmatch(p, found.group()))
+        assert secret_in(text) == expected, text
