@@ -1,5 +1,6 @@
 """A save's secret scan: our eight patterns against detect-secrets, side by side (issue 21).
 
+    pip install detect-secrets  # for this benchmark only: the product does not use it
     python -m bench.secrets_scan [--repeats 3] [--no-stdlib]
 
 Times three scans of the same texts in one run: the eight patterns as one regex (the scan
