@@ -21,6 +21,7 @@ from lsp_server.engine.model import cache_dir
 K = 3
 INITIALIZED: dict[int, types.InitializeResult] = {}  # id(client) -> the server's answer
 STATUSES: dict[int, list[dict[str, Any]]] = {}  # id(client) -> its superposed/status payloads
+SHUT_DOWN: set[int] = set()  # id(client) of sessions whose test sent shutdown already
 SAMPLE = '''import os
 import re
 
@@ -107,7 +108,10 @@ async def session(
         if wait_ready:
             await wait_until_ready(client)
         yield client
-        await client.shutdown_session()
+        if id(client) in SHUT_DOWN:  # the test sent shutdown itself (shut_down)
+            client.exit(None)
+        else:
+            await client.shutdown_session()
     finally:
         server = client._server  # a failed test must not leave the server waiting for exit
         if server is not None and server.returncode is None:
@@ -116,6 +120,12 @@ async def session(
             except TimeoutError:
                 server.kill()
         await client.stop()
+
+
+async def shut_down(client: LanguageClient) -> None:
+    """Send ``shutdown`` and wait for its answer; the session then sends only ``exit``."""
+    await client.shutdown_async(None)
+    SHUT_DOWN.add(id(client))
 
 
 async def command(client: LanguageClient, name: str, *args: Any) -> Any:
