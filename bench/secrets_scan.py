@@ -1,7 +1,8 @@
 """A save's secret scan: our eight patterns against detect-secrets, side by side (issue 21).
 
-    pip install detect-secrets  # for this benchmark only: the product does not use it
     python -m bench.secrets_scan [--repeats 3] [--no-stdlib]
+
+(detect-secrets comes with the bench extra; the product itself does not use it.)
 
 Times three scans of the same texts in one run: the eight patterns as one regex (the scan
 before this benchmark), ``ngram_db.files.secret_in`` (the same patterns, each run only on a
