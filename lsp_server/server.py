@@ -54,6 +54,7 @@ from lsp_server.protocol import SuperposedProtocol
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.stores import Stores, WriteQueue, accepted_name, explain
+from lsp_server.triggers import refusal
 from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError, StoreClosed
 from ngram_db.store import NgramStore
@@ -68,6 +69,8 @@ CMD_ACCEPT = "superposed.accept"
 CMD_FORGET = "superposed.forget"
 # Notification: the server's state for editors' status lines (docs/architecture.md, "Status").
 STATUS = "superposed/status"
+# Notification, client to server: {"textDocument": {"uri"}, "position"} where the cursor rests.
+CURSOR_REST = "superposed/cursorRest"
 ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
 SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
@@ -104,6 +107,7 @@ class SuperposedServer(LanguageServer):
         self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
         self._early_saves: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
         self.stores_ready = threading.Event()  # the stores are open (or cannot be, the load failed)
+        self._warm_when_ready: tuple[str, int | None] | None = None  # (uri, offset) to warm
 
     # -- settings and model -------------------------------------------------------------
 
@@ -163,6 +167,7 @@ class SuperposedServer(LanguageServer):
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             report("end", f"ready: {engine.name}")
             self._call_soon(self._status, "ready")
+            self._call_soon(self._warm_pending)
             notice = terms_notice(engine.name)
             if notice is not None:  # the user who picked the model sees its terms
                 self._call_soon(self._show_info, f"superposed: {notice}")
@@ -186,6 +191,12 @@ class SuperposedServer(LanguageServer):
         self.stores = Stores(loaded, self.settings.stores, report=self._say_once)
         self.stores_ready.set()
         self._call_soon(self._apply_early_saves)
+
+    def _warm_pending(self) -> None:
+        """The model is ready: warm where the editor last opened, edited or rested."""
+        pending, self._warm_when_ready = self._warm_when_ready, None
+        if pending is not None:
+            self.warm_document(*pending)
 
     def _call_soon(self, callback: Callable[..., Any], *args: Any) -> None:
         """Run ``callback(*args)`` on the event loop (from any thread); nothing once the loop
@@ -263,10 +274,13 @@ class SuperposedServer(LanguageServer):
 
     # -- completion ---------------------------------------------------------------------
 
-    async def suggest(self, uri: str, position: types.Position) -> tuple[str, list[Suggestion]]:
+    async def suggest(
+        self, uri: str, position: types.Position, automatic: bool = False
+    ) -> tuple[str, list[Suggestion]]:
         """The cursor line's text before the cursor, and the suggestions at the cursor.
 
-        Empty when the document is not open or the model is not ready.
+        Empty when the document is not open, the model is not ready, or the request is
+        ``automatic`` (the user did not ask) and the trigger rules refuse it (triggers.py).
         """
         self.counters["requests"] += 1
         document = self.open_document(uri)
@@ -274,6 +288,9 @@ class SuperposedServer(LanguageServer):
             return "", []  # unknown or closed document: nothing to complete
         context = CursorContext.at(document.source, document.offset_at_position(position))
         line = context.before[context.before.rfind("\n") + 1 :]
+        if automatic and (why := refusal(self.settings.triggers, line, context.after)):
+            self.counters[f"not triggered: {why}"] += 1
+            return line, []
         return line, await self._suggest(uri, context)
 
     def open_document(self, uri: str) -> TextDocument | None:
@@ -339,9 +356,14 @@ class SuperposedServer(LanguageServer):
             self.counters["warmup_tokens"] += done
 
     def warm_document(self, uri: str, offset: int | None = None) -> None:
-        """didOpen/didChange: warm the cache for a request at ``offset`` (None: the end)."""
+        """didOpen/didChange/cursorRest: warm the cache for a request at ``offset`` (None: the
+        end). Before the model is ready, the last such place is warmed once it is (an editor
+        opens the file it starts with before the model has loaded)."""
         document = self.open_document(uri)
-        if document is None or self.engine is None:
+        if document is None:
+            return
+        if self.engine is None:
+            self._warm_when_ready = (uri, offset)
             return
         source = document.source
         at = len(source) if offset is None else max(0, min(offset, len(source)))
@@ -687,6 +709,21 @@ def did_change(ls: SuperposedServer, params: types.DidChangeTextDocumentParams) 
     ls.warm_document(params.text_document.uri, offset)
 
 
+@SERVER.feature(CURSOR_REST)
+def cursor_rest(ls: SuperposedServer, params: Any) -> None:
+    """The cursor rests (the editor's CursorHold, a pause after moving it): warm the cache
+    for a request there, as the document's end is warmed on open."""
+    try:
+        uri = params.textDocument.uri
+        position = types.Position(line=params.position.line, character=params.position.character)
+    except AttributeError:
+        log.warning("ignored %s without textDocument.uri and position: %r", CURSOR_REST, params)
+        return
+    document = ls.open_document(uri)
+    if document is not None:
+        ls.warm_document(uri, document.offset_at_position(position))
+
+
 @SERVER.feature(types.TEXT_DOCUMENT_DID_SAVE)
 async def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams) -> None:
     await ls.learn_file(params.text_document.uri)
@@ -711,7 +748,8 @@ async def inline_completion(
     ls: SuperposedServer, params: types.InlineCompletionParams
 ) -> types.InlineCompletionList:
     uri, pos = params.text_document.uri, params.position
-    line, suggestions = await ls.suggest(uri, pos)
+    automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
+    line, suggestions = await ls.suggest(uri, pos, automatic)
     here = types.Range(start=pos, end=pos)
     return types.InlineCompletionList(
         items=[
@@ -740,7 +778,10 @@ def _snippets_supported(ls: SuperposedServer) -> bool:
 )
 async def completion(ls: SuperposedServer, params: types.CompletionParams) -> types.CompletionList:
     uri, pos = params.text_document.uri, params.position
-    line, suggestions = await ls.suggest(uri, pos)
+    # A popup opened by a trigger character or kept open while typing is automatic; one the
+    # user asked for (or a client that says nothing) is not.
+    kind = params.context.trigger_kind if params.context else types.CompletionTriggerKind.Invoked
+    line, suggestions = await ls.suggest(uri, pos, kind != types.CompletionTriggerKind.Invoked)
     here = types.Range(start=pos, end=pos)
     # Plain-text edits are cut at the first space by some clients (Neovim 0.11 inserts only
     # the first word); a snippet that escapes everything inserts the whole draft everywhere.

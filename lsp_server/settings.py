@@ -27,6 +27,7 @@ from lsp_server.engine.options import (
     PRECISION_CHOICES,
     RUNNERS,
 )
+from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 
 SECTION = "superposed"
@@ -133,6 +134,7 @@ class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
     decoding: DecodingSettings = field(default_factory=DecodingSettings)
     stores: StoreSettings = field(default_factory=StoreSettings)
+    triggers: TriggerSettings = field(default_factory=TriggerSettings)
 
 
 class InvalidSetting(ValueError):
@@ -266,6 +268,9 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "userWeight": ("stores", "user_weight", _float(0.0, 1.0)),
     "indexOnSave": ("stores", "index_on_save", _bool),
     "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
+    "trigger": ("triggers", "trigger", _choice(TRIGGERS)),
+    "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
+    "midLine": ("triggers", "mid_line", _choice(MID_LINE)),
 }
 KEYS = tuple(_FIELDS)
 # The settings that take one of a few names, and those names (camelCase key -> names).

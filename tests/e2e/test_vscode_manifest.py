@@ -48,6 +48,8 @@ def test_choices_are_the_servers() -> None:
         "lineMode": settings.LINE_MODES,
         "fim": settings.FIM_MODES,
         "mix": settings.MIXES,
+        "trigger": settings.TRIGGERS,
+        "midLine": settings.MID_LINE,
     }
     for key, allowed in choices.items():
         assert declared()[key]["enum"] == list(allowed), key

@@ -25,7 +25,7 @@ M.defaults = {
   -- model, device, dtype, precision, runner, threads, compile, prefillCopy, k, method,
   -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, verify, lambdas, orders,
   -- codebaseDb, userDb, userStore, userWeight, indexOnSave, maxFileBytes, lineMode,
-  -- maxPromptTokens, firstPromptTokens, debounceMs, fim.
+  -- maxPromptTokens, firstPromptTokens, debounceMs, fim, trigger, minPrefixChars, midLine.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
@@ -383,12 +383,32 @@ local function setup_global()
   end, { nargs = '?', complete = 'filetype', desc = 'superposed: completions on/off for a filetype' })
 end
 
+--- Where the cursor rests (CursorHold: 'updatetime' without a key), the server warms its cache
+--- for a request there: LSP never tells a server where the cursor is (docs/architecture.md).
+function M.notify_rest(client, bufnr)
+  if M.disabled[vim.bo[bufnr].filetype] then
+    return
+  end
+  local position = vim.lsp.util.make_position_params(0, client.offset_encoding).position
+  client:notify('superposed/cursorRest', { textDocument = { uri = vim.uri_from_bufnr(bufnr) }, position = position })
+end
+
 --- on_attach of lsp/superposed.lua: the keys, and ghost text (0.12+) or the popup (0.11).
 function M.attach(client, bufnr)
   setup_global()
   if M.state.kind == 'stopped' then
     M.state = { kind = 'starting' }
   end
+  vim.api.nvim_create_autocmd({ 'CursorHold', 'CursorHoldI' }, {
+    buffer = bufnr,
+    group = vim.api.nvim_create_augroup('superposed.rest.' .. bufnr, { clear = true }),
+    callback = function()
+      if not client:is_stopped() then
+        M.notify_rest(client, bufnr)
+      end
+    end,
+    desc = 'superposed: warm the server where the cursor rests',
+  })
   if M.options.ui == 'none' then
     return
   elseif has_inline() then
