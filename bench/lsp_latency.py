@@ -17,6 +17,12 @@ times each ``textDocument/inlineCompletion`` request from send to response, k=3:
   on the request path, the old behaviour) and the default (a short window, then the cache
   warmed to the full one in the background).
 
+- the cursor resting (issue 24): the long file opened under a new name, the cursor rests at
+  the end of a random line in it for 1 s, then a request there. Side by side, alternating:
+  without telling the server (today's editors: only the document's end is warmed, on open)
+  and with the plugins' ``superposed/cursorRest`` sent as the cursor comes to rest.
+  ``--cases rest`` runs this case alone (bench/results/lsp_latency_rest.json and .md).
+
 Resident memory (issue 14): besides the run above (after loading, at the end, its peak), a
 footprint case as the issue measures it: a server of its own loads the model and its compiled
 decode step, answers one request and shuts down; its peak and steady (after the request)
@@ -27,6 +33,7 @@ Prints and writes p50/p95 (and min/max) per case, with the machine's load averag
 bench/results/lsp_latency.json and .md.
 
     .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m] [--before REF]
+    .venv/bin/python -m bench.lsp_latency --cases rest [--requests 20]
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import contextlib
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -56,6 +64,9 @@ from bench.tables import table
 LONG_SOURCE = Path(argparse.__file__)  # ~2,600 lines of real Python, on every machine
 LATER_S = 2.5  # first-request case: seconds between the first request and the next
 FIRST_MODES = {"firstPromptTokens 0 (old)": 0, "firstPromptTokens 256 (warm-up)": 256}
+REST_S = 1.0  # cursor-rest case: how long the cursor rests before the request
+REST_MODES = {"no cursorRest (today)": False, "cursorRest": True}
+REST_TARGET_MS = 300  # issue 24: p50 of the request after the rest, default CPU path
 TYPING_1500 = "inline k=3, typing along with a 1,500-token prompt (model calls)"
 COMPILE_WAIT_S = 900  # for the server's compiled decode step (built once, then cached)
 CONFIGURE_WAIT_S = 600  # for settings to be applied (and the model reloaded where they ask it)
@@ -253,6 +264,24 @@ class Bench:
             "later_timing": stats["lastTimingMs"],
         }
 
+    async def after_rest(self, name: str, text: str, line: int, tell: bool) -> dict[str, Any]:
+        """Open ``text`` under a new name; the cursor rests at the end of ``line`` for REST_S
+        (the server told where, if ``tell``); then a request there."""
+        rows = text.split("\n")
+        uri = self.open(f"{name}.py", text)
+        at = types.Position(line=line, character=len(rows[line]))
+        if tell:
+            rest = {
+                "textDocument": {"uri": uri},
+                "position": {"line": line, "character": at.character},
+            }
+            self.client.protocol.notify("superposed/cursorRest", rest)
+        await asyncio.sleep(REST_S)
+        elapsed, _ = await self.inline(uri, at)
+        prompt = (await self.stats())["lastPrompt"]
+        self.close(uri)
+        return {"ms": elapsed, "line": line, "prompt": prompt}
+
     def close(self, uri: str) -> None:
         self.client.text_document_did_close(
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
@@ -410,6 +439,98 @@ async def first_request_case(
     return out
 
 
+async def cursor_rest_case(bench: Bench, text: str, requests: int) -> dict[str, Any]:
+    """Issue 24: the request after the cursor rested at a random line, with and without the
+    server told (alternating per file, same server)."""
+    rows = text.split("\n")
+    lines = [i for i in range(200, len(rows) - 200) if rows[i].strip()]  # far from both ends
+    pick = random.Random(0)
+    runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in REST_MODES}
+    for i in range(requests):
+        for j, (mode, tell) in enumerate(REST_MODES.items()):
+            line = pick.choice(lines)
+            runs[mode].append(await bench.after_rest(f"rest-{i}-{j}", text, line, tell))
+    out: dict[str, Any] = {"requests": requests, "rest_s": REST_S, "modes": {}}
+    for mode, results in runs.items():
+        out["modes"][mode] = {
+            "request": summary([r["ms"] for r in results]),
+            "prefilled_tokens_p50": statistics.median(
+                r["prompt"]["tokens"] - r["prompt"]["reused"] for r in results
+            ),
+            "per_request": results,
+        }
+    old, new = (out["modes"][mode]["request"] for mode in REST_MODES)
+    out["ratio_p50"] = new["p50_ms"] / old["p50_ms"]
+    out["ratio_p95"] = new["p95_ms"] / old["p95_ms"]
+    return out
+
+
+def cursor_rest_table(result: dict[str, Any]) -> list[str]:
+    case = result.get("cursor_rest")
+    if not case:
+        return []
+    return [
+        "",
+        "## The request after the cursor rests (issue 24)",
+        "",
+        f"The long file opened under a new name, the cursor resting {case['rest_s']:.0f} s at "
+        "the end of a random line far from both ends, then a request there; the two modes "
+        "alternate file by file in the same server. Without `superposed/cursorRest` the server "
+        "warms only the document's end (on open); with it, the place where the cursor rests. "
+        f"Target: p50 <= {REST_TARGET_MS} ms.",
+        "",
+        table(
+            ["mode", "n", "p50 ms", "p95 ms", "prefilled tokens (p50)"],
+            [
+                [mode, m["request"]["n"], f"{m['request']['p50_ms']:.0f}"]
+                + [f"{m['request']['p95_ms']:.0f}", f"{m['prefilled_tokens_p50']:.0f}"]
+                for mode, m in case["modes"].items()
+            ],
+            align="lrrrr",
+        ),
+        "",
+        f"Ratios (cursorRest over today): p50 {case['ratio_p50']:.2f}x, "
+        f"p95 {case['ratio_p95']:.2f}x.",
+    ]
+
+
+async def run_rest(model: str, requests: int, k: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The cursor-rest case alone, on a server of its own (``--cases rest``)."""
+    with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        options = {"model": model, "k": k, "userStore": False, **settings}
+        async with server(workspace, Path(tmp) / "data", options) as client:
+            bench = Bench(client, workspace)
+            await bench.wait_ready()
+            compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
+            await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
+            case = await cursor_rest_case(bench, LONG_SOURCE.read_text(), requests)
+            stats = await bench.stats()
+    return {
+        "model": stats["model"],
+        "k": k,
+        "settings": stats["settings"],
+        "compiled_step": compiled_state,
+        "cursor_rest": case,
+        "loadavg_after": os.getloadavg(),
+    }
+
+
+def rest_markdown(result: dict[str, Any]) -> str:
+    header = [
+        "# Language server latency: the request after the cursor rests",
+        "",
+        f"Model {result['model']}, k={result['k']}, compiled decode step "
+        f"{result['compiled_step']}. Machine: {result['machine']}; load average before "
+        f"{result['loadavg_before'][0]:.2f}, after {result['loadavg_after'][0]:.2f} (shared: "
+        "treat as noisy).",
+    ]
+    return "\n".join(
+        [*header, *cursor_rest_table(result), "", f"Command: `{result['command']}`", ""]
+    )
+
+
 def first_request_table(result: dict[str, Any]) -> list[str]:
     case = result.get("first_request")
     if not case:
@@ -505,6 +626,8 @@ async def run(
             typing: list[float] = []
             rows = long_text.split("\n")
             first_requests = await first_request_case(bench, options, long_text, requests)
+            await bench.configure(options)  # the defaults again (the case above changed them)
+            cursor_rest = await cursor_rest_case(bench, long_text, requests)
             typed_lines = [
                 i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40
             ]
@@ -544,6 +667,7 @@ async def run(
         },
         "typing_1500": typing_target(along_1500),
         "first_request": first_requests,
+        "cursor_rest": cursor_rest,
         "compiled_step": compiled_state,
         # resident MiB: after loading the model, after every request, and the peak
         "memory_mb": {
@@ -618,6 +742,7 @@ def markdown(result: dict[str, Any]) -> str:
             align="rrrrr",
         ),
         *first_request_table(result),
+        *cursor_rest_table(result),
         *footprint_table(result),
         "",
         f"Command: `{result['command']}`",
@@ -642,8 +767,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="server settings over the defaults, e.g. '{\"prefillCopy\": true}'",
     )
+    parser.add_argument("--cases", choices=("all", "rest"), default="all",
+                        help="rest: only the cursor-rest case, into lsp_latency_rest")  # fmt: skip
     args = parser.parse_args(argv)
     before = os.getloadavg()
+    if args.cases == "rest":
+        result = asyncio.run(run_rest(args.model, args.requests, args.k, args.settings))
+        out = args.out.with_name(args.out.name + "_rest")
+        save(result, before, out, "lsp_latency.py", argv, rest_markdown)
+        return 0
     result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)

@@ -41,6 +41,7 @@ from lsp_server.completion import (
     Suggestion,
     TypingCache,
     clean_text,
+    cold_cache,
     decode,
     request_prompt,
 )
@@ -107,7 +108,8 @@ class SuperposedServer(LanguageServer):
         self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
         self._early_saves: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
         self.stores_ready = threading.Event()  # the stores are open (or cannot be, the load failed)
-        self._warm_when_ready: tuple[str, int | None] | None = None  # (uri, offset) to warm
+        # (uri, offset, resting): what to warm once the model is ready
+        self._warm_when_ready: tuple[str, int | None, bool] | None = None
 
     # -- settings and model -------------------------------------------------------------
 
@@ -329,24 +331,32 @@ class SuperposedServer(LanguageServer):
         self.cache.remember(key, context.before, answer.suggestions)
         return answer.suggestions
 
-    def warm(self, context: CursorContext) -> None:
+    def warm(self, context: CursorContext, resting: bool = False) -> None:
         """Queue a warm-up of the KV cache for a request at ``context`` (see warmup.py).
 
         It runs on the engine thread after what is queued there; a newer warm-up or any
-        request that needs the engine cancels it between chunks.
+        request that needs the engine cancels it between chunks. ``resting``: the cursor
+        rests there (superposed/cursorRest), so no pause is waited for, and what is warmed
+        is the prompt a request there would decode from now: the short window when the
+        cache lacks more than ``firstPromptTokens`` of the full one (the full window would
+        take over a second, and a request coming sooner could use none of it).
         """
         settings = self.settings
         if self.engine is None or not settings.decoding.first_prompt_tokens:
             return
-        self.scheduler.warm(partial(self._warm_up, context, settings))
+        self.scheduler.warm(partial(self._warm_up, context, settings, resting))
 
-    def _warm_up(self, context: CursorContext, settings: Settings, event: threading.Event) -> None:
-        """On the engine thread: prefill the full-window prompt at ``context``, chunk by chunk."""
+    def _warm_up(
+        self, context: CursorContext, settings: Settings, resting: bool, event: threading.Event
+    ) -> None:
+        """On the engine thread: prefill the prompt at ``context``, chunk by chunk."""
         engine = self.engine
-        if event.wait(WARM_IDLE_S) or engine is None:  # a request came: it needs the engine
+        if event.wait(0 if resting else WARM_IDLE_S) or engine is None:  # a request came
             self.counters["warmups_cancelled"] += 1
             return
         max_prompt = settings.decoding.max_prompt_tokens or None
+        if resting and cold_cache(engine, context, settings.decoding, max_prompt):
+            max_prompt = settings.decoding.first_prompt_tokens  # what a request would use
         prompt = request_prompt(engine, context, settings.decoding, max_prompt)
         done = prefill_missing(engine.runner, prompt.ids, self.scheduler.cancel_check(event))
         if done is None:
@@ -355,7 +365,7 @@ class SuperposedServer(LanguageServer):
             self.counters["warmups_done"] += 1
             self.counters["warmup_tokens"] += done
 
-    def warm_document(self, uri: str, offset: int | None = None) -> None:
+    def warm_document(self, uri: str, offset: int | None = None, resting: bool = False) -> None:
         """didOpen/didChange/cursorRest: warm the cache for a request at ``offset`` (None: the
         end). Before the model is ready, the last such place is warmed once it is (an editor
         opens the file it starts with before the model has loaded)."""
@@ -363,11 +373,11 @@ class SuperposedServer(LanguageServer):
         if document is None:
             return
         if self.engine is None:
-            self._warm_when_ready = (uri, offset)
+            self._warm_when_ready = (uri, offset, resting)
             return
         source = document.source
         at = len(source) if offset is None else max(0, min(offset, len(source)))
-        self.warm(CursorContext.at(source, at))
+        self.warm(CursorContext.at(source, at), resting)
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
         """The stores' n-gram source for a document; None (and one message) if unusable.
@@ -721,7 +731,7 @@ def cursor_rest(ls: SuperposedServer, params: Any) -> None:
         return
     document = ls.open_document(uri)
     if document is not None:
-        ls.warm_document(uri, document.offset_at_position(position))
+        ls.warm_document(uri, document.offset_at_position(position), resting=True)
 
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_SAVE)

@@ -86,4 +86,4 @@ def test_manual_trigger_and_the_resting_cursor(tmp_path: Path, nvim: Callable[[]
     assert out["automatic"] == 0  # trigger = 'manual': the popup a trigger character opened
     assert out["invoked"] == 3
     prompt = out["prompt"]
-    assert prompt["short"] is False and prompt["tokens"] - prompt["reused"] < 16, prompt
+    assert prompt["tokens"] - prompt["reused"] < 16, prompt
