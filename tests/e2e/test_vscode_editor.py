@@ -234,6 +234,15 @@ def answer_lines(user_data: Path) -> list[str]:
     ]
 
 
+def extension_lines(user_data: Path) -> list[str]:
+    """Every line of the extension's log on disk."""
+    return [
+        line
+        for log in sorted(user_data.glob("logs/**/*Superposed*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+    ]
+
+
 def logged_parts(user_data: Path) -> list[str]:
     """What the extension sent to superposed.accept for partial accepts, from its log."""
     parts = []
@@ -324,6 +333,10 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
     assert result["ghostWhenOff"] == ""
     lines_off = len((SOURCE + TYPED).split("\n")) + 1  # 1-based: the line typed after the toggle
     assert not any(f"geometry.py:{lines_off}:" in line for line in answer_lines(session.user_data))
+    # Where the cursor rested in geometry.py (after the file opened, after each accept), the
+    # extension told the server (superposed/cursorRest), which warms its cache there.
+    rests = [line for line in extension_lines(session.user_data) if "cursor rests at" in line]
+    assert any("geometry.py:" in line for line in rests), rests
     assert SCREENSHOT.exists()
     if os.environ.get("SUPERPOSED_UPDATE_DOCS"):
         shutil.copy(SCREENSHOT, DOCS_SCREENSHOT)

@@ -93,6 +93,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     // The server updates the stores on save, off its event loop: look a moment later.
     vscode.workspace.onDidSaveTextDocument(() => setTimeout(() => void refreshStats(), 2000)),
     vscode.workspace.onDidOpenTextDocument((document) => startFor([document])),
+    vscode.window.onDidChangeTextEditorSelection((event) => srv.cursorMoved(event.textEditor)),
   );
   await watchPythonInterpreter(context, restartIfStarted);
   startFor(vscode.workspace.textDocuments);

@@ -16,6 +16,15 @@ import { type ServerState, type ServerStatus, STATUS_NOTIFICATION, stateOfStatus
 
 type Listener = (state: ServerState) => void;
 
+/** Sent where the cursor rests, so the server warms its cache there (LSP never says where the
+ * cursor is; the server otherwise warms the end of a document it opens). */
+const CURSOR_REST = new NotificationType<{
+  textDocument: { uri: string };
+  position: { line: number; character: number };
+}>('superposed/cursorRest');
+/** The cursor rests once it has not moved for this long (Neovim's CursorHold is 'updatetime'). */
+export const REST_MS = 300;
+
 /** The settings the server reads, from the current configuration. */
 function currentSettings(): Record<string, unknown> {
   const config = vscode.workspace.getConfiguration(SECTION);
@@ -42,6 +51,7 @@ export async function pythonExtensionInterpreter(): Promise<string | undefined> 
 export class Server {
   private client: LanguageClient | undefined;
   private stats: Record<string, unknown> | undefined;
+  private restTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -136,6 +146,29 @@ export class Server {
   async restart(): Promise<void> {
     await this.stop();
     await this.start();
+  }
+
+  /** The cursor moved in `editor`: once it rests there for REST_MS, tell the server. */
+  cursorMoved(editor: vscode.TextEditor): void {
+    clearTimeout(this.restTimer);
+    const client = this.client;
+    const document = editor.document;
+    if (client === undefined || !client.isRunning() || document.uri.scheme !== 'file') {
+      return;
+    }
+    if (this.isDisabled(document.languageId)) {
+      return;
+    }
+    this.restTimer = setTimeout(() => {
+      const { line, character } = editor.selection.active;
+      const uri = client.code2ProtocolConverter.asUri(document.uri);
+      const file = vscode.workspace.asRelativePath(document.uri);
+      this.output.info(`cursor rests at ${file}:${line + 1}:${character + 1}`);
+      void client.sendNotification(CURSOR_REST, {
+        textDocument: { uri },
+        position: { line, character },
+      });
+    }, REST_MS);
   }
 
   /** Pushes the current settings (the ones that need no restart). */
