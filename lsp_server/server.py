@@ -170,6 +170,11 @@ class SuperposedServer(LanguageServer):
             report("end", f"ready: {engine.name}")
             self._call_soon(self._status, "ready")
             self._call_soon(self._warm_pending)
+            compiler = engine.compiler
+            if compiler is not None and not compiler.done.is_set():
+                threading.Thread(
+                    target=self._say_when_compiled, args=(engine,), daemon=True
+                ).start()
             notice = terms_notice(engine.name)
             if notice is not None:  # the user who picked the model sees its terms
                 self._call_soon(self._show_info, f"superposed: {notice}")
@@ -194,6 +199,14 @@ class SuperposedServer(LanguageServer):
         self.stores_ready.set()
         self._call_soon(self._apply_early_saves)
 
+    def _say_when_compiled(self, engine: Engine) -> None:
+        """Once the compiled step is in (or failed), say "ready" again: the editors' status
+        lines read superposed.stats' ``decodeStep`` anew (eager until then)."""
+        assert engine.compiler is not None
+        engine.compiler.wait()
+        if self.engine is engine:
+            self._call_soon(self._status, "ready", f"decode step: {engine.compile_status()}")
+
     def _warm_pending(self) -> None:
         """The model is ready: warm where the editor last opened, edited or rested."""
         pending, self._warm_when_ready = self._warm_when_ready, None
@@ -211,12 +224,15 @@ class SuperposedServer(LanguageServer):
 
     def _status(self, state: str, message: str | None = None, percent: int | None = None) -> None:
         """Send superposed/status (event loop only): ``state`` is loading, indexing, ready or
-        error; the payload adds the model, a message for people and, indexing, a percentage."""
+        error; the payload adds the model, a message for people, indexing, a percentage, and,
+        ready, which decode step serves (``step``: compiled, or eager until it is built)."""
         engine = self.engine
         status: dict[str, Any] = {
             "state": state,
             "model": engine.name if engine else self.settings.model.model,
         }
+        if state == "ready" and engine is not None:
+            status["step"] = "compiled" if engine.compile_status() == "ready" else "eager"
         if message is not None:
             status["message"] = message
         if percent is not None:
@@ -615,6 +631,14 @@ class SuperposedServer(LanguageServer):
             "stores": self.stores.stats(self._roots()) if self.stores else None,
             "writes": {"pending": self.writes.pending(), "retried": self.writes.retries},
             "compiledStep": engine.compile_status() if engine else None,
+            # What decodes the drafts now: the compiled step once built, else the eager one.
+            "decodeStep": (
+                None
+                if engine is None
+                else "compiled"
+                if engine.compile_status() == "ready"
+                else "eager"
+            ),
             "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
             "lastPrompt": self.last_prompt,  # its prompt tokens, those reused, short window

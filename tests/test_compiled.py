@@ -3,6 +3,7 @@ and loaded for real on a tiny model, and the background compiler's behaviour aro
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,37 @@ def test_a_gpu_runner_stays_eager_and_says_why(
     assert engine.compiler is None
     assert engine.compile_status().startswith("off: the compiled step runs on the CPU only")
     assert compiled.unsupported_reason(torch.device("cpu")) is None
+
+
+def test_the_build_runs_in_a_session_of_its_own_and_outlives_the_server(tmp_path: Path) -> None:
+    """An editor session shorter than a build restarted it from zero: the builder is not the
+    server's child in its session (nor stopped at its exit), so the next server loads it."""
+    runner = FastRunner(tiny(), "fp32")
+    sid = tmp_path / "sid"
+    report_sid = [
+        sys.executable,
+        "-c",
+        f"import os; open({str(sid)!r}, 'w').write(str(os.getsid(0)))",
+    ]
+    compiler = compiled.BackgroundCompiler(runner, report_sid, directory=tmp_path)
+    assert compiler.wait(60)
+    assert int(sid.read_text()) != os.getsid(0)
+    assert compiler.error is not None and "left no package" in compiler.error
+
+
+def test_a_server_waits_for_another_process_build_instead_of_starting_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = FastRunner(tiny(), "fp32")
+    monkeypatch.setattr(compiled, "POLL_S", 0.05)
+    path = compiled.package_path(runner, 1, tmp_path)
+    never_run = [sys.executable, "-c", "raise SystemExit('the builder ran')"]
+    with compiled.build_lock(path) as mine:  # another server's builder, still at work
+        assert mine and compiled.building(path)
+        compiler = compiled.BackgroundCompiler(runner, never_run, directory=tmp_path)
+        assert not compiler.wait(0.5)  # waiting for the package, not building a second one
+        path.write_bytes(b"not a package")  # what the other build leaves (here, a bad one)
+    assert not compiled.building(path)
+    assert compiler.wait(30)
+    assert compiler.error is not None and compiler.error.startswith("loading the compiled step")
+    assert not path.with_suffix(".log").exists()  # the builder never ran

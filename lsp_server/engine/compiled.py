@@ -12,13 +12,19 @@ step measured 5x slower while an in-process torch.compile ran, and 500x slower b
 pure Python loop (the default switch interval). The child process runs at a lower priority
 and shares only a CPU core with the server.
 
+The build is once per machine, not once per server: the child runs in a session of its own
+and outlives the server that started it (editor sessions shorter than a build restarted it
+from zero: on a busy 2-core machine, servers that lived two to three minutes never got the
+step, and one build took 397 s). It holds ``<package>.lock`` while it builds; a server that
+finds the lock held starts no second build and waits for the package to appear.
+
     python -m lsp_server.engine.compiled --model smollm2-135m --precision int4   # build
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
+import contextlib
 import hashlib
 import logging
 import os
@@ -31,6 +37,11 @@ from typing import Any
 
 import torch
 
+try:
+    import fcntl
+except ImportError:  # Windows: no build lock; a second server may build the same package
+    fcntl = None  # type: ignore[assignment]
+
 from lsp_server.engine.fast_runner import FastRunner, StepFn, fast_runner_class
 from lsp_server.engine.model import cache_dir, load_model
 
@@ -40,6 +51,7 @@ MAX_TOKENS = 16  # new positions a compiled step takes at once (a decode step: o
 # the sources a package is built from
 _CODE = ("fast_runner.py", "fast_gemma.py", "quant.py", "compiled.py")
 _NICE = 10  # the builder's priority below the server's
+POLL_S = 5.0  # how often a server waiting for another process's build looks for the package
 
 
 def unsupported_reason(device: torch.device) -> str | None:
@@ -204,8 +216,16 @@ class BackgroundCompiler:
     def _run(self) -> None:
         start = time.perf_counter()
         try:
-            if not self.path.exists():
-                self._build()
+            built = False
+            while not self.path.exists() and self.error is None:
+                if building(self.path):  # another server's build (it may outlive that server)
+                    time.sleep(POLL_S)
+                elif built:  # ours ran (or found another just starting) and left nothing
+                    self.error = f"the build left no package at {self.path}"
+                    log.warning("%s; decoding stays eager", self.error)
+                else:
+                    built = True
+                    self._build()
             if self.path.exists():
                 self.runner.compiled_steps[self.rows] = load(self.path, self.runner)
                 self.seconds = time.perf_counter() - start
@@ -221,20 +241,51 @@ class BackgroundCompiler:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log.info("compiling the decode step in the background: %s", " ".join(self.builder))
         with log_path.open("w") as output:
+            # A session of its own: the build outlives this server (and an editor that stops
+            # the server's process group), and the next server loads what it built.
             child = subprocess.Popen(
-                self.builder, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
+                self.builder,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-            atexit.register(_stop, child)  # a server that exits takes its build with it
             code = child.wait()
-            atexit.unregister(_stop)
         if code != 0:
             self.error = f"compiling the decode step failed (exit {code}); see {log_path}"
             log.warning("%s; decoding stays eager", self.error)
 
 
-def _stop(child: subprocess.Popen[bytes]) -> None:
-    if child.poll() is None:
-        child.terminate()
+def _lock_path(path: Path) -> Path:
+    return path.with_suffix(".lock")
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Any:
+    """Hold the build lock of the package at ``path`` (yields False if another process holds
+    it). The lock is an flock: it goes with the process that held it, however it ended."""
+    if fcntl is None:
+        yield True
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock_path(path).open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def building(path: Path) -> bool:
+    """Whether a process is building the package at ``path`` now."""
+    if not _lock_path(path).exists():
+        return False
+    with build_lock(path) as mine:
+        return not mine
 
 
 def builder_command(model: str, device: str, dtype: str, precision: str) -> list[str]:
@@ -264,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     runner = runner_class(loaded.model, args.precision, checkpoint=loaded.checkpoint)
     path = args.out or package_path(runner, args.rows)
     start = time.perf_counter()
-    build(runner, args.rows, path)
+    with build_lock(path) as mine:
+        if not mine:
+            log.info("another process is building %s", path)
+            return 0
+        if not path.exists():
+            build(runner, args.rows, path)
     log.info("built %s in %.0f s", path, time.perf_counter() - start)
     return 0
 

@@ -25,8 +25,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     (state) => {
       show(state);
-      if (state.kind === 'ready' && state.stats === undefined) {
-        void refreshStats();
+      if (state.kind === 'ready') {
+        void refreshStats(); // loaded, or the compiled decode step came in: stats anew
       }
     },
     (language) => isDisabled(context, language),

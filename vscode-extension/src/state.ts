@@ -4,7 +4,7 @@ export type ServerState =
   | { kind: 'starting' }
   | { kind: 'loading'; percent?: number }
   | { kind: 'indexing'; percent?: number }
-  | { kind: 'ready'; model: string; k: number; stats?: Record<string, unknown> }
+  | { kind: 'ready'; model: string; k: number; stats?: Record<string, unknown>; step?: string }
   | { kind: 'error'; message: string }
   | { kind: 'stopped' };
 
@@ -22,6 +22,7 @@ export interface ServerStatus {
   model: string; // the model loading, or loaded
   message?: string; // for people; the error's text when state is 'error'
   percent?: number; // 0..100, while indexing
+  step?: 'compiled' | 'eager'; // when ready: the decode step serving the drafts
 }
 
 /** The state a superposed/status stands for; `ready` builds the ready state (model, k, stats). */
@@ -32,14 +33,22 @@ export function stateOfStatus(status: ServerStatus, ready: () => ServerState): S
     case 'indexing':
       return { kind: 'indexing', percent: status.percent };
     case 'ready':
-      return ready();
+      return { ...ready(), ...(status.step ? { step: status.step } : {}) };
     case 'error':
       return { kind: 'error', message: status.message ?? 'The model did not load; see the log.' };
   }
 }
 
 /** The stats entries worth a tooltip line (the settings echo is left out). */
-const TOOLTIP_KEYS = ['model', 'ready', 'error', 'stores', 'counters'];
+const TOOLTIP_KEYS = [
+  'model',
+  'ready',
+  'error',
+  'decodeStep',
+  'compiledStep',
+  'stores',
+  'counters',
+];
 
 function percent(value: number | undefined): string {
   return value === undefined ? '' : ` ${Math.round(value)}%`;
@@ -78,8 +87,11 @@ export function statusView(state: ServerState): StatusView {
         Object.entries(state.stats ?? {}).filter(([key]) => TOOLTIP_KEYS.includes(key)),
       );
       const stats = formatStats(shown);
+      // Until the compiled decode step is built (once per machine), drafts come slower.
+      const step = state.step ?? state.stats?.decodeStep;
+      const eager = step === 'eager' ? ', eager step' : '';
       return {
-        text: `$(check) Superposed: ready (${state.model}, k=${state.k})`,
+        text: `$(check) Superposed: ready (${state.model}, k=${state.k}${eager})`,
         tooltip: ['Superposed: ready. Click for the log.', ...stats].join('\n'),
       };
     }

@@ -126,6 +126,9 @@ test('superposed/status maps to the status bar state, whatever its message says'
     },
   );
   assert.deepEqual(stateOfStatus({ state: 'ready', model, message: 'failed: no' }, ready), ready());
+  const eager = stateOfStatus({ state: 'ready', model, step: 'eager' }, ready);
+  assert.deepEqual(eager, { ...ready(), step: 'eager' });
+  assert.match(statusView(eager).text, /ready \(m, k=3, eager step\)/);
   assert.deepEqual(stateOfStatus({ state: 'error', model, message: 'no such model' }, ready), {
     kind: 'error',
     message: 'no such model',
@@ -149,6 +152,10 @@ test('the status bar says what the server is doing', () => {
   assert.match(ready.text, /ready \(smollm2-135m, k=3\)/);
   assert.match(ready.tooltip, /stores.files: 4/);
   assert.doesNotMatch(ready.tooltip, /alpha/);
+  const eager = { decodeStep: 'eager', compiledStep: 'building' };
+  const building = statusView({ kind: 'ready', model: 'smollm2-135m', k: 3, stats: eager });
+  assert.match(building.text, /ready \(smollm2-135m, k=3, eager step\)/);
+  assert.match(building.tooltip, /compiledStep: "building"/);
   assert.match(statusView({ kind: 'error', message: 'boom' }).tooltip, /boom/);
 });
 

@@ -23,7 +23,7 @@ M.defaults = {
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, prefillCopy, k, method,
-  -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, verify, lambdas, orders,
+  -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, distinctDrafts, verify, lambdas, orders,
   -- codebaseDb, userDb, userStore, userWeight, indexOnSave, maxFileBytes, lineMode,
   -- maxPromptTokens, firstPromptTokens, debounceMs, fim, trigger, minPrefixChars, midLine.
   settings = {},
@@ -215,7 +215,9 @@ function M.status()
     local stats, settings = s.stats or {}, M.options.settings
     local model = stats.model or settings.model or 'default model'
     local k = (stats.settings and stats.settings.k) or settings.k or 3
-    return ('superposed: ready (%s, k=%d)'):format(model, k)
+    -- until the compiled decode step is built (once per machine), drafts come slower
+    local eager = (s.step or stats.decodeStep) == 'eager' and ', eager step' or ''
+    return ('superposed: ready (%s, k=%d%s)'):format(model, k, eager)
   end
   local percent = s.percent and (' %d%%'):format(s.percent) or ''
   return ('superposed: %s%s'):format(s.title or s.kind, percent)
@@ -242,7 +244,7 @@ function M.show_status()
       lines[#lines + 1] = 'stats failed: ' .. tostring(err.message or err)
     elseif type(result) == 'table' then
       M.state.stats = result
-      for _, key in ipairs({ 'model', 'ready', 'error', 'counters', 'stores' }) do
+      for _, key in ipairs({ 'model', 'ready', 'error', 'decodeStep', 'compiledStep', 'counters', 'stores' }) do
         if result[key] ~= nil then
           vim.list_extend(lines, flatten({ [key] = result[key] }, nil, {}))
         end
@@ -311,7 +313,7 @@ function M.on_status(_, status, ctx)
     return
   end
   if status.state == 'ready' then
-    M.state = { kind = 'ready', stats = M.state.stats }
+    M.state = { kind = 'ready', stats = M.state.stats, step = status.step }
     client:request('workspace/executeCommand', { command = 'superposed.stats', arguments = {} },
       function(err, result)
         if not err and type(result) == 'table' then
