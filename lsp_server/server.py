@@ -293,18 +293,32 @@ class SuperposedServer(LanguageServer):
     # -- completion ---------------------------------------------------------------------
 
     async def suggest(
-        self, uri: str, position: types.Position, automatic: bool = False
+        self,
+        uri: str,
+        position: types.Position,
+        automatic: bool = False,
+        selected: types.SelectedCompletionInfo | None = None,
     ) -> tuple[str, list[Suggestion]]:
         """The cursor line's text before the cursor, and the suggestions at the cursor.
 
         Empty when the document is not open, the model is not ready, or the request is
         ``automatic`` (the user did not ask) and the trigger rules refuse it (triggers.py).
+        ``selected``: the completion item selected in the editor's suggest widget; the
+        drafts continue the document as it will be once that item is accepted (its text in
+        its range, the cursor after it), and the line returned is that one.
         """
         self.counters["requests"] += 1
         document = self.open_document(uri)
         if document is None:
             return "", []  # unknown or closed document: nothing to complete
-        context = CursorContext.at(document.source, document.offset_at_position(position))
+        source, offset = document.source, document.offset_at_position(position)
+        if selected is not None:
+            start = document.offset_at_position(selected.range.start)
+            end = max(start, document.offset_at_position(selected.range.end))
+            source = source[:start] + selected.text + source[end:]
+            offset = start + len(selected.text)
+            self.counters["after_selected_item"] += 1
+        context = CursorContext.at(source, offset)
         line = context.before[context.before.rfind("\n") + 1 :]
         if automatic and (why := refusal(self.settings.triggers, line, context.after)):
             self.counters[f"not triggered: {why}"] += 1
@@ -783,12 +797,19 @@ async def inline_completion(
 ) -> types.InlineCompletionList:
     uri, pos = params.text_document.uri, params.position
     automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
-    line, suggestions = await ls.suggest(uri, pos, automatic)
-    here = types.Range(start=pos, end=pos)
+    # With the suggest widget open, a draft extends the item the user is about to accept:
+    # it replaces that item's range, starting with the item's text (as the protocol asks).
+    selected = params.context.selected_completion_info
+    line, suggestions = await ls.suggest(uri, pos, automatic, selected)
+    here, head = types.Range(start=pos, end=pos), ""
+    if selected is not None:
+        here, head = selected.range, selected.text
     return types.InlineCompletionList(
         items=[
             types.InlineCompletionItem(
-                insert_text=s.text, range=here, command=_accept_command(uri, line, s.text)
+                insert_text=head + s.text,
+                range=here,
+                command=_accept_command(uri, line, s.text),
             )
             for s in suggestions
         ]

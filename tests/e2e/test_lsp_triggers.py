@@ -96,3 +96,35 @@ async def test_a_resting_cursor_warms_the_cache_where_it_rests(workspace: Path) 
         assert prompt["tokens"] - prompt["reused"] < 16
         client.protocol.notify("superposed/cursorRest", {"position": {"line": 1}})  # ignored
         assert (await command(client, "superposed.stats"))["ready"]
+
+
+async def test_drafts_extend_the_completion_item_selected_in_the_suggest_widget(
+    workspace: Path,
+) -> None:
+    """VS Code sends selectedCompletionInfo while its suggest widget is open: each draft then
+    replaces the item's range and starts with its text, continuing from it."""
+    text = "def shout(word):\n    return word.up"
+    async with session(workspace, {"k": K, "maxNewTokens": 4}) as client:
+        uri = open_doc(client, workspace / "shout.py", text)
+        item_range = types.Range(
+            start=types.Position(line=1, character=16), end=types.Position(line=1, character=18)
+        )
+        result = await client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=1, character=18),
+                context=types.InlineCompletionContext(
+                    trigger_kind=types.InlineCompletionTriggerKind.Automatic,
+                    selected_completion_info=types.SelectedCompletionInfo(
+                        range=item_range, text="upper"
+                    ),
+                ),
+            )
+        )
+        assert isinstance(result, types.InlineCompletionList) and len(result.items) == K
+        for item in result.items:
+            assert str(item.insert_text).startswith("upper") and item.range == item_range
+            argument = item.command.arguments[0] if item.command and item.command.arguments else {}
+            assert argument["context"] == "    return word.upper"  # what the user store learns
+        stats = await command(client, "superposed.stats")
+        assert stats["counters"]["after_selected_item"] == 1
