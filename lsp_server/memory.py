@@ -38,6 +38,7 @@ import numpy as np
 
 from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.stores import Stores, root_for
+from ngram_db import languages
 from ngram_db.errors import NgramStoreError
 from ngram_db.store import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex
@@ -173,6 +174,9 @@ class Memory:
             delta.mask(entry.table, covered=held)
             held.update(delta.alive_files())
         entry.base, entry.delta = base, delta
+        for segment in (base, delta):  # each stream's language, for the requests' filters
+            if segment is not None and segment.index.languages is None:
+                segment.index.languages = languages.codes(path for path, _ in segment.files)
         missing = [(p, n) for p, (sha, n) in entry.table.items() if held.get(p) != sha]
         entry.missing = sum(n for _, n in missing)
         entry.missing_lasting = sum(n for p, n in missing if lasting(p))
@@ -351,7 +355,11 @@ class Memory:
                     if self._documents.get(uri, ("",))[0] is text:  # still that text: keep them
                         self._documents[uri] = (text, ids)
             streams.append(ids)
-        return SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST) if streams else None
+        if not streams:
+            return None
+        index = SuffixIndex(streams, min_follow=FOLLOW_AT_LEAST)
+        index.languages = languages.codes(uri for uri, _, _ in snapshot)
+        return index
 
     def _build_others(
         self, key: frozenset[tuple[str, int]], snapshot: list[tuple[str, str, np.ndarray]]
@@ -395,11 +403,13 @@ class Memory:
         stores: Sequence[NgramStore] = (),
     ) -> MatchSource:
         """Everything the request at ``offset`` in ``uri`` can match: the stores' files, the
-        open ``documents`` (uri -> text, ``uri``'s among them) as they are now."""
+        open ``documents`` (uri -> text, ``uri``'s among them) as they are now; the files of
+        ``uri``'s language first, never across the code/prose line (``ngram_db.languages``)."""
         indexes: list[SuffixIndex | MatchSet | None] = [
             self.store_index(s) for s in stores if s is not None
         ]
-        return _match_set([*indexes, *self._document_indexes(uri, offset, documents)])
+        found = [*indexes, *self._document_indexes(uri, offset, documents)]
+        return _match_set(found, languages.language_of(uri))
 
     def _document_indexes(
         self, uri: str, offset: int, documents: Mapping[str, str]
@@ -434,29 +444,37 @@ class Memory:
         (``PendingSource.with_stores``). Its first ``match`` waits for the documents' indexes.
         """
         future = self._requests.submit(self._document_indexes, uri, offset, documents)
-        return PendingSource(self, future)
+        return PendingSource(self, future, languages.language_of(uri))
 
 
 class PendingSource:
     """A request's documents being indexed in the background (Memory.source_later)."""
 
-    def __init__(self, memory: Memory, documents: Future[list[SuffixIndex | None]]) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        documents: Future[list[SuffixIndex | None]],
+        language: str | None = None,
+    ) -> None:
         self.memory = memory
         self.documents = documents
+        self.language = language  # the requesting document's (None: unknown, no filter)
 
     def with_stores(self, stores: Sequence[NgramStore] = ()) -> MatchSource:
         """The request's source: the stores' indexes now (on the caller's thread), the
         documents' when first matched."""
         indexes = [self.memory.store_index(s) for s in stores if s is not None]
-        return _Deferred(indexes, self.documents)
+        return _Deferred(indexes, self.documents, self.language)
 
 
 class _Deferred:
     """A MatchSet of the stores' indexes and the documents' ones, once they are built."""
 
-    def __init__(self, stores: list[MatchSet | None], documents: Future[Any]) -> None:
-        self._stores, self._documents = stores, documents
-        self._set: MatchSet | None = None
+    def __init__(
+        self, stores: list[MatchSet | None], documents: Future[Any], language: str | None = None
+    ) -> None:
+        self._stores, self._documents, self._language = stores, documents, language
+        self._set: MatchSource | None = None
 
     def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
         if self._set is None:
@@ -465,20 +483,64 @@ class _Deferred:
             except Exception:  # serve the stores only; say why in the log
                 log.exception("memory: could not index the open documents")
                 documents = []
-            self._set = _match_set([*self._stores, *documents])
+            self._set = _match_set([*self._stores, *documents], self._language)
         return self._set.match(context, follow, others)
 
 
-def _match_set(indexes: Sequence[SuffixIndex | MatchSet | None]) -> MatchSet:
+class _Filtered:
+    """An index seen through a request's language: its occurrences in some streams only."""
+
+    def __init__(self, index: SuffixIndex, streams: np.ndarray) -> None:
+        self.index, self.streams = index, streams  # streams: [S] bool
+
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        return self.index.match(context, follow, others, streams=self.streams)
+
+
+class _Tiered:
+    """The first source's match; the second's only when the first has none."""
+
+    def __init__(self, first: MatchSet, then: MatchSet) -> None:
+        self.first, self.then = first, then
+
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        found = self.first.match(context, follow, others)
+        return found if found is not None else self.then.match(context, follow, others)
+
+
+def _match_set(
+    indexes: Sequence[SuffixIndex | MatchSet | None], language: str | None = None
+) -> MatchSource:
     """The non-empty indexes, in order (the first of equally long matches continues); a
-    store's (a MatchSet of its delta and base) in its own order."""
+    store's (a MatchSet of its delta and base) in its own order.
+
+    For a document in ``language``: the streams of that language (and of none known) first,
+    the other languages of its kind only where those match nothing, other kinds never
+    (``ngram_db.languages.tiers``); an index whose streams' languages are not known (the
+    requesting document's own) is in the first tier whole.
+    """
     flat: list[Any] = []
     for index in indexes:
         if isinstance(index, MatchSet):
             flat.extend(index.sources)
         elif index is not None and len(index):
             flat.append(index)
-    return MatchSet(flat)
+    first: list[Any] = []
+    then: list[Any] = []
+    for index in flat:
+        known = getattr(index, "languages", None)
+        cut = languages.tiers(known, language) if known is not None else None
+        if cut is None:
+            first.append(index)
+            continue
+        own, near = cut
+        if own.all():
+            first.append(index)
+        elif own.any():
+            first.append(_Filtered(index, own))
+        if near.any():
+            then.append(_Filtered(index, near))
+    return _Tiered(MatchSet(first), MatchSet(then)) if then else MatchSet(first)
 
 
 def store_list(stores: Stores, path: Path | None, roots: Sequence[Path]) -> list[NgramStore]:

@@ -94,6 +94,9 @@ class SuffixIndex:
         # [S] bool: the streams whose occurrences count (None: all). A store's files changed
         # or forgotten since its index was built are masked out at once, the index kept.
         self.alive: np.ndarray | None = None
+        # [S] int16: each stream's language (ngram_db.languages.codes); None: not known. A
+        # request matches the streams of its document's language (``match(streams=...)``).
+        self.languages: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -181,29 +184,39 @@ class SuffixIndex:
             return 0, np.zeros(0, dtype=np.int64)
         return depth, self._after(*ranges[-1])
 
-    def _live(self, after: np.ndarray) -> np.ndarray:
-        """The occurrences (positions after them) in alive streams followed by at least
-        ``min_follow`` tokens before their stream ends, most recent last."""
+    def _live(self, after: np.ndarray, streams: np.ndarray | None = None) -> np.ndarray:
+        """The occurrences (positions after them) in alive streams (and in ``streams``, [S]
+        bool, when given) followed by at least ``min_follow`` tokens before their stream
+        ends, most recent last."""
         after = after[after < self._n]
         stream = np.searchsorted(self._ends, after)  # [len(after)] each one's stream
         keep = self._ends[stream] - after >= self.min_follow
         alive = self.alive  # read once: another thread may swap it
         if alive is not None:
             keep &= alive[stream]
+        if streams is not None:
+            keep &= streams[stream]
         return after[keep]
 
-    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+    def match(
+        self,
+        context: Sequence[int],
+        follow: int = 32,
+        others: int = 0,
+        streams: np.ndarray | None = None,
+    ) -> Match | None:
         """The longest match of ``context`` with its next-token counts and a continuation
         (and up to ``others`` distinct continuations of other occurrences, latest first).
 
         Occurrences that a stream's end follows within ``min_follow`` tokens do not count:
         the longest suffix that has others is the match (a file that ends where the
         context does, as the requesting document's text before the cursor's line does,
-        continues nothing). Neither do occurrences in streams that ``alive`` masks out.
+        continues nothing). Neither do occurrences in streams that ``alive`` masks out, nor,
+        when ``streams`` ([S] bool) is given, in the streams it leaves out.
         """
         ranges, depth = self._ranges(context)
         while ranges:
-            after = self._live(self._after(*ranges[-1]))
+            after = self._live(self._after(*ranges[-1]), streams)
             if len(after):
                 break
             ranges.pop()
