@@ -85,6 +85,10 @@ class DecodingSettings:
     # off by default, it costs about as much as the decoding itself on a CPU
     # (bench/results/latency_memory.json).
     verify: bool = False
+    # Drafts that differ only in a trailing comment, whitespace or punctuation count as one
+    # (the better-ranked kept) and the next distinct draft takes the freed slot; off: the
+    # paper's drafts as decoded, which stay close by design.
+    distinct_drafts: bool = True
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     line_mode: str = "single"  # single: each draft ends at the end of its first line
@@ -254,6 +258,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "memory": ("decoding", "memory", _bool),
     "memorySeed": ("decoding", "memory_seed", _bool),
     "verify": ("decoding", "verify", _bool),
+    "distinctDrafts": ("decoding", "distinct_drafts", _bool),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),

@@ -11,6 +11,7 @@ from lsp_server.completion import (
     Suggestion,
     TypingCache,
     first_line,
+    near_key,
     postprocess,
     prompt_text,
 )
@@ -43,6 +44,35 @@ def test_postprocess_cuts_drops_and_merges_in_order() -> None:
         after=")",
     )
     assert result == [Suggestion("path.join(a)", 0.0), Suggestion("path.exists(b)", -4.0)]
+
+
+def test_near_duplicates_merge_and_the_next_distinct_draft_takes_the_slot() -> None:
+    """Drafts that differ only in a trailing comment, whitespace or punctuation are one guess:
+    the better-ranked stays, and the spare after the k shown moves up (issue 22)."""
+    completion = drafts(
+        "def redirect(self, location: str) -> Response:",
+        "def redirect(self, location: str) -> Response",
+        "if not is_syntax:  # do not display the trace",
+        "if not is_syntax:",
+        "def redirect(self, path):",
+        "x = '# not a comment'",
+        "x = '# not a comment',",
+        "# a comment",
+        "# another comment",
+    )
+    merged = [s.text for s in postprocess(completion, after="", merge_near=True)]
+    assert merged == [
+        "def redirect(self, location: str) -> Response:",
+        "if not is_syntax:  # do not display the trace",
+        "def redirect(self, path):",
+        "x = '# not a comment'",
+        "# a comment",
+        "# another comment",
+    ]
+    assert len(postprocess(completion, after="")) == 9  # off: the drafts as decoded
+    assert near_key("f(a, b),  # why") == near_key("f(a, b)") == "f(a, b)"
+    assert near_key("x = '#'  ") == "x = '#'"  # a '#' inside a string is code
+    assert near_key("items[0];") != near_key("items[0])")  # brackets are not punctuation
 
 
 def test_postprocess_multi_line_keeps_lines() -> None:
