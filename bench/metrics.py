@@ -53,6 +53,31 @@ def line_metrics(drafts: Sequence[str], target: str) -> dict[str, float]:
     }
 
 
+def shared_prefix_share(drafts: Sequence[str]) -> float:
+    """How much of the first draft every draft shares: the common prefix of all drafts over
+    the first's length (1: the others only extend or repeat it); nan for fewer than two
+    drafts or an empty first one."""
+    if len(drafts) < 2 or not drafts[0]:
+        return float("nan")
+    n = 0
+    for chars in zip(*drafts, strict=False):
+        if any(c != chars[0] for c in chars):
+            break
+        n += 1
+    return n / len(drafts[0])
+
+
+def pairwise_distance(drafts: Sequence[str]) -> float:
+    """Mean normalised edit distance (Levenshtein over the longer length) between each pair of
+    drafts: 0 for identical drafts, 1 for nothing in common; nan for fewer than two."""
+    from rapidfuzz.distance import Levenshtein
+
+    pairs = [(a, b) for i, a in enumerate(drafts) for b in drafts[i + 1 :]]
+    if not pairs:
+        return float("nan")
+    return float(np.mean([Levenshtein.normalized_distance(a, b) for a, b in pairs]))
+
+
 def distinct_ratio(tokens: Sequence[Any], n: int) -> float:
     """Unique n-grams / all n-grams of one sequence (1: no repetition); nan if too short."""
     grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]

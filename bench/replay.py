@@ -24,6 +24,9 @@ trimmed, and each draft cut at its first newline and trimmed the same way:
   (the longest common prefix; VS Code and Neovim accept a draft in part, word by word, so this
   is the most partial acceptance can give); the best draft's accepted length over len(rest);
 - distinct drafts: different non-empty drafts; empty: no non-empty draft at all;
+- how alike the drafts are: the prefix all drafts share, over the first draft's length
+  (``prefix``; ``close``: at least CLOSE_PREFIX of it), the mean normalised edit distance
+  between two drafts (``apart``), and what drafts 2..k add (``gain``: EM@k - EM@1);
 - latency: request to response, ms (p50, p95).
 
 Positions are also split by where the target line occurs already: ``verbatim`` (its text is
@@ -34,6 +37,7 @@ bootstrap intervals (2,000 resamples) compare configurations over the same posit
     python -m bench.replay --split validation --configs superposed+store --limit 20
     python -m bench.replay --define 'mine={"alpha": 0.3}' --configs mine,superposed+store
     python -m bench.replay --quick                 # a small fixed subset (make bench-quick)
+    python -m bench.replay --resummarize bench/results/replay.json   # metrics added since
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import asyncio
 import gzip
 import hashlib
 import json
+import math
 import sys
 import tempfile
 import time
@@ -53,7 +58,14 @@ from typing import Any
 
 from bench.common import store_dir
 from bench.measure import RESULTS, ROOT, Stamp, percentile, write_json
-from bench.metrics import bootstrap_ci, chars_saved, edit_similarity, paired_diff_ci
+from bench.metrics import (
+    bootstrap_ci,
+    chars_saved,
+    edit_similarity,
+    paired_diff_ci,
+    pairwise_distance,
+    shared_prefix_share,
+)
 from lsp_server.settings import parse_settings
 
 DATA = ROOT / "bench" / "data" / "replay.json.gz"
@@ -62,6 +74,9 @@ REPO_FIELDS = ("snapshot", "snapshot_date", "cutoff", "until", "candidates", "ur
 QUICK_PER_REPO = 5  # --quick: the first targets of each repository of the split
 MAX_NEW_TOKENS = 24  # enough for a typical line to finish (drafts stop at the newline)
 COMPILE_WAIT_S = 900  # the server's compiled decode step (built once, then cached on disk)
+# A request's drafts are "close" when all share at least this much of the first (issue 22: at
+# the line start, 43% of requests had all three drafts share 60% of the first's text).
+CLOSE_PREFIX = 0.6
 BASE = {"k": 3, "method": "superposed", "userStore": False}  # every configuration starts here
 
 
@@ -79,6 +94,8 @@ PRESETS = {
     for c in (
         Config("superposed+store", {"memory": True, "mix": "interpolate"}),  # all the memory
         Config("superposed-nostore", {"memory": False, "mix": "interpolate"}, store=False),
+        # issue 22's before: the drafts as decoded, near-duplicates kept
+        Config("superposed-close", {"memory": True, "mix": "interpolate", "distinctDrafts": False}),
         Config("greedy", {"method": "greedy", "k": 1}),
         Config("nucleus", {"method": "nucleus"}),
         Config("beam", {"method": "beam"}),
@@ -124,8 +141,14 @@ def snapshot_lines(files: Mapping[str, str]) -> set[str]:
     return {s for text in files.values() for row in text.split("\n") if (s := row.strip())}
 
 
-def positions(data: Mapping[str, Any], split: str, per_repo: int | None = None) -> list[Position]:
-    """The positions of a split: all cursors of the first ``per_repo`` targets per repository."""
+def positions(
+    data: Mapping[str, Any],
+    split: str,
+    per_repo: int | None = None,
+    cursors: Sequence[str] = CURSORS,
+) -> list[Position]:
+    """The positions of a split: the ``cursors`` of the first ``per_repo`` targets per
+    repository."""
     repos = data["split"][split]
     known = {r: snapshot_lines(data["repos"][r]["files"]) for r in repos}
     taken: dict[str, int] = {r: 0 for r in repos}
@@ -139,7 +162,7 @@ def positions(data: Mapping[str, Any], split: str, per_repo: int | None = None) 
         text, line = task["text"], task["line"]
         others = document.split("\n")
         in_file = any(row.strip() == text.strip() for i, row in enumerate(others) if i != line)
-        for cursor in CURSORS:
+        for cursor in cursors:
             column = task["cursors"][cursor]
             out.append(
                 Position(
@@ -179,10 +202,21 @@ def position_metrics(drafts: Sequence[str], rest: str) -> dict[str, float]:
         "csk": max((chars_saved(d, rest) for d in lines), default=0.0),
         "distinct": float(len(set(shown))),
         "empty": float(not shown),
+        # how alike the drafts are (nan for fewer than two), and what drafts 2..k add
+        "prefix": shared_prefix_share(lines),
+        "close": nan_or(shared_prefix_share(lines), lambda v: float(v >= CLOSE_PREFIX)),
+        "apart": pairwise_distance(lines),
+        "gain": float(rest in lines) - float(first == rest),
     }
 
 
+def nan_or(value: float, then: Callable[[float], float]) -> float:
+    return value if math.isnan(value) else then(value)
+
+
 METRICS = ("em1", "emk", "es1", "esk", "csk", "distinct", "empty")
+LIKENESS = ("prefix", "close", "apart", "gain")  # how alike the drafts are (issue 22)
+METRICS += LIKENESS
 SUBSETS = {
     "all": lambda r: True,
     "verbatim": lambda r: r["verbatim"],
@@ -213,15 +247,16 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[dict[str, Any]]:
     """Paired differences (a - b) over the same positions for each pair of configurations.
 
-    Each later configuration against each earlier one, for EM@k, edit similarity@k and
-    characters saved@k; and every configuration's EM@k against greedy's EM@1 where greedy ran.
+    Each later configuration against each earlier one, for EM@1, EM@k, edit similarity@k,
+    characters saved@k and the gain of drafts 2..k (EM@k - EM@1); and every configuration's
+    EM@k against greedy's EM@1 where greedy ran.
     """
     key = {(r["config"], r["task"], r["cursor"]): r for r in rows}
     pairs = [
         (a, b, m, m)
         for i, a in enumerate(configs)
         for b in configs[i + 1 :]
-        for m in ("emk", "esk", "csk")
+        for m in ("em1", "emk", "esk", "csk", "gain")
     ]
     if "greedy" in configs:
         pairs += [(a, "greedy", "emk", "em1") for a in configs if a != "greedy"]
@@ -233,7 +268,10 @@ def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[d
                 for (c, _t, cur), ra in key.items()
                 if c == a and cur == cursor and (b, ra["task"], cursor) in key
             ]
-            diff = paired_diff_ci([x[ma] for x, _ in both], [y[mb] for _, y in both])
+            nan = math.nan  # a metric a row lacks (a run from before it) pairs as missing
+            diff = paired_diff_ci(
+                [x.get(ma, nan) for x, _ in both], [y.get(mb, nan) for _, y in both]
+            )
             out.append({"a": a, "b": b, "metric_a": ma, "metric_b": mb, "cursor": cursor, **diff})
     return out
 
@@ -391,6 +429,23 @@ def parse_configs(names: str, defines: Sequence[str]) -> list[Config]:
     return [known[n] for n in chosen]
 
 
+def resummarize(path: Path) -> dict[str, Any]:
+    """A saved run's metrics computed again from its rows (each request's drafts and rest),
+    as this script computes them now: a metric added since (issue 22's likeness) covers the
+    run's requests without running them again. The stamp stays the run's; ``resummarized``
+    says when and at which commit the metrics were recomputed."""
+    result = json.loads(path.read_text())
+    for row in result["rows"]:
+        row.update(position_metrics(row["drafts"], row["rest"]))
+    names = list(result["configs"])
+    result["summary"] = summarize(result["rows"])
+    result["comparisons"] = compare(result["rows"], names)
+    now = Stamp(model=result["stamp"]["model"])
+    result["resummarized"] = {"date": now.date, "commit": now.commit, "command": now.command}
+    write_json(path, result)
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=("validation", "test"), default="test")
@@ -400,17 +455,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="targets per repository (each has 2 cursors)")
     parser.add_argument("--quick", action="store_true",
                         help=f"the first {QUICK_PER_REPO} targets per repository")  # fmt: skip
+    parser.add_argument("--cursor", choices=CURSORS,
+                        help="one cursor only (half the requests); default: both")  # fmt: skip
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/replay*)")
+    parser.add_argument("--resummarize", type=Path, metavar="JSON",
+                        help="recompute a saved run's metrics from its rows")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.resummarize:
+        resummarize(args.resummarize)
+        return 0
     configs = parse_configs(args.configs, args.define)
     started = time.perf_counter()
     stamp = Stamp(model=args.model)
     data = load_data(args.data)
     per_repo = QUICK_PER_REPO if args.quick else args.limit
-    todo = positions(data, args.split, per_repo)
+    todo = positions(data, args.split, per_repo, [args.cursor] if args.cursor else CURSORS)
     repos = list(dict.fromkeys(p.repo for p in todo))
     stores = build_stores(data, repos, args.model)
     default = "replay-quick" if args.quick else "replay"
@@ -432,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                 "repos": {r: {k: data["repos"][r][k] for k in REPO_FIELDS} for r in repos},
                 "splits": data["split"],
                 "targets": len({p.task for p in todo}),
+                "cursors": list(dict.fromkeys(p.cursor for p in todo)),
                 "positions": len(todo),
             },
             "settings": {**BASE, "maxNewTokens": args.max_new_tokens, "model": args.model},

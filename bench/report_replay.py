@@ -5,11 +5,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.replay import CURSORS, SUBSETS
+from bench.replay import CLOSE_PREFIX, CURSORS, SUBSETS
 from bench.report import say
 from bench.tables import code, diff_text, num, pct, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
+CLOSE = "superposed-close"  # the drafts as decoded, near-duplicates kept (issue 22's before)
 
 
 def _comparison(r: dict[str, Any], a: str, b: str, ma: str, mb: str, cursor: str) -> Any:
@@ -36,8 +37,12 @@ def _settings(options: dict[str, Any]) -> str:
     return ", ".join(f"`{key}` {value!r}" for key, value in options.items())
 
 
-def _p50(r: dict[str, Any], config: str) -> float | None:
-    ms = [row["ms"] for row in r["rows"] if row["config"] == config]
+def _p50(r: dict[str, Any], config: str, cursor: str | None = None) -> float | None:
+    ms = [
+        row["ms"]
+        for row in r["rows"]
+        if row["config"] == config and cursor in (None, row["cursor"])
+    ]
     return statistics.median(ms) if ms else None
 
 
@@ -83,6 +88,79 @@ def targets(r: dict[str, Any]) -> list[str]:
             )
         )
     return out
+
+
+def likeness_table(r: dict[str, Any]) -> str:
+    """Per configuration and cursor: how alike the drafts are, and what drafts 2..k add."""
+    rows = []
+    for config, by_cursor in r["summary"].items():
+        for cursor in CURSORS:
+            c = by_cursor[cursor]["all"]
+            if "gain" not in c:  # a run from before issue 22
+                continue
+            cells = [pct(c[m]) for m in ("prefix", "close", "apart")]
+            rows.append([config, cursor, *cells, pct(c["em1"]), pct(c["emk"]), pct(c["gain"])])
+    header = ["configuration", "cursor", "shared prefix", "close", "apart", "EM@1", "EM@k"]
+    return table([*header, "gain (EM@k - EM@1)"], rows) if rows else ""
+
+
+def targets_22(r: dict[str, Any]) -> list[str]:
+    """Issue 22's targets: the default (distinct drafts) against the drafts as decoded."""
+    s, line = r["summary"], "line-start"
+    if MEMORY not in s or CLOSE not in s or "gain" not in s[MEMORY][line]["all"]:
+        return []
+    out = [say("target22_title", distinct=MEMORY, close_config=CLOSE)]
+    gain = s[MEMORY][line]["all"]["gain"]
+    d = _difference(r, MEMORY, CLOSE, "gain", line)
+    before = pct(s[CLOSE][line]["all"]["gain"])
+    ok = gain["mean"] >= 0.09
+    out.append(
+        say(
+            "target22_gain",
+            met=met(ok),
+            value=pct(gain),
+            close_config=CLOSE,
+            before=before,
+            diff=diff_text(d),
+        )
+    )
+    for metric, name in (("em1", "EM@1"), ("esk", "edit similarity@3")):
+        d = _difference(r, MEMORY, CLOSE, metric, line)
+        out.append(say("target22_no_loss", metric=name, met=met(d["mean"] >= 0), diff=diff_text(d)))
+    with_ms, without_ms = _p50(r, MEMORY, line), _p50(r, CLOSE, line)
+    if with_ms and without_ms:
+        ratio = with_ms / without_ms
+        out.append(
+            say(
+                "target22_latency",
+                met=met(ratio <= 1.1),
+                with_ms=f"{with_ms:.0f}",
+                without_ms=f"{without_ms:.0f}",
+                ratio=f"{ratio:.2f}x",
+            )
+        )
+    return out
+
+
+def _title_and_list(lines: list[str]) -> list[str]:
+    """A title line, then its items as one block (nothing when there are none)."""
+    return [lines[0].rstrip("\n"), "\n".join(lines[1:])] if lines else []
+
+
+def likeness(r: dict[str, Any]) -> str:
+    """The likeness subsection (empty for a run from before issue 22)."""
+    rows = likeness_table(r)
+    if not rows:
+        return ""
+    return (
+        say(
+            "replay_likeness",
+            close=f"{CLOSE_PREFIX:.0%}",
+            likeness_table=rows,
+            targets_22="\n\n".join(_title_and_list(targets_22(r))),
+        ).rstrip("\n")
+        + "\n\n"
+    )
 
 
 def metrics_table(r: dict[str, Any], cursor: str) -> str:
@@ -192,9 +270,40 @@ def replay_section(r: dict[str, Any], number: int = 1) -> str:
             partial=say("replay_partial") + "\n\n" if r.get("partial") else "",
             targets_met="\n".join(targets(r)),
             cursor_tables=cursor_tables,
+            likeness=likeness(r),
             subsets_table=subsets_table(r),
             comparisons_table=comparisons_table(r),
             examples="\n".join(examples(r)),
+        )
+        + "\n"
+    )
+
+
+def distinct_section(r: dict[str, Any]) -> str:
+    """Issue 22's run: the default (distinct drafts) and the drafts as decoded, one cursor."""
+    d = r["data"]
+    cursors = d.get("cursors", list(CURSORS))
+    configs = "; ".join(
+        say(
+            "replay_config",
+            name=name,
+            options=_settings(opts["options"]) if opts["options"] else "the defaults",
+            empty_store="" if opts["store"] else ", an empty codebase store",
+        )
+        for name, opts in r["configs"].items()
+    )
+    return (
+        say(
+            "replay_distinct",
+            file=r["_file"],
+            split=d["split"],
+            split_repos=", ".join(d["splits"][d["split"]]),
+            targets=d["targets"],
+            cursors=" and ".join(cursors),
+            configs=configs,
+            partial=say("replay_partial") + "\n\n" if r.get("partial") else "",
+            metrics_table="\n\n".join(metrics_table(r, c) for c in cursors),
+            likeness=likeness(r).rstrip("\n"),
         )
         + "\n"
     )

@@ -330,6 +330,36 @@ def test_replay_metrics_compare_the_rest_of_the_line() -> None:
     assert none["empty"] == 1.0 and none["distinct"] == 0.0 and none["csk"] == 0.0
 
 
+def test_likeness_of_drafts_shared_prefix_and_pairwise_distance() -> None:
+    assert metrics.shared_prefix_share(["tb_offset", "tb_data", "tb"]) == pytest.approx(2 / 9)
+    assert metrics.shared_prefix_share(["abc", "abc", "abcd"]) == 1.0  # the others extend it
+    assert math.isnan(metrics.shared_prefix_share(["abc"]))  # one draft: nothing to compare
+    assert math.isnan(metrics.shared_prefix_share(["", "x"]))
+    assert metrics.pairwise_distance(["ab", "ab"]) == 0.0
+    # pairs (ab, ab) 0, (ab, xy) 1, (ab, xy) 1: the mean over the three pairs
+    assert metrics.pairwise_distance(["ab", "ab", "xy"]) == pytest.approx(2 / 3)
+    assert math.isnan(metrics.pairwise_distance(["ab"]))
+
+
+def test_replay_likeness_per_request_and_what_drafts_two_to_k_add() -> None:
+    from bench import replay
+
+    rest = "return self.x"
+    m = replay.position_metrics(["return self.y", "return self.x", "return self.x  # ok"], rest)
+    assert m["gain"] == 1.0  # draft 2 is right where draft 1 is not
+    assert m["prefix"] == pytest.approx(12 / 13) and m["close"] == 1.0
+    assert 0 < m["apart"] < 0.5
+    first = replay.position_metrics(["return self.x", "pass"], rest)
+    assert first["gain"] == 0.0 and first["close"] == 0.0  # nothing shared: not close
+    alone = replay.position_metrics(["return self.x"], rest)
+    assert math.isnan(alone["prefix"]) and math.isnan(alone["close"])
+    rows = [{"config": "c", "cursor": "line-start", "ms": 1.0, "verbatim": False,
+             "in_file": False, **m} for m in (m, first, alone)]  # fmt: skip
+    cell = replay.summarize(rows)["c"]["line-start"]["all"]
+    assert cell["gain"]["mean"] == pytest.approx(1 / 3)
+    assert cell["close"]["n"] == 2  # a request with one draft has no likeness
+
+
 def test_replay_chars_saved_is_the_best_drafts_accepted_prefix() -> None:
     from bench import replay
 
@@ -465,7 +495,11 @@ def test_replay_comparisons_pair_the_same_positions() -> None:
     rows = [row("a", "t1", 1, 0), row("a", "t2", 1, 1), row("greedy", "t1", 0, 0),
             row("greedy", "t2", 1, 1)]  # fmt: skip
     comps = replay.compare(rows, ["a", "greedy"])
-    vs_em1 = next(c for c in comps if c["metric_b"] == "em1" and c["cursor"] == "line-start")
+    vs_em1 = next(
+        c
+        for c in comps
+        if (c["metric_a"], c["metric_b"], c["cursor"]) == ("emk", "em1", "line-start")
+    )
     assert vs_em1["mean"] == pytest.approx(0.5) and vs_em1["n"] == 2
     empty = next(c for c in comps if c["cursor"] == "mid-line")
     assert empty["n"] == 0
@@ -503,3 +537,39 @@ def test_replay_report_section_renders_a_small_run() -> None:
     assert "with the store beats without at EM@3 (line start): **supported**" in text
     assert "10 ms / 9 ms = 1.11x" in text
     assert "| superposed+store | 2 | 100.0 [100.0, 100.0] |" in text
+
+
+def test_replay_report_shows_the_likeness_and_issue_22s_targets() -> None:
+    from bench import replay, report_replay
+
+    rows = []
+    shown = {"superposed+store": ["x = 2", "x = 1", "y"], "superposed-close": ["x = 2", "x = 2,"]}
+    for config, drafts in shown.items():
+        for task in ("o/r#0", "o/r#1"):
+            for cursor in replay.CURSORS:
+                rows.append({"config": config, "task": task, "repo": "o/r", "cursor": cursor,
+                             "verbatim": False, "in_file": False, "rest": "x = 1",
+                             "drafts": drafts, "ms": 10.0,
+                             **replay.position_metrics(drafts, "x = 1")})  # fmt: skip
+    names = list(shown)
+    result = {
+        "_file": "bench/results/replay.json",
+        "data": {"file": "d", "split": "test", "targets": 2, "positions": 4,
+                 "splits": {"test": ["o/r"], "validation": ["v/w"]},
+                 "repos": {"o/r": {"snapshot": "abcdef1234", "snapshot_date": "2024-12-01",
+                                   "cutoff": "2025-01-01"}}},
+        "stores": {"repos": {"o/r": {"tokens": 1000}}},
+        "settings": {"k": 3}, "configs": {n: {"options": {}, "store": True} for n in names},
+        "summary": replay.summarize(rows), "comparisons": replay.compare(rows, names),
+        "rows": rows,
+    }  # fmt: skip
+    text = report_replay.replay_section(result)
+    assert "### How alike the drafts are (issue 22)" in text
+    assert "- EM@3 - EM@1 at least 9 points: **met** (100.0 [100.0, 100.0]" in text
+    assert "- no loss of EM@1: **met**" in text
+    assert "- p50 latency at most 1.1x: **met** (10 ms / 10 ms = 1.00x, line start)" in text
+    assert "| superposed-close | line-start | 100.0 [100.0, 100.0] | 100.0 [100.0, 100.0] |" in text
+    assert "same run):\n\n- EM@3" in text
+    distinct = report_replay.distinct_section(result)  # issue 22's own run, its own file
+    assert distinct.startswith("### Issue 22: distinct drafts")
+    assert "- EM@3 - EM@1 at least 9 points: **met**" in distinct
