@@ -19,7 +19,7 @@ from lsp_server.engine.fast_runner import (
     split_attention,
 )
 from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
-from lsp_server.engine.quant import DenseLinear
+from lsp_server.engine.quant import DenseLinear, prefill_dtype
 from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
 from lsp_server.engine.types import DecodeConfig, EngineError
 from lsp_server.engine.vocab import Vocab
@@ -322,7 +322,7 @@ def test_a_quantized_runner_keeps_no_bf16_copy_of_the_layers(precision: str) -> 
     assert _storages(runner.prefill_weights) <= _storages(runner.decode_weights)
     layers = list(runner.prefill_weights.blocks)
     assert all(isinstance(b.gate_up, DenseLinear) for b in layers)
-    assert all(b.gate_up.weight.dtype == torch.bfloat16 for b in layers)  # type: ignore[attr-defined]
+    assert all(b.gate_up.weight.dtype == prefill_dtype() for b in layers)  # type: ignore[attr-defined]
     copying = FastRunner(tiny(), precision, prefill_copy=True)
     assert not _storages(copying.prefill_weights) <= _storages(copying.decode_weights)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lsp_server.engine import quant
 from lsp_server.engine.quant import (
     INT4_GROUP,
     DenseLinear,
@@ -116,15 +117,17 @@ def test_unpack_int4_undoes_the_cpu_packing() -> None:
 
 @pytest.mark.parametrize("cls", [Int8Linear, Int4Linear])
 def test_dequantized_is_the_matrix_the_kernel_multiplies_by(cls: type) -> None:
-    """The prefill's bf16 weights are exactly what the decode kernel computes with."""
+    """The prefill's weights are exactly what the decode kernel computes with (bf16 values,
+    in fp32 on a CPU whose bf16 matmuls are slow)."""
     generator = torch.Generator().manual_seed(1)  # unseeded, one run in three failed
     w, bias = _weight(n=128), torch.randn(128, generator=generator)
     layer = cls(w, bias)
     dense = dequantized(layer)
-    assert isinstance(dense, DenseLinear) and dense.weight.dtype == torch.bfloat16
+    assert isinstance(dense, DenseLinear) and dense.weight.dtype == quant.prefill_dtype()
     assert torch.equal(dense.weight.float(), _as_matrix(cls(w, None), w.shape[1]))
     x = torch.randn(7, w.shape[1], generator=generator)
-    torch.testing.assert_close(dense(x).float(), layer(x).float(), atol=0.05, rtol=0.02)
+    # the kernel rounds to bf16; fp32 weights (where bf16 is slow) do not: 0.06 seen apart
+    torch.testing.assert_close(dense(x).float(), layer(x).float(), atol=0.1, rtol=0.05)
 
 
 def test_dequantized_keeps_what_it_cannot_undo() -> None:
@@ -143,3 +146,31 @@ def test_int4_quantized_in_blocks_of_rows_as_a_whole() -> None:
     assert torch.equal(layer.packed, torch.cat([part.packed for part in whole]))
     matrix = _as_matrix(layer, 64)
     assert torch.equal(matrix, torch.cat([_as_matrix(part, 64) for part in whole]))
+
+
+@pytest.mark.parametrize("cls", [Int8Linear, Int4Linear])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_dequantized_weights_in_either_prefill_dtype_give_the_kernel_s_product(
+    cls: type, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an AVX2-only CPU bf16 matmuls are emulated (45x slower than fp32): a 256-token
+    prefill on bf16 weights took 50-77 s. There the same weights are widened to fp32."""
+    monkeypatch.setattr(quant, "prefill_dtype", lambda: dtype)
+    generator = torch.Generator().manual_seed(2)
+    w, bias = _weight(n=128), torch.randn(128, generator=generator)
+    layer = cls(w, bias)
+    dense = dequantized(layer)
+    assert isinstance(dense, DenseLinear) and dense.weight.dtype == dtype
+    matrix = _as_matrix(cls(w, None), w.shape[1])
+    assert torch.equal(dense.weight.float(), matrix)
+    x = torch.randn(7, w.shape[1], generator=generator)
+    exact = torch.nn.functional.linear(x, matrix, bias.to(torch.bfloat16).float())
+    close = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 0.05, "rtol": 0.02}
+    torch.testing.assert_close(dense(x).float(), exact, **close)
+
+
+def test_bf16_prefills_only_where_bf16_matmuls_are_not_emulated() -> None:
+    assert quant.faster_dense_dtype(bf16_s=0.117, fp32_s=0.0016) == torch.float32  # AVX2
+    assert quant.faster_dense_dtype(bf16_s=0.001, fp32_s=0.0016) == torch.bfloat16  # AMX
+    assert quant.faster_dense_dtype(bf16_s=0.003, fp32_s=0.0016) == torch.bfloat16
+    assert quant.prefill_dtype() in (torch.bfloat16, torch.float32)

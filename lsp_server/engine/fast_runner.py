@@ -9,8 +9,9 @@ with per-layer views for the eager step), the residual stream in fp32, and weigh
 - bf16: bf16 weights, activations and KV cache.
 - int8 / int4: weight-only quantized decode matmuls (see quant.py) with bf16 activations, and
   an int4 output head whose best logits are recomputed exactly (quant.RefinedHead); a longer
-  prefill runs on bf16 weights, where the CPU's bf16 matmuls (AVX-512 BF16 or AMX) are fast
-  and the quantized kernels are not (``prefill_weights``): by default each layer's decode
+  prefill runs on dense weights, bf16 where the CPU's bf16 matmuls (AVX-512 BF16 or AMX) are
+  fast and fp32 where they are emulated (AVX2: 45x slower; quant.prefill_dtype), since the
+  quantized kernels are slow there (``prefill_weights``): by default each layer's decode
   weights de-quantized as the prefill reaches it and freed after it (DequantizedBlocks: a few
   MB at a time), which pays from about 80 tokens on; or with ``prefill_copy`` a bf16 copy of
   all the layers kept beside the decode ones (200 MB more on the default model), from a few
@@ -32,7 +33,7 @@ import torch.nn.functional as F
 
 from lsp_server.engine.model import Checkpoint
 from lsp_server.engine.options import PRECISIONS, RUNNERS
-from lsp_server.engine.quant import Linear, RefinedHead, dequantized, quantize
+from lsp_server.engine.quant import Linear, RefinedHead, dequantized, prefill_dtype, quantize
 from lsp_server.engine.runner import HFRunner, ModelRunner, check_finite
 from lsp_server.engine.types import EngineError
 
@@ -459,7 +460,8 @@ class FastRunner:
             self.prefill_chunk = _PREFILL_CHUNK
             self.few_tokens = _FEW_TOKENS  # prefills up to this long run on the decode weights
             if precision in ("int8", "int4") and prefill_copy:
-                self.prefill_weights = self.build_weights(model, "bf16", lm_head, fetch)
+                dense = "bf16" if prefill_dtype() == torch.bfloat16 else "fp32"
+                self.prefill_weights = self.build_weights(model, dense, lm_head, fetch)
             elif precision in ("int8", "int4"):
                 blocks = DequantizedBlocks(self.decode_weights.blocks)
                 self.prefill_weights = dataclasses.replace(self.decode_weights, blocks=blocks)

@@ -13,6 +13,8 @@ a plain dequantized matmul, so an upgrade that changes them fails loudly.
 
 from __future__ import annotations
 
+import functools
+import time
 from typing import Protocol
 
 import torch
@@ -20,6 +22,10 @@ import torch.nn.functional as F
 
 INT4_GROUP = 32  # weights per int4 scale/zero pair
 _INT4_N_MULTIPLE = 16  # the CPU int4 packing needs output features divisible by 16
+# A CPU whose bf16 matmul takes more than this many times the fp32 one's time emulates bf16:
+# its long prefills run on fp32 weights (prefill_dtype). With AVX-512 BF16 or AMX bf16 is the
+# faster one; on AVX2 it measured 45x slower.
+BF16_SLOWER_AT_MOST = 2.0
 _QUANTIZE_ROWS = 4096  # rows quantized at a time (a multiple of the packing's row block)
 
 
@@ -82,9 +88,9 @@ class Int8Linear:
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
     def dequantized(self) -> DenseLinear:
-        """The same weights in bf16, as the kernel sees them."""
+        """The same weights in bf16, as the kernel sees them (in ``prefill_dtype()``)."""
         weight = self.qweight.float() * self.scale.float()[:, None]  # [N, K]
-        return DenseLinear(weight, self.bias, torch.bfloat16)
+        return DenseLinear(weight.to(torch.bfloat16), self.bias, prefill_dtype())
 
 
 def int4_fits(weight: torch.Tensor, group: int = INT4_GROUP) -> bool:
@@ -162,7 +168,7 @@ class Int4Linear:
         scales = self.scales_and_zeros[..., 0].contiguous().unsqueeze(1)  # [K / group, 1, N]
         zeros = self.scales_and_zeros[..., 1].contiguous().unsqueeze(1)
         torch.addcmul(zeros, grouped, scales, out=grouped)
-        return DenseLinear(transposed.view(k, n).t(), self.bias, torch.bfloat16, keep_layout=True)
+        return DenseLinear(transposed.view(k, n).t(), self.bias, prefill_dtype(), keep_layout=True)
 
 
 def unpack_int4(packed: torch.Tensor, block: int) -> torch.Tensor:
@@ -198,9 +204,45 @@ def int4_unpack_block() -> int:
     return _unpack_block
 
 
+@functools.cache
+def prefill_dtype() -> torch.dtype:
+    """The dtype of the weights a long prefill multiplies by: bf16 where this CPU's bf16
+    matmuls are fast (AVX-512 BF16, AMX), else fp32 (the same values: bf16 widens exactly).
+
+    Measured once per process (a few milliseconds). On an AVX2-only CPU (the AMD EPYC of
+    this project's machine in December 2026) a [256, 576] x [576, 1536] bf16 matmul ran at
+    1.2 GFLOP/s against 53 in fp32, and a 256-token prefill of the default model on bf16
+    weights took 50-77 s against 1.3 s on fp32 ones (bench/prefill_dtype.py).
+    """
+    return faster_dense_dtype(matmul_seconds(torch.bfloat16), matmul_seconds(torch.float32))
+
+
+def matmul_seconds(dtype: torch.dtype, rows: int = 64, size: int = 512) -> float:
+    """The fastest of three [rows, size] x [size, size] matmuls in ``dtype``, on one thread
+    (the kernel's own speed: with two threads on a busy machine fp32 took 40x its time)."""
+    a, b = torch.randn(rows, size).to(dtype), torch.randn(size, size).to(dtype)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a @ b  # the first call sets up the kernel
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return best
+
+
+def faster_dense_dtype(bf16_s: float, fp32_s: float) -> torch.dtype:
+    """bf16 unless its matmuls took over BF16_SLOWER_AT_MOST times the fp32 ones' time."""
+    return torch.bfloat16 if bf16_s <= BF16_SLOWER_AT_MOST * fp32_s else torch.float32
+
+
 def dequantized(linear: Linear) -> Linear:
-    """``linear`` with bf16 weights (for many rows, where bf16 matmuls are the fast ones);
-    ``linear`` itself if it has no quantized form to undo."""
+    """``linear`` with dense weights (``prefill_dtype()``, for many rows, where dense matmuls
+    beat the quantized kernels); ``linear`` itself if it has no quantized form to undo."""
     undo = getattr(linear, "dequantized", None)
     return linear if undo is None else undo()
 
