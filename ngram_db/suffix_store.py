@@ -207,6 +207,8 @@ def _temporaries(target: Path) -> list[Path]:
 
 def _remove_orphans(target: Path) -> None:
     """Delete temporary bases left by processes that died while writing them."""
+    if os.name != "posix":  # os.kill(pid, 0) asks after a process on POSIX only
+        return
     for temporary in _temporaries(target):
         pid = temporary.name[len(target.name) + 1 :].split("-", 1)[0]
         if pid.isdigit() and not _running(int(pid)):
