@@ -57,9 +57,9 @@ RSS_TARGET_MB = 100
 SAVE_TARGET_MS = 200
 LATER_REQUESTS = 5
 # Every case: no user store; no compiled decode step (a child process building it would
-# share the two cores); fp32 weights: the default int4 ones are de-quantized for each prefill
-# of 80+ tokens, which on this machine's CPU (AVX2, no AVX-512) took 25-80 s a request in the
-# same build, whatever the store (the engine's matter, not the memory's: see the report);
+# share the two cores); fp32 weights, so that the engine's part stays the same whatever its
+# int4 path does (before 729c8de, int4 prefills of 80+ tokens took 25-80 s a request on this
+# AVX2-only CPU, whatever the store);
 # a 256-token window: each request a short prefill, and no warm-up of a longer one running
 # into the next request. The cases differ in the store (and the memory) only.
 SERVER = {
@@ -452,9 +452,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"against the big store with `memory` off: {big['first_ms'] / off['first_ms']:.2f}x; "
         f"later requests against empty: {big['later_ms'] / empty['later_ms']:.2f}x.",
         "",
-        "`precision` fp32 in every case: with the default (int4 weights, de-quantized for "
-        "each prefill of 80+ tokens) a first request took 25-80 s on this machine's CPU "
-        "(AVX2, no AVX-512), store or not, which would hide what the store costs.",
+        "`precision` fp32 in every case, so that the engine's part is the same whatever its "
+        "int4 path does (before 729c8de, int4 prefills of 80+ tokens took 25-80 s a request "
+        "on this AVX2-only CPU, store or not, which hid what the store costs).",
         "",
         "## Building and opening the suffix index",
         "",
