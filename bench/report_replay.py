@@ -37,12 +37,8 @@ def _settings(options: dict[str, Any]) -> str:
     return ", ".join(f"`{key}` {value!r}" for key, value in options.items())
 
 
-def _p50(r: dict[str, Any], config: str, cursor: str | None = None) -> float | None:
-    ms = [
-        row["ms"]
-        for row in r["rows"]
-        if row["config"] == config and cursor in (None, row["cursor"])
-    ]
+def _p50(r: dict[str, Any], config: str) -> float | None:
+    ms = [row["ms"] for row in r["rows"] if row["config"] == config]
     return statistics.median(ms) if ms else None
 
 
@@ -96,7 +92,7 @@ def likeness_table(r: dict[str, Any]) -> str:
     for config, by_cursor in r["summary"].items():
         for cursor in CURSORS:
             c = by_cursor[cursor]["all"]
-            if "gain" not in c:  # a run from before issue 22
+            if "gain" not in c or not c["n"]:  # a run from before issue 22, a cursor not run
                 continue
             cells = [pct(c[m]) for m in ("prefix", "close", "apart")]
             rows.append([config, cursor, *cells, pct(c["em1"]), pct(c["emk"]), pct(c["gain"])])
@@ -127,8 +123,8 @@ def targets_22(r: dict[str, Any]) -> list[str]:
     for metric, name in (("em1", "EM@1"), ("esk", "edit similarity@3")):
         d = _difference(r, MEMORY, CLOSE, metric, line)
         out.append(say("target22_no_loss", metric=name, met=met(d["mean"] >= 0), diff=diff_text(d)))
-    with_ms, without_ms = _p50(r, MEMORY, line), _p50(r, CLOSE, line)
-    if with_ms and without_ms:
+    with_ms, without_ms = s[MEMORY][line]["all"]["p50_ms"], s[CLOSE][line]["all"]["p50_ms"]
+    if with_ms and without_ms:  # the tables' p50 (nearest rank)
         ratio = with_ms / without_ms
         out.append(
             say(
