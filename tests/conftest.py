@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,3 +77,11 @@ def _heavy_imports(*modules: str) -> list[str]:
 def heavy_imports() -> Callable[..., list[str]]:
     """_heavy_imports, for the tests that keep a module light."""
     return _heavy_imports
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder (the store tests' workspace root)."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root

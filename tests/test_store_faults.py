@@ -22,20 +22,12 @@ from lsp_server.memory import store_list
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.server import SuperposedServer
 from lsp_server.stores import Stores, WriteQueue
-from ngram_db import ByteTokenizer, NgramStore
+from ngram_db import NgramStore
 from ngram_db import store as store_module
 from ngram_db.errors import StoreClosed, StoreFull
-from tests.test_stores import make_stores, stored
+from tests.test_stores import BYTES, make_stores, stored
 
-BYTES = ByteTokenizer()
 CODE = "def app(x):\n    return x + 1\n"
-
-
-@pytest.fixture()
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
 
 
 def codebase_db(tmp_path: Path) -> Path:

@@ -19,13 +19,6 @@ BYTES = ByteTokenizer()
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
 
 
-@pytest.fixture()
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
 def make_stores(tmp_path: Path, **settings: Any) -> tuple[Stores, list[str]]:
     reported: list[str] = []
     options = {
