@@ -167,7 +167,9 @@ def stop_at_suffix(draft: str, after: str) -> str:
 
 def _code_end(line: str) -> int:
     """Where the line's trailing comment (``#`` or ``//`` outside a string literal, after
-    some code) begins; len(line) when it has none."""
+    some code and a space) begins; len(line) when it has none, when the line is itself a
+    comment (``#class # #`` is one comment, not ``#class`` and another) or when the first
+    marker is glued to code (``def# x``)."""
     quote = ""
     i = 0
     while i < len(line):
@@ -179,8 +181,9 @@ def _code_end(line: str) -> int:
                 quote = ""
         elif ch in "\"'":
             quote = ch
-        elif (ch == "#" or line.startswith("//", i)) and line[:i].strip():
-            return i
+        elif ch == "#" or line.startswith("//", i):
+            # the first marker decides: a comment line, or one glued to code, is left whole
+            return i if line[:i].strip() and line[i - 1].isspace() else len(line)
         i += 1
     return len(line)
 

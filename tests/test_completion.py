@@ -73,6 +73,9 @@ def test_near_duplicates_merge_and_the_next_distinct_draft_takes_the_slot() -> N
     assert near_key("f(a, b),  # why") == near_key("f(a, b)") == "f(a, b)"
     assert near_key("x = '#'  ") == "x = '#'"  # a '#' inside a string is code
     assert near_key("items[0];") != near_key("items[0])")  # brackets are not punctuation
+    # a comment line is not cut at its second '#', nor code at a '#' that no space precedes
+    assert near_key("#class # #") != near_key("#class # # This")
+    assert near_key("def# # # Foobar") != near_key("def# # # Foo.A")
 
 
 def test_postprocess_multi_line_keeps_lines() -> None:
