@@ -193,9 +193,11 @@ class SuperposedServer(LanguageServer):
                 "the stores wait for the model: its tokenizer did not load alone", exc_info=True
             )
             return
-        if self.stores is not None:
-            self.stores.close()  # writes queued for it run again on the new stores
-        self.stores = Stores(loaded, self.settings.stores, report=self._say_once)
+        # The new stores first, then the old ones closed: a handler on the event loop (stats)
+        # never finds self.stores closed; writes queued for the old run again on the new.
+        old, self.stores = self.stores, Stores(loaded, self.settings.stores, report=self._say_once)
+        if old is not None:
+            old.close()
         self.stores_ready.set()
         self._call_soon(self._apply_early_saves)
 

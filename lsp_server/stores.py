@@ -452,6 +452,8 @@ class Stores:
             store = get()
         except StoreBusy as err:
             return {"path": str(path), "error": explain(err)}
+        except StoreClosed:  # these stores were just replaced (a model reload)
+            return {"path": str(path), "error": "the stores are being reopened: ask again"}
         if store is None:
             return (
                 {"path": str(path), "error": self.problem(path)} if path in self._broken else None

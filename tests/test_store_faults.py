@@ -275,3 +275,5 @@ def test_closed_stores_refuse_to_reopen(tmp_path: Path, ws: Path) -> None:
     stores.close()
     with pytest.raises(StoreClosed):  # the write queue runs it again on the new stores
         stores.update_file(ws / "a.py", CODE + "# 2\n", [ws])
+    stats = stores.stats([ws])  # superposed.stats during a model reload answers, no error
+    assert "being reopened" in stats["user"]["error"]
