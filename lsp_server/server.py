@@ -234,7 +234,7 @@ class SuperposedServer(LanguageServer):
             "model": engine.name if engine else self.settings.model.model,
         }
         if state == "ready" and engine is not None:
-            status["step"] = "compiled" if engine.compile_status() == "ready" else "eager"
+            status["step"] = engine.decode_step()
         if message is not None:
             status["message"] = message
         if percent is not None:
@@ -648,13 +648,7 @@ class SuperposedServer(LanguageServer):
             "writes": {"pending": self.writes.pending(), "retried": self.writes.retries},
             "compiledStep": engine.compile_status() if engine else None,
             # What decodes the drafts now: the compiled step once built, else the eager one.
-            "decodeStep": (
-                None
-                if engine is None
-                else "compiled"
-                if engine.compile_status() == "ready"
-                else "eager"
-            ),
+            "decodeStep": engine.decode_step() if engine else None,
             "compiledCalls": engine.compiled_calls if engine else 0,
             "lastTimingMs": self.last_timing_ms,  # the last model call's, by phase
             "lastPrompt": self.last_prompt,  # its prompt tokens, those reused, short window

@@ -145,6 +145,10 @@ class Engine:
             return "ready"
         return f"failed: {compiler.error}" if compiler.error else "building"
 
+    def decode_step(self) -> str:
+        """compiled | eager: which step decodes the drafts now."""
+        return "compiled" if self.compile_status() == "ready" else "eager"
+
     @property
     def compiled_calls(self) -> int:
         """Forwards that ran through the compiled step so far."""
