@@ -5,6 +5,9 @@ skips the files whose content hash is already stored and completes the rest. Whi
 thread counts and writes, a worker thread reads and tokenizes the next chunks (the Rust
 tokenizer releases the GIL and uses every core), so both cores stay busy.
 
+Each file read is also parsed for its definitions (ngram_db/symbols.py), written with its
+counts; in a store migrated from schema 1 (``symbols_missing``), unchanged files too.
+
 At the end, the store's suffix index is written beside it (ngram_db/suffix_store.py), so that
 the language server maps it instead of building it at its first request.
 """
@@ -12,6 +15,7 @@ the language server maps it instead of building it at its first request.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -33,6 +37,7 @@ from ngram_db.files import (
 )
 from ngram_db.store import FileTokens, NgramStore, content_hash, path_key
 from ngram_db.suffix_store import write_base
+from ngram_db.symbols import Symbol, extract_safely
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,7 @@ class _Chunk:
     present: list[str]  # paths read as text (indexed now or unchanged)
     unchanged: int
     skipped: list[str]  # reasons
+    backfill: dict[str, list[Symbol]] = field(default_factory=dict)  # unchanged files' rows
 
 
 def _chunks(candidates: Sequence[Candidate], chunk_bytes: int) -> Iterator[list[Candidate]]:
@@ -119,12 +125,14 @@ def _prepare(
     known: dict[str, str],
     max_bytes: int,
     skip_secrets: bool = True,
+    backfill: bool = False,
 ) -> _Chunk:
     """Read a chunk's files, keep the changed ones and tokenize them (runs in the worker)."""
     todo: list[tuple[str, str, str]] = []
     present: list[str] = []
     skipped: list[str] = []
     unchanged = 0
+    rows: dict[str, list[Symbol]] = {}
     for cand in chunk:
         try:
             text = read_text(cand, root, max_bytes, skip_secrets)
@@ -136,11 +144,16 @@ def _prepare(
         sha = content_hash(text)
         if known.get(key) == sha:
             unchanged += 1
+            if backfill:
+                rows[key] = extract_safely(key, text)
         else:
             todo.append((key, text, sha))
     ids = store.tokenizer.encode_batch([text for _, text, _ in todo]) if todo else []
-    files = [FileTokens(p, sha, i) for (p, _, sha), i in zip(todo, ids, strict=True)]
-    return _Chunk(files, present, unchanged, skipped)
+    files = [
+        FileTokens(p, sha, i, extract_safely(p, text))
+        for (p, text, sha), i in zip(todo, ids, strict=True)
+    ]
+    return _Chunk(files, present, unchanged, skipped, rows)
 
 
 def index_repo(
@@ -172,6 +185,16 @@ def index_repo(
     summary.files_seen = len(candidates) + sum(skipped.values())
     prefix = path_key(os.path.join(root_path, ""))
     known = {p: h for p, h in store.file_hashes().items() if p.startswith(prefix)}
+    backfill = store.symbols_missing()
+    prepare = functools.partial(
+        _prepare,
+        store,
+        root=root_path,
+        known=known,
+        max_bytes=max_file_bytes,
+        skip_secrets=skip_secrets,
+        backfill=backfill,
+    )
     present: set[str] = set()
     done = 0  # files read (the bar keeps no count when it is off)
     tokenized = 0  # tokens of the files read so far that need (re)indexing
@@ -181,19 +204,14 @@ def index_repo(
         chunks = _chunks(candidates, chunk_bytes)
         # the worker reads and tokenizes up to LOOKAHEAD chunks ahead while this thread writes
         queue: deque[Future[_Chunk]] = deque(
-            pool.submit(_prepare, store, c, root_path, known, max_file_bytes, skip_secrets)
-            for c in itertools.islice(chunks, LOOKAHEAD)
+            pool.submit(prepare, c) for c in itertools.islice(chunks, LOOKAHEAD)
         )
         unwritten: list[FileTokens] = []
         try:
             while queue:
                 chunk = queue.popleft().result()
                 for nxt in itertools.islice(chunks, 1):
-                    queue.append(
-                        pool.submit(
-                            _prepare, store, nxt, root_path, known, max_file_bytes, skip_secrets
-                        )
-                    )
+                    queue.append(pool.submit(prepare, nxt))
                 unwritten.extend(chunk.files)
                 tokenized += sum(len(f.ids) for f in chunk.files)
                 # Large transactions: each commit rewrites the pages it touches, and new keys
@@ -203,6 +221,8 @@ def index_repo(
                     summary.indexed += len(unwritten)
                     summary.tokens += sum(len(f.ids) for f in unwritten)
                     unwritten = []
+                if chunk.backfill:
+                    store.set_symbols(chunk.backfill)
                 summary.unchanged += chunk.unchanged
                 for reason in chunk.skipped:
                     summary.skip(reason)
@@ -220,6 +240,8 @@ def index_repo(
     gone = sorted(set(known) - present)
     if gone:
         summary.removed = store.write([], removed=gone)
+    if backfill:
+        store.symbols_filled()
     store.checkpoint()
     _write_suffix_index(store, summary)
     summary.seconds = time.perf_counter() - start

@@ -8,6 +8,15 @@ All SQL of the package lives in this module. Tables:
 - ``files``: per file its path, content sha256, token count and its token ids
   (zlib-compressed uint32). Removing or changing a file re-counts its stored ids and
   subtracts them, so updates are exact without re-reading the old text.
+- ``symbols`` (schema 2): per definition of a file its name, kind, line, enclosing class and
+  header (ngram_db/symbols.py). A changed file's rows are replaced in the transaction that
+  replaces its counts, and removed with them, so they follow the same privacy rules, saves
+  and forgetting as the n-grams.
+
+Schema versions: a store of schema 1 (before ``symbols``) is migrated in place when opened
+(the table is added, nothing else changes) and marked ``symbols_missing``: its files' rows
+are filled by the next index-repo run, which then clears the mark. A newer schema than this
+code's raises SchemaMismatch and leaves the file untouched.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction (it takes the write lock up front, so
 two processes wait on the busy timeout instead of failing), in WAL mode.
@@ -29,6 +38,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +47,7 @@ import sqlite_utils
 
 from lsp_server.engine.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
 from ngram_db import keys as K
-from ngram_db import suffix_store
+from ngram_db import suffix_store, symbols
 from ngram_db.errors import (
     NgramStoreError,
     NotAStore,
@@ -58,11 +68,12 @@ from ngram_db.records import (
     path_key,
     unpack_ids,
 )
+from ngram_db.symbols import Symbol
 from ngram_db.tokenizer import Tokenizer, as_tokenizer
 
 __all__ = ["FileTokens", "NgramStore", "StoreSource", "content_hash", "parse_orders", "path_key"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 # How long a write waits for another writer's lock; SUPERPOSED_BUSY_TIMEOUT_MS overrides it
 # (tests use a short one to show what happens after the wait).
@@ -89,7 +100,18 @@ CREATE TABLE files (
     tokens INTEGER NOT NULL,
     ids BLOB NOT NULL         -- zlib(uint32 little-endian token ids)
 );
+CREATE TABLE symbols (
+    path TEXT NOT NULL,       -- a key of files
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,       -- function, method, class
+    line INTEGER NOT NULL,    -- 0-based
+    scope TEXT NOT NULL,      -- the enclosing class of a method, '' at the top level
+    header TEXT NOT NULL      -- Python text stating the definition (ngram_db/symbols.py)
+);
+CREATE INDEX symbols_name ON symbols (name);
+CREATE INDEX symbols_path ON symbols (path);
 """
+_SYMBOLS_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE symbols") :]  # what schema 1 -> 2 adds
 _UPSERT = (
     "INSERT INTO grams (key, g, c) VALUES (?, ?, ?) "
     "ON CONFLICT (key) DO UPDATE SET g = g + excluded.g, c = c + excluded.c"
@@ -407,7 +429,12 @@ class NgramStore:
         if not todo:
             return 0
         ids = self.tokenizer.encode_batch([t for _, t, _ in todo])
-        return self.write([FileTokens(p, h, i) for (p, _, h), i in zip(todo, ids, strict=True)])
+        return self.write(
+            [
+                FileTokens(p, h, i, symbols.extract_safely(p, t))
+                for (p, t, h), i in zip(todo, ids, strict=True)
+            ]
+        )
 
     def remove_file(self, path: str | os.PathLike[str]) -> bool:
         """Subtract a file's counts and forget it; False if it was not in the store."""
@@ -424,7 +451,8 @@ class NgramStore:
             ).fetchone()
             if row is None:
                 return False
-            self._write_locked([FileTokens(new_key, row[0], unpack_ids(row[1]))], [old_key])
+            moved = [replace(s, path=new_key) for s in self._symbols_of(self.conn, [old_key])]
+            self._write_locked([FileTokens(new_key, row[0], unpack_ids(row[1]), moved)], [old_key])
             return True
 
     def write(self, files: Sequence[FileTokens], removed: Sequence[str] = ()) -> int:
@@ -472,6 +500,7 @@ class NgramStore:
             files = self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
             self.conn.execute("DELETE FROM grams")
             self.conn.execute("DELETE FROM files")
+            self.conn.execute("DELETE FROM symbols")
         with self._lock, self._sqlite_errors():
             self.conn.execute("VACUUM")  # drop the freed pages from the file
         return int(files)
@@ -507,12 +536,68 @@ class NgramStore:
         self._apply(delta)
         if gone:
             self.conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in gone])
+        self._replace_symbols([f.path for f in files] + gone, files)
         self.db.table("files").insert_all(
             ({"path": f.path, "sha256": f.sha256, "tokens": len(f.ids), "ids": pack_ids(f.ids)}
              for f in files),
             replace=True,
         )  # fmt: skip
         return len(files) + len(gone)
+
+    def _replace_symbols(self, paths: Sequence[str], files: Sequence[FileTokens]) -> None:
+        """The rows of ``paths`` gone, those of ``files`` (their new content) written."""
+        self.conn.executemany("DELETE FROM symbols WHERE path = ?", [(p,) for p in paths])
+        self.conn.executemany(
+            "INSERT INTO symbols (path, name, kind, line, scope, header) VALUES (?,?,?,?,?,?)",
+            [
+                (f.path, s.name, s.kind, s.line, s.scope, s.header)
+                for f in files
+                for s in f.symbols or ()
+            ],
+        )
+
+    def set_symbols(self, rows: Mapping[str, Sequence[Symbol]]) -> None:
+        """Replace the symbols of stored files (path -> rows) without touching their counts:
+        how index-repo fills the rows of a store migrated from schema 1 (paths not stored
+        are ignored: a file's rows never outlive it)."""
+        with self._transaction():
+            stored = set(self._stored_paths(list(rows)))
+            items = [FileTokens(p, "", np.zeros(0), r) for p, r in rows.items() if p in stored]
+            self._replace_symbols([f.path for f in items], items)
+
+    def _stored_paths(self, paths: Sequence[str]) -> list[str]:
+        return [p for p, _ in _in_chunks(self.conn, _SELECT_HASHES, list(dict.fromkeys(paths)))]
+
+    # ----- symbols (read through the reader connection) ---------------------------------------
+
+    def symbols_named(self, names: Sequence[str]) -> list[Symbol]:
+        """The stored definitions of these names, by path and line."""
+        with self._read_lock, self._sqlite_errors():
+            rows = _in_chunks(self._reader, _SELECT_SYMBOLS_NAMED, list(dict.fromkeys(names)))
+        return sorted((_symbol(r) for r in rows), key=lambda s: (s.path, s.line))
+
+    def symbols_in(self, path: str | os.PathLike[str]) -> list[Symbol]:
+        """The stored definitions of one file, by line."""
+        with self._read_lock, self._sqlite_errors():
+            return sorted(self._symbols_of(self._reader, [path_key(path)]), key=lambda s: s.line)
+
+    @staticmethod
+    def _symbols_of(conn: sqlite3.Connection, paths: Sequence[str]) -> list[Symbol]:
+        return [_symbol(r) for r in _in_chunks(conn, _SELECT_SYMBOLS_IN, list(paths))]
+
+    def symbols_missing(self) -> bool:
+        """Whether files were stored before the store had symbols (schema 1): index-repo
+        then extracts the rows of unchanged files too, and clears the mark."""
+        with self._read_lock, self._sqlite_errors():
+            row = self._reader.execute(
+                "SELECT value FROM meta WHERE key = 'symbols_missing'"
+            ).fetchone()
+        return row is not None and row[0] == "1"
+
+    def symbols_filled(self) -> None:
+        """Clear the symbols_missing mark (index-repo, after a whole run)."""
+        with self._transaction():
+            self.conn.execute("DELETE FROM meta WHERE key = 'symbols_missing'")
 
     def _apply(self, delta: K.Counts) -> None:
         """Add a delta to ``grams``; drop rows whose counts reach zero."""
@@ -670,6 +755,14 @@ _SELECT_KEYS = "SELECT key, g, c FROM grams WHERE key IN ({marks})"
 _DELETE_EMPTY = "DELETE FROM grams WHERE key IN ({marks}) AND g <= 0 AND c <= 0"
 _SELECT_FILES = "SELECT path, sha256, ids FROM files WHERE path IN ({marks})"
 _SELECT_HASHES = "SELECT path, sha256 FROM files WHERE path IN ({marks})"
+_SYMBOL_COLUMNS = "name, kind, path, line, header, scope"  # Symbol's fields, in order
+_SELECT_SYMBOLS_NAMED = f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE name IN ({{marks}})"
+_SELECT_SYMBOLS_IN = f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE path IN ({{marks}})"
+
+
+def _symbol(row: Sequence[Any]) -> Symbol:
+    name, kind, path, line, header, scope = row
+    return Symbol(name, kind, path, int(line), header, scope)
 
 
 def _in_chunks(conn: sqlite3.Connection, template: str, values: Sequence[Any]) -> list[Any]:
@@ -740,6 +833,8 @@ def _init_or_read_meta(
             f"{name} is an SQLite database but not an n-gram store; it was left untouched"
         )
     meta = {row["key"]: row["value"] for row in db["meta"].rows}
+    if meta.get("schema_version") == "1":
+        meta = _migrate_1_to_2(conn, db)
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise SchemaMismatch(
             f"{name} has schema version {meta.get('schema_version')}, this ngram_db writes "
@@ -754,6 +849,28 @@ def _init_or_read_meta(
     if wanted is not None and wanted != stored:
         raise OrdersMismatch(f"{name} holds orders {_fmt(stored)}, not {_fmt(wanted)}")
     return stored
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection, db: sqlite_utils.Database) -> dict[str, str]:
+    """Add the ``symbols`` table to a schema 1 store, in one transaction (another process may
+    have migrated it while this one waited for the lock); returns the meta rows after it.
+
+    Nothing else changes: the counts and files stay valid. The store is marked
+    ``symbols_missing`` until index-repo has extracted its files' rows.
+    """
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        meta = {row["key"]: row["value"] for row in db["meta"].rows}
+        if meta.get("schema_version") != "1":
+            return meta
+        for statement in _SYMBOLS_SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        filled = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        if filled:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('symbols_missing', '1')")
+    return {row["key"]: row["value"] for row in db["meta"].rows}
 
 
 def _fmt(orders: tuple[int, ...]) -> str:
