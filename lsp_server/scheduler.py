@@ -96,6 +96,19 @@ class Scheduler:
                 del self._inflight[key]
         return None if cancel.is_set() else result
 
+    async def adopt(self, key: str, job: Future[T]) -> T | None:
+        """Await ``job``, already queued on the engine thread, as document ``key``'s request
+        in flight: None if a newer request supersedes it meanwhile (the job runs on; its
+        answer is dropped here)."""
+        cancel = threading.Event()
+        self._inflight[key] = cancel
+        try:
+            result = await asyncio.wrap_future(job)
+        finally:
+            if self._inflight.get(key) is cancel:
+                del self._inflight[key]
+        return None if cancel.is_set() else result
+
     def cancel_check(self, event: threading.Event) -> CancelCheck:
         """What the engine calls between steps: whether ``event`` is set (after the step hook)."""
         hook = self.step_hook

@@ -35,6 +35,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
+from lsp_server.ahead import Ahead, after_accept
 from lsp_server.completion import (
     Answer,
     CursorContext,
@@ -95,6 +96,7 @@ class SuperposedServer(LanguageServer):
         self.stores: Stores | None = None
         self.memory: Memory | None = None  # suffix indexes over the stores and open documents
         self.cache = TypingCache()
+        self.ahead = Ahead()  # the next draft per document, decoded on accept
         self.counters: Counter[str] = Counter()
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
         self.last_prompt: dict[str, Any] = {}  # the last answer's prompt: tokens, reused, short
@@ -124,6 +126,7 @@ class SuperposedServer(LanguageServer):
         old, self.settings = self.settings, settings
         if settings != old:
             self.cache.clear()  # drafts shown under the old settings (k, method) are stale
+            self.ahead.clear()
         if self._load_started and settings.model != old.model:
             await self.start_loading()  # runs after any load in progress (one engine thread)
         if self.stores is not None and settings.stores != old.stores:
@@ -343,6 +346,10 @@ class SuperposedServer(LanguageServer):
         if along is not None:
             self.counters["typed_along"] += 1
             return along
+        if (taken := self.ahead.take(key, context)) is not None:
+            along = await self._answer_ahead(key, context, *taken)
+            if along is not None:
+                return along
         if self.engine is None:
             self.counters["not_ready"] += 1
             return []
@@ -362,6 +369,56 @@ class SuperposedServer(LanguageServer):
             self.warm(context)
         self.cache.remember(key, context.before, answer.suggestions)
         return answer.suggestions
+
+    async def _answer_ahead(
+        self, key: str, context: CursorContext, where: CursorContext, job: Future[Any]
+    ) -> list[Suggestion] | None:
+        """The drafts the accept's job decoded at ``where``, continued to ``context``; None:
+        none fit (the request decodes its own), or a newer request came meanwhile."""
+        answer = await self.scheduler.adopt(key, job)
+        if answer is None:
+            return None
+        self.cache.remember(key, where.before, answer.suggestions)
+        along = self.cache.along(key, context)
+        if along is not None:
+            self.counters["answered_ahead"] += 1
+        return along
+
+    def draft_ahead(self, item: dict[str, Any]) -> None:
+        """On accept: decode at the cursor after the accepted text, before the editor asks.
+
+        ``item``: the accept command's argument; its ``position`` is where ``text`` went in.
+        Nothing when the setting is off, the model is not ready, or the argument does not say
+        where (a client's partial accept may not)."""
+        uri, text, at = item.get("uri"), item.get("text"), item.get("position")
+        if not self.settings.triggers.on_accept or self.engine is None:
+            return
+        if not (isinstance(uri, str) and isinstance(text, str) and isinstance(at, dict)):
+            return
+        document = self.open_document(uri)
+        line, character = at.get("line"), at.get("character")
+        if document is None or not isinstance(line, int) or not isinstance(character, int):
+            return
+        offset = document.offset_at_position(types.Position(line=line, character=character))
+        context = after_accept(document.source, offset, text)
+        key, settings = _doc_key(uri), self.settings
+        memory = self._memory_source(uri, context) if settings.decoding.memory else None
+        cancel = threading.Event()
+        self.scheduler.stop_warming()  # the engine thread is this job's next
+        job = self.scheduler.submit(partial(self._decode, uri, context, settings, cancel, memory))
+        self.ahead.start(key, context, cancel, job)
+        self.counters["drafted_ahead"] += 1
+        job.add_done_callback(lambda _: self._call_soon(self._ahead_done, key, job))
+
+    def _ahead_done(self, key: str, job: Future[Any]) -> None:
+        """On the event loop: an accept's job finished; if no request took it, its drafts
+        answer the next request there through the typing-along cache."""
+        where = self.ahead.finished(key, job)
+        if where is None or job.cancelled() or job.exception() is not None:
+            return
+        if (answer := job.result()) is not None:
+            self.cache.remember(key, where.before, answer.suggestions)
+            self.counters["ahead_ready"] += 1
 
     def warm(self, context: CursorContext, resting: bool = False) -> None:
         """Queue a warm-up of the KV cache for a request at ``context`` (see warmup.py).
@@ -491,6 +548,7 @@ class SuperposedServer(LanguageServer):
         key = _doc_key(uri)
         self.scheduler.supersede(key)
         self.cache.forget(key)
+        self.ahead.cancel(key)
 
     def _roots(self) -> list[Path]:
         roots = [Path(to_fs_path(f.uri) or "") for f in self.workspace.folders.values()]
@@ -559,6 +617,7 @@ class SuperposedServer(LanguageServer):
         Answers within ACCEPT_WAIT_S: a write that waits for another writer's lock stays queued.
         """
         item = args[0] if args and isinstance(args[0], dict) else {}
+        self.draft_ahead(item)
         text = item.get("text")
         stores = self.stores
         if not isinstance(text, str) or not text.strip() or stores is None:
@@ -781,9 +840,11 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
 # -- completion -----------------------------------------------------------------------------
 
 
-def _accept_command(uri: str, line: str, text: str) -> types.Command:
-    """Runs when the user accepts a draft: the user store learns it (after its line's start)."""
-    argument = {"uri": uri, "context": line, "text": text}
+def _accept_command(uri: str, line: str, text: str, at: types.Position) -> types.Command:
+    """Runs when the user accepts a draft: the user store learns it (after its line's start),
+    and the next draft is decoded at once after ``text``, inserted at ``at``."""
+    position = {"line": at.line, "character": at.character}
+    argument = {"uri": uri, "context": line, "text": text, "position": position}
     return types.Command(title="accept", command=CMD_ACCEPT, arguments=[argument])
 
 
@@ -797,15 +858,17 @@ async def inline_completion(
     # it replaces that item's range, starting with the item's text (as the protocol asks).
     selected = params.context.selected_completion_info
     line, suggestions = await ls.suggest(uri, pos, automatic, selected)
-    here, head = types.Range(start=pos, end=pos), ""
-    if selected is not None:
+    here, head, at = types.Range(start=pos, end=pos), "", pos
+    if selected is not None:  # the draft goes in after the item's text
         here, head = selected.range, selected.text
+        start = selected.range.start
+        at = types.Position(line=start.line, character=start.character + len(head))
     return types.InlineCompletionList(
         items=[
             types.InlineCompletionItem(
                 insert_text=head + s.text,
                 range=here,
-                command=_accept_command(uri, line, s.text),
+                command=_accept_command(uri, line, s.text, at),
             )
             for s in suggestions
         ]
@@ -853,7 +916,7 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
                 insert_text_format=types.InsertTextFormat.Snippet
                 if snippet
                 else types.InsertTextFormat.PlainText,
-                command=_accept_command(uri, line, s.text),
+                command=_accept_command(uri, line, s.text, pos),
             )
         )
     # Incomplete: the client asks again as the user types, and typed-along drafts answer.

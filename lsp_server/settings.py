@@ -276,6 +276,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "trigger": ("triggers", "trigger", _choice(TRIGGERS)),
     "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
     "midLine": ("triggers", "mid_line", _choice(MID_LINE)),
+    "triggerOnAccept": ("triggers", "on_accept", _bool),
 }
 KEYS = tuple(_FIELDS)
 # The settings that take one of a few names, and those names (camelCase key -> names).

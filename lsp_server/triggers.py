@@ -31,6 +31,9 @@ class TriggerSettings:
     # With text right of the cursor: always; never; end-only: only closing brackets, quotes
     # and punctuation (what an editor's auto-pairs put there).
     mid_line: str = "always"
+    # On accept, draft the next piece at once (the cursor after the accepted text), so it is
+    # ready when the editor asks: after Enter, or as ghost text right away (server.py, ahead.py).
+    on_accept: bool = True
 
 
 def refusal(settings: TriggerSettings, line_before: str, line_after: str) -> str | None:

@@ -1,0 +1,95 @@
+"""The next draft, computed ahead when a draft is accepted (issue 24, "accept -> next").
+
+After an accept the user usually wants the next piece at once: the continuation of the line,
+or the next line once they press Enter. llama.vim and llama.vscode request it speculatively,
+copilot.lua has ``trigger_on_accept``. Here the accept command says where the draft went in,
+so the server knows the document as it is after the accept (``after_accept``) and decodes a
+request there on the engine thread, before the editor asks. The KV cache already holds the
+prompt up to the accepted text, so this costs a few prefill tokens and the decode steps.
+
+``Ahead`` keeps at most one such job per document:
+
+- a request whose text before the cursor continues the job's (the same place, or the user
+  typed on along a draft, e.g. Enter and the indentation) waits for the job and answers from
+  its drafts through the typing-along cache, without a model call of its own;
+- a request anywhere else cancels it: it decodes for a place the user left;
+- a newer accept replaces it.
+
+No pygls and no model here: the server says what to run (server.py), this keeps which job
+still matters.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from lsp_server.completion import CursorContext
+
+
+def after_accept(source: str, offset: int, text: str) -> CursorContext:
+    """The cursor after ``text`` was accepted at ``offset`` of the document ``source``.
+
+    The editor may or may not have sent the insertion yet when the accept command arrives
+    (VS Code flushes its changes before a command, other clients need not): if ``source``
+    already holds ``text`` at ``offset`` it is the document after the accept, else the
+    text is inserted there.
+    """
+    offset = max(0, min(offset, len(source)))
+    if not source.startswith(text, offset):
+        source = source[:offset] + text + source[offset:]
+    return CursorContext.at(source, offset + len(text))
+
+
+@dataclass
+class _Job:
+    context: CursorContext
+    cancel: threading.Event
+    future: Future[Any]
+
+
+class Ahead:
+    """The speculative request per document: started on accept, taken by the next request."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, _Job] = {}
+
+    def start(
+        self, key: str, context: CursorContext, cancel: threading.Event, future: Future[Any]
+    ) -> None:
+        """``future`` decodes at ``context`` (its ``cancel`` stops it); it replaces the
+        document's earlier job."""
+        self.cancel(key)
+        self._jobs[key] = _Job(context, cancel, future)
+
+    def take(self, key: str, context: CursorContext) -> tuple[CursorContext, Future[Any]] | None:
+        """The document's job if a request at ``context`` can answer from it (its text
+        before the cursor continues the job's, and the rest of the line is the same); the job
+        is the request's now. Otherwise the job is cancelled, and None."""
+        job = self._jobs.pop(key, None)
+        if job is None:
+            return None
+        if context.before.startswith(job.context.before) and context.after == job.context.after:
+            return job.context, job.future
+        job.cancel.set()
+        return None
+
+    def finished(self, key: str, future: Future[Any]) -> CursorContext | None:
+        """``future`` is done: where it decoded, if it is still the document's job (not
+        taken, cancelled or replaced), which it no longer is."""
+        job = self._jobs.get(key)
+        if job is None or job.future is not future:
+            return None
+        del self._jobs[key]
+        return job.context
+
+    def cancel(self, key: str) -> None:
+        job = self._jobs.pop(key, None)
+        if job is not None:
+            job.cancel.set()
+
+    def clear(self) -> None:
+        for key in list(self._jobs):
+            self.cancel(key)

@@ -1,0 +1,73 @@
+"""The next draft decoded on accept (ahead.py): where the cursor is after an accept, and
+which request may answer from the job."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+from lsp_server.ahead import Ahead, after_accept
+from lsp_server.completion import CursorContext, Suggestion, TypingCache
+
+DOC = "def area(side):\n    \n\nprint(1)\n"
+AT = DOC.index("    \n") + 4  # after the indentation of the blank body line
+
+
+def test_after_accept_inserts_the_text_unless_the_editor_already_did() -> None:
+    expected = CursorContext.at(DOC[:AT] + "return side" + DOC[AT:], AT + len("return side"))
+    assert after_accept(DOC, AT, "return side") == expected  # the accept came first
+    inserted = DOC[:AT] + "return side" + DOC[AT:]
+    assert after_accept(inserted, AT, "return side") == expected  # the change came first
+    assert after_accept(DOC, len(DOC) + 10, "x").before == DOC + "x"  # clamped to the end
+
+
+def job() -> tuple[threading.Event, Future[object]]:
+    return threading.Event(), Future()
+
+
+def test_a_request_that_continues_the_job_takes_it() -> None:
+    ahead = Ahead()
+    where = after_accept(DOC, AT, "return side")
+    cancel, future = job()
+    ahead.start("doc", where, cancel, future)
+    # Enter and the indentation typed after the accepted line: it still continues the job.
+    later = CursorContext(where.before + "\n    ", where.after)
+    assert ahead.take("doc", later) == (where, future)
+    assert ahead.take("doc", later) is None  # taken once
+    assert not cancel.is_set()
+
+
+def test_a_request_elsewhere_cancels_the_job() -> None:
+    ahead = Ahead()
+    cancel, future = job()
+    ahead.start("doc", after_accept(DOC, AT, "return side"), cancel, future)
+    assert ahead.take("doc", CursorContext.at(DOC, 3)) is None
+    assert cancel.is_set()
+    assert ahead.finished("doc", future) is None  # nothing left to answer from
+
+
+def test_a_newer_accept_or_a_closed_document_cancels_the_job() -> None:
+    ahead = Ahead()
+    first, older = job()
+    ahead.start("doc", after_accept(DOC, AT, "return"), first, older)
+    second, newer = job()
+    ahead.start("doc", after_accept(DOC, AT, "return side"), second, newer)
+    assert first.is_set() and not second.is_set()
+    assert ahead.finished("doc", older) is None  # replaced: its drafts are stale
+    ahead.cancel("doc")
+    assert second.is_set()
+
+
+def test_a_finished_job_answers_the_next_request_through_the_typing_cache() -> None:
+    """What the server does when no request took the job: the typing-along cache holds its
+    drafts, so a request there, or after Enter along a draft, needs no model call."""
+    ahead, cache = Ahead(), TypingCache()
+    where = after_accept(DOC, AT, "return side")
+    cancel, future = job()
+    ahead.start("doc", where, cancel, future)
+    done = ahead.finished("doc", future)
+    assert done == where
+    cache.remember("doc", done.before, [Suggestion(" * side", 1.0), Suggestion("\n    pass", 0.5)])
+    assert [s.text for s in cache.along("doc", where) or []] == [" * side", "\n    pass"]
+    enter = CursorContext(where.before + "\n    ", where.after)
+    assert [s.text for s in cache.along("doc", enter) or []] == ["pass"]
