@@ -13,7 +13,19 @@ The frozen file holds the snapshots as file texts (the .py files that ``index-re
 index, up to ``MAX_FILE_BYTES``), the documents, the tasks, the split and the repositories'
 licence texts, so ``bench/replay.py`` runs without network or git.
 
+Block tasks (issue 23) are frozen apart, into bench/data/replay_blocks.json.gz, so the line
+tasks and their documents stay byte-identical (committed results refer to them). A block is a
+maximal run of at least ``MIN_BLOCK_LINES`` consecutive added non-blank lines of one file in
+one commit, whose first line is code (as a line target's is) and which is not moved code (at
+most half its lines' texts were removed elsewhere in the commit, the line targets' rule over the
+run). The task's document is the post-commit file; the runner removes the run and puts the
+cursor after its first line's indentation (``block-start``); a second cursor (``opener``) sits
+at the end of the line before the run when that line opens a block (ends with ``:``). The
+blocks file holds no snapshot texts: it names the line file whose snapshots it shares (the same
+commits), and carries the licence texts again.
+
     python -m bench.replay_build [--mirrors /work/.mirror] [--out bench/data/replay.json.gz]
+    python -m bench.replay_build --blocks [--out bench/data/replay_blocks.json.gz]
 """
 
 from __future__ import annotations
@@ -36,7 +48,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "data" / "replay.json.gz"
+BLOCKS_OUT = ROOT / "bench" / "data" / "replay_blocks.json.gz"
 FORMAT = 1
+BLOCKS_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,8 @@ MAX_ADDED_PER_FILE = 300  # more in one file and commit: generated tables (rich'
 MAX_PER_COMMIT = 3  # targets drawn from one commit at most: many commits, not one big one
 MIN_MID_REST = 3  # a mid-line cursor must leave at least this many characters to type
 SEED = 13
+MIN_BLOCK_LINES = 2
+BLOCKS_PER_REPO = {"validation": 50, "test": 50}  # a config over the test split: ~5 min here
 WORD_END = re.compile(r"\w+")
 
 
@@ -182,6 +198,84 @@ def targets_of(added: Sequence[Added], removed: set[str], files: dict[str, str])
     return out
 
 
+@dataclass(frozen=True)
+class Block:
+    """A run of added lines: its path, 0-based first line in the new file, and its lines."""
+
+    path: str
+    line: int
+    lines: tuple[str, ...]
+
+
+def added_runs(added: Sequence[Added]) -> list[Block]:
+    """Maximal runs of added non-blank lines that follow one another in one new file."""
+    runs: list[Block] = []
+    current: list[Added] = []
+
+    def flush() -> None:
+        if current:
+            runs.append(Block(current[0].path, current[0].line, tuple(a.text for a in current)))
+            current.clear()
+
+    for a in added:
+        if not a.text.strip():
+            flush()
+            continue
+        if current and (a.path != current[-1].path or a.line != current[-1].line + 1):
+            flush()
+        current.append(a)
+    flush()
+    return runs
+
+
+def is_moved(block: Block, removed: set[str]) -> bool:
+    """Moved code: more than half the run's lines were removed elsewhere in the commit."""
+    moved = sum(1 for row in block.lines if row.strip() in removed)
+    return 2 * moved > len(block.lines)
+
+
+def opener_cursor(rows: Sequence[str], line: int) -> int | None:
+    """The end of the line before ``line`` when it opens a block (its code ends with ``:``)."""
+    if line == 0:
+        return None
+    before = rows[line - 1].rstrip()
+    code = before.split("#", 1)[0].rstrip() if "#" in before else before
+    return len(before) if code.endswith(":") and code.strip() else None
+
+
+def blocks_of(added: Sequence[Added], removed: set[str], files: dict[str, str]) -> list[Block]:
+    """The runs that are block tasks; ``files``: the post-commit text of each path.
+
+    A run is kept when it has at least ``MIN_BLOCK_LINES`` lines, its file gained at most
+    ``MAX_ADDED_PER_FILE`` lines in the commit, it is not moved code, its first line is code
+    (not a comment, not in a docstring or multi-line string) and the file holds it as the diff
+    says.
+    """
+    per_file: dict[str, int] = defaultdict(int)
+    for a in added:
+        per_file[a.path] += 1
+    interiors: dict[str, set[int] | None] = {}
+    out: list[Block] = []
+    for block in added_runs(added):
+        text = files.get(block.path)
+        if text is None or per_file[block.path] > MAX_ADDED_PER_FILE:
+            continue
+        if len(block.lines) < MIN_BLOCK_LINES or is_moved(block, removed):
+            continue
+        if not is_code_line(block.lines[0]):
+            continue
+        if block.path not in interiors:
+            interiors[block.path] = string_interior_lines(text)
+        strings = interiors[block.path]
+        if strings is None or block.line in strings:
+            continue
+        rows = text.split("\n")
+        if tuple(rows[block.line : block.line + len(block.lines)]) != block.lines:
+            continue
+        out.append(block)
+    return out
+
+
 # ----- git --------------------------------------------------------------------------------
 
 
@@ -231,14 +325,16 @@ def snapshot(git: Git, repo: Repo) -> tuple[str, str, dict[str, str]]:
     return commit, date, files
 
 
-def candidates(git: Git, repo: Repo) -> list[dict[str, Any]]:
-    """Every target of every non-merge commit in [cutoff, until), oldest commit first."""
-    commits = git(
+def commits(
+    git: Git, repo: Repo
+) -> Iterator[tuple[str, str, list[Added], set[str], dict[str, str]]]:
+    """Each non-merge commit in [cutoff, until), oldest first: its id, date, added lines,
+    removed texts and the post-commit text of each file it added lines to."""
+    revs = git(
         "rev-list", "--reverse", "--no-merges", f"--since={repo.cutoff}",
         f"--until={repo.until}", "HEAD",
     ).split()  # fmt: skip
-    out: list[dict[str, Any]] = []
-    for commit in commits:
+    for commit in revs:
         parents = git("rev-list", "--parents", "-1", commit).split()[1:]
         if len(parents) != 1:
             continue
@@ -250,8 +346,27 @@ def candidates(git: Git, repo: Repo) -> list[dict[str, Any]]:
             if text is not None and len(text.encode()) <= MAX_FILE_BYTES:
                 files[path] = text
         date = git("log", "-1", "--format=%cI", commit).strip()
+        yield commit, date, added, removed, files
+
+
+def candidates(git: Git, repo: Repo) -> list[dict[str, Any]]:
+    """Every target of every non-merge commit in [cutoff, until), oldest commit first."""
+    out: list[dict[str, Any]] = []
+    for commit, date, added, removed, files in commits(git, repo):
         for a in targets_of(added, removed, files):
             out.append({"commit": commit, "date": date, **asdict(a), "document": files[a.path]})
+    return out
+
+
+def block_candidates(git: Git, repo: Repo) -> list[dict[str, Any]]:
+    """Every block task of every non-merge commit in [cutoff, until), oldest commit first."""
+    out: list[dict[str, Any]] = []
+    for commit, date, added, removed, files in commits(git, repo):
+        for b in blocks_of(added, removed, files):
+            out.append(
+                {"commit": commit, "date": date, "path": b.path, "line": b.line,
+                 "lines": list(b.lines), "document": files[b.path]}
+            )  # fmt: skip
     return out
 
 
@@ -326,12 +441,77 @@ def build(mirrors: Path) -> dict[str, Any]:
     return data
 
 
+def build_blocks(mirrors: Path, lines_file: Path = OUT) -> dict[str, Any]:
+    """The block tasks: the same repositories, snapshots and split as the line file's."""
+    lines = json.loads(gzip.decompress(lines_file.read_bytes()))
+    data: dict[str, Any] = {
+        "format": BLOCKS_FORMAT,
+        "about": "Block tasks of the repository-history replay (issue 23); snapshots: lines_file",
+        "lines_file": lines_file.relative_to(ROOT).as_posix()
+        if lines_file.is_relative_to(ROOT)
+        else str(lines_file),
+        "lines_sha256": hashlib.sha256(lines_file.read_bytes()).hexdigest(),
+        "split": {s: [r.name for r in REPOS if r.split == s] for s in ("validation", "test")},
+        "repos": {},
+        "documents": {},
+        "tasks": [],
+    }
+    for repo in REPOS:
+        git = Git(mirrors / repo.name.replace("/", "+") / "repo")
+        frozen = lines["repos"][repo.name]
+        commit = git("rev-list", "-1", "--first-parent", f"--before={repo.cutoff}", "HEAD").strip()
+        if commit != frozen["snapshot"]:
+            raise SystemExit(f"{repo.name}: snapshot {commit} is not the line file's")
+        head = git("rev-parse", "HEAD").strip()
+        cands = block_candidates(git, repo)
+        chosen = draw(cands, BLOCKS_PER_REPO[repo.split])
+        data["repos"][repo.name] = {
+            **{k: frozen[k] for k in ("name", "split", "cutoff", "until", "url", "licenses")},
+            "snapshot": commit,
+            "snapshot_date": frozen["snapshot_date"],
+            "head": head,
+            "license_texts": frozen["license_texts"],
+            "candidates": len(cands),
+        }
+        for n, c in enumerate(chosen):
+            doc = blob_id(c["document"])
+            data["documents"][doc] = c["document"]
+            rows = c["document"].split("\n")
+            first = c["lines"][0]
+            opener = opener_cursor(rows, c["line"])
+            data["tasks"].append(
+                {
+                    "id": f"{repo.name}#b{n}",
+                    "repo": repo.name,
+                    "split": repo.split,
+                    "commit": c["commit"],
+                    "date": c["date"],
+                    "path": c["path"],
+                    "line": c["line"],
+                    "lines": c["lines"],
+                    "document": doc,
+                    "cursors": {
+                        "block-start": len(first) - len(first.lstrip()),
+                        "opener": None if opener is None else [c["line"] - 1, opener],
+                    },
+                }
+            )
+        print(
+            f"{repo.name}: snapshot {commit[:10]}, head {head[:10]}, {len(cands)} candidate "
+            f"blocks, {len(chosen)} drawn",
+            file=sys.stderr,
+        )
+    return data
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, help=f"default: {OUT.name}, or {BLOCKS_OUT.name}")
+    parser.add_argument("--blocks", action="store_true", help="the block tasks (issue 23)")
     args = parser.parse_args(argv)
-    data = build(args.mirrors)
+    args.out = args.out or (BLOCKS_OUT if args.blocks else OUT)
+    data = build_blocks(args.mirrors) if args.blocks else build(args.mirrors)
     raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
