@@ -117,3 +117,70 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], **kw: Any) -> dict[st
     """Bootstrap interval of mean(a - b) over the same items (pairs with a nan are dropped)."""
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     return bootstrap_ci(list(d), **kw)
+
+
+# ----- blocks (issue 23): drafts of several lines against a run of lines ----------------------
+
+
+def block_text(text: str) -> str:
+    """A block as compared: each line's trailing whitespace and the trailing blank lines cut
+    (an editor shows neither; leading indentation stays and is compared exactly)."""
+    return "\n".join(row.rstrip() for row in text.split("\n")).rstrip("\n")
+
+
+def lines_accepted(draft: str, target: str) -> int:
+    """How many of the target's lines a user keeps: the draft's leading lines that equal the
+    target's (trailing whitespace aside), up to the first wrong one. The first line is what
+    follows the cursor; an empty first target line (a cursor at the end of a block opener)
+    must be matched too but is not counted."""
+    n = 0
+    for got, want in zip(
+        block_text(draft).split("\n"), block_text(target).split("\n"), strict=False
+    ):
+        if got != want:
+            break
+        n += 1 if want else 0
+    return n
+
+
+def block_metrics(drafts: Sequence[str], target: str) -> dict[str, float]:
+    """Lines accepted, characters saved over the whole block, whole-block EM and edit
+    similarity, at 1 (the first draft) and at k (the best draft for each); drafts uncut."""
+    want = block_text(target)
+    got = [block_text(d) for d in drafts]
+    first = got[0] if got else ""
+    return {
+        "la1": float(lines_accepted(first, want)),
+        "lak": float(max((lines_accepted(d, want) for d in got), default=0)),
+        "cs1": chars_saved(first, want),
+        "csk": max((chars_saved(d, want) for d in got), default=0.0),
+        "em1": float(first == want),
+        "emk": float(want in got),
+        "es1": edit_similarity(first, want),
+        "esk": max((edit_similarity(d, want) for d in got), default=0.0),
+        # the drafts' shape: how many have more than one non-blank line, and the first's lines
+        "multi": float(sum(1 for d in got if len([r for r in d.split("\n") if r.strip()]) > 1)),
+        "lines1": float(len([r for r in first.split("\n") if r.strip()])),
+        "empty": float(not any(d.strip() for d in got)),
+    }
+
+
+def paired_ratio_ci(
+    a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> dict[str, float]:
+    """Bootstrap interval of mean(a) / mean(b) over the same items, resampled in pairs (pairs
+    with a nan are dropped); nan where b's mean is 0, an infinite bound where resamples of b
+    have mean 0."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[keep], y[keep]
+    nan = float("nan")
+    if len(x) == 0 or y.mean() == 0:
+        return {"mean": nan, "lo": nan, "hi": nan, "n": int(len(x))}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(x), size=(n_boot, len(x)))
+    den = y[idx].mean(axis=1)
+    ratios = np.where(den > 0, x[idx].mean(axis=1) / np.where(den > 0, den, 1), np.inf)
+    tail = (1 - level) / 2 * 100  # nearest rank: a resample with mean(b) = 0 is +inf, not nan
+    lo, hi = np.percentile(ratios, [tail, 100 - tail], method="nearest")
+    return {"mean": float(x.mean() / y.mean()), "lo": float(lo), "hi": float(hi), "n": int(len(x))}

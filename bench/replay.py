@@ -38,6 +38,9 @@ bootstrap intervals (2,000 resamples) compare configurations over the same posit
     python -m bench.replay --define 'mine={"alpha": 0.3}' --configs mine,superposed+store
     python -m bench.replay --quick                 # a small fixed subset (make bench-quick)
     python -m bench.replay --resummarize bench/results/replay.json   # metrics added since
+    python -m bench.replay --split test --cursor line-start --configs single,auto \
+        --out bench/results/replay_lines_auto.json        # issue 23: no loss on line tasks
+    python -m bench.replay --tasks blocks --configs single,auto   # issue 23: bench/replay_blocks.py
 """
 
 from __future__ import annotations
@@ -99,8 +102,16 @@ PRESETS = {
         Config("greedy", {"method": "greedy", "k": 1}),
         Config("nucleus", {"method": "nucleus"}),
         Config("beam", {"method": "beam"}),
+        # issue 23: the line modes, each over all the memory; "single" is the default as it was
+        # (24 tokens); multi with the budget the issue measured it at; auto with the server's
+        # own defaults (its budget and maxLines)
+        Config("single", {"memory": True, "mix": "interpolate", "lineMode": "single",
+                          "maxNewTokens": 24}),
+        Config("multi", {"memory": True, "mix": "interpolate", "lineMode": "multi",
+                         "maxNewTokens": 64}),
+        Config("auto", {"memory": True, "mix": "interpolate", "lineMode": "auto"}),
     )
-}
+}  # fmt: skip
 MAIN = ("superposed+store", "superposed-nostore", "greedy")
 
 
@@ -276,6 +287,20 @@ def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[d
     return out
 
 
+def line_row(p: Position, drafts: list[str]) -> dict[str, Any]:
+    """A line task's row: the position's fields, the drafts and their metrics."""
+    return {
+        "task": p.task,
+        "repo": p.repo,
+        "cursor": p.cursor,
+        "verbatim": p.verbatim,
+        "in_file": p.in_file,
+        "rest": p.rest,
+        "drafts": drafts,
+        **position_metrics(drafts, p.rest),
+    }
+
+
 # ----- stores and the server -----------------------------------------------------------------
 
 
@@ -340,13 +365,17 @@ async def run_configs(
     todo: Sequence[Position],
     stores: Mapping[str, Any],
     model: str,
-    max_new_tokens: int,
+    max_new_tokens: int | None,
     done: Callable[[list[dict[str, Any]]], None] | None = None,
+    row_of: Callable[[Any, list[str]], dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One server for the whole run; each configuration is applied as didChangeConfiguration.
 
     ``done`` gets the rows so far after each configuration (a long run keeps what it did).
+    ``row_of(position, drafts)``: a row's task fields and metrics (default: a line task's);
+    ``max_new_tokens`` None leaves the budget to each configuration (or the server's default).
     """
+    row_of = row_of or line_row
     from lsprotocol import types
 
     from bench.lsp_latency import Bench, server
@@ -354,7 +383,9 @@ async def run_configs(
     rows: list[dict[str, Any]] = []
     workspace = Path(stores["workspace"])
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp:
-        base = {**BASE, "model": model, "maxNewTokens": max_new_tokens}
+        base: dict[str, Any] = {**BASE, "model": model}
+        if max_new_tokens is not None:
+            base["maxNewTokens"] = max_new_tokens
         async with server(workspace, Path(tmp) / "data", base) as lsp:
             client = Bench(lsp, workspace)
             await client.configure(base)
@@ -365,29 +396,17 @@ async def run_configs(
                     db = meta["db"] if config.store else stores["empty"]
                     await client.configure({**base, **config.options, "codebaseDb": db})
                     mine = [p for p in todo if p.repo == repo]
-                    # All line-start positions first: a position never follows its own line's other
-                    # cursor, so no request extends the one before it.
-                    mine.sort(key=lambda p: CURSORS.index(p.cursor))
+                    # Each cursor's positions in turn (line-start first): a position never follows
+                    # its own line's other cursor, so no request extends the one before it.
+                    cursors = list(dict.fromkeys(p.cursor for p in todo))
+                    mine.sort(key=lambda p: cursors.index(p.cursor))
                     for n, p in enumerate(mine):
                         uri = client.open(str(Path(meta["root"]) / p.path), p.document)
                         line_text = p.document.split("\n")[p.line]
                         at = types.Position(p.line, column_utf16(line_text, p.column))
                         ms, drafts = await client.inline(uri, at)
                         client.close(uri)
-                        rows.append(
-                            {
-                                "config": config.name,
-                                "task": p.task,
-                                "repo": p.repo,
-                                "cursor": p.cursor,
-                                "verbatim": p.verbatim,
-                                "in_file": p.in_file,
-                                "rest": p.rest,
-                                "drafts": drafts,
-                                "ms": ms,
-                                **position_metrics(drafts, p.rest),
-                            }
-                        )
+                        rows.append({"config": config.name, "ms": ms, **row_of(p, drafts)})
                         if (n + 1) % 20 == 0:
                             print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
                 if done is not None:
@@ -447,7 +466,16 @@ def resummarize(path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    tasks = argparse.ArgumentParser(add_help=False)
+    tasks.add_argument("--tasks", choices=("lines", "blocks"), default="lines")
+    which, rest = tasks.parse_known_args(argv)
+    if which.tasks == "blocks":
+        from bench.replay_blocks import main as blocks_main
+
+        return blocks_main(rest)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", choices=("lines", "blocks"), default="lines",
+                        help="blocks: issue 23's block tasks (bench/replay_blocks.py)")  # fmt: skip
     parser.add_argument("--split", choices=("validation", "test"), default="test")
     parser.add_argument("--configs", default=",".join(MAIN), help="comma-separated names")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=JSON",

@@ -440,24 +440,32 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
     args = parser.parse_args(argv)
+    from bench.report_blocks import blocks_section, load_results
     from bench.report_models import models_section  # these import this module's helpers
     from bench.report_replay import distinct_section, replay_section
 
     q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
     r = load("replay", args.quick)
     distinct = None if args.quick else load("replay_distinct", False)  # issue 22's run
+    blocks, block_lines = (None, None) if args.quick else load_results()  # issue 23's runs
     tag = "-quick" if args.quick else ""  # the quick report never overwrites the full one
     IMAGES.mkdir(parents=True, exist_ok=True)
     stamps = table(
         ["results", "date", "commit", "model", "machine", "runner"]
         + ["load avg (1/5/15 min)", "seconds", "command"],
-        [stamp_line(d["_file"], d["stamp"]) for d in (r, distinct, q, h, c) if d is not None],
+        [
+            stamp_line(d["_file"], d["stamp"])
+            for d in (r, distinct, blocks, block_lines, q, h, c)
+            if d is not None
+        ],
     )
     sections = []
     if r is not None:
         sections.append(replay_section(r))
     if distinct is not None:
         sections.append(distinct_section(distinct))
+    if blocks is not None:
+        sections.append(blocks_section(blocks, block_lines))
     models = None if args.quick else models_section()  # both embedded models; the default
     if models is not None:
         sections.append(models)

@@ -573,3 +573,170 @@ def test_replay_report_shows_the_likeness_and_issue_22s_targets() -> None:
     distinct = report_replay.distinct_section(result)  # issue 22's own run, its own file
     assert distinct.startswith("### Issue 22: distinct drafts")
     assert "- EM@3 - EM@1 at least 9 points: **met**" in distinct
+
+
+# ----- issue 23: block tasks ------------------------------------------------------------------
+
+
+def test_replay_blocks_are_runs_of_added_lines_not_moved_code() -> None:
+    from bench import replay_build as B
+
+    text = (
+        "def f(a):\n"  # 0  a run: 0-2
+        "    b = a + 1\n"  # 1
+        "    return b\n"  # 2
+        "\n"  # 3  a blank line ends a run
+        "x = f(1)\n"  # 4  a run of one line: no block
+        "\n"  # 5
+        "# note\n"  # 6  a run that starts with a comment: no block
+        "y = f(2)\n"  # 7
+        "\n"  # 8
+        "moved_one = 1\n"  # 9   a run moved from old.py (2 of its 3 lines removed there)
+        "moved_two = 2\n"  # 10
+        "kept = 3\n"  # 11
+        "z = 4\n"  # 12 not added: line 13 is not in the run of 9-11
+        "w = 5\n"  # 13 added, with 14: a run of its own
+        "v = 6\n"  # 14
+    )
+    rows = text.split("\n")
+    added = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14]
+    diff = "\n".join(
+        [
+            "diff --git a/old.py b/old.py", "--- a/old.py", "+++ b/old.py", "@@ -1,2 +0,0 @@",
+            "-moved_one = 1", "-moved_two = 2",
+            "diff --git a/m.py b/m.py", "--- a/m.py", "+++ b/m.py", "@@ -0,0 +1,12 @@",
+            *("+" + rows[i] for i in added[:12]), "@@ -1,0 +14,2 @@",
+            *("+" + rows[i] for i in added[12:]),
+        ]
+    )  # fmt: skip
+    found, removed = B.parse_diff(diff)
+    runs = B.added_runs(found)
+    assert [(r.line, len(r.lines)) for r in runs] == [(0, 3), (4, 1), (6, 2), (9, 3), (13, 2)]
+    kept = B.blocks_of(found, removed, {"m.py": text})
+    assert [(b.line, b.lines) for b in kept] == [
+        (0, ("def f(a):", "    b = a + 1", "    return b")), (13, ("w = 5", "v = 6")),
+    ]  # fmt: skip
+    half = B.Block("m.py", 9, ("moved_one = 1", "kept = 3"))  # one of two: not more than half
+    assert not B.is_moved(half, removed)
+    assert B.opener_cursor(rows, 1) == len("def f(a):")
+    assert B.opener_cursor(["if x:  # why", "    y"], 1) == len("if x:  # why")
+    assert B.opener_cursor(["x = f(", "    y"], 1) is None and B.opener_cursor(rows, 0) is None
+
+
+def test_replay_block_positions_remove_the_run_and_mark_repeats() -> None:
+    from bench import replay_blocks as RB
+
+    document = "class A:\n    def f(self):\n        a = 1\n        return a\n\n    x = 2\n"
+    cut, line, column, target = RB.remove_block(document, 2, 2, "block-start")
+    assert cut == "class A:\n    def f(self):\n        \n\n    x = 2\n"
+    assert (line, column) == (2, 8) and target == "a = 1\n        return a"
+    cut, line, column, target = RB.remove_block(document, 2, 2, "opener")
+    assert cut == "class A:\n    def f(self):\n\n    x = 2\n"
+    assert (line, column) == (1, len("    def f(self):")) and target.startswith("\n        a = 1")
+    with pytest.raises(ValueError, match="needs a line before"):
+        RB.remove_block(document, 0, 2, "opener")
+    twin = "def g():\n    a = 1\n\n    return a\n"  # the same lines, a blank line between
+    data = {
+        "split": {"test": ["o/r"], "validation": []},
+        "repos": {"o/r": {"files": {"s.py": "a = 1\nreturn a\n"}}},
+        "documents": {"d": document, "t": twin + document},
+        "tasks": [
+            {"id": "o/r#b0", "repo": "o/r", "path": "x.py", "line": 2,
+             "lines": ["        a = 1", "        return a"], "document": "d",
+             "cursors": {"block-start": 8, "opener": [1, 16]}},
+            {"id": "o/r#b1", "repo": "o/r", "path": "x.py", "line": 1,
+             "lines": ["    def f(self):", "        a = 1"], "document": "d",
+             "cursors": {"block-start": 4, "opener": None}},
+            {"id": "o/r#b2", "repo": "o/r", "path": "x.py", "line": 6,
+             "lines": ["        a = 1", "        return a"], "document": "t",
+             "cursors": {"block-start": 8, "opener": None}},
+        ],
+    }  # fmt: skip
+    got = RB.block_positions(data, "test", cursors=RB.BLOCK_CURSORS)
+    assert [(p.task, p.cursor) for p in got] == [
+        ("o/r#b0", "block-start"), ("o/r#b0", "opener"), ("o/r#b1", "block-start"),
+        ("o/r#b2", "block-start"),
+    ]  # fmt: skip
+    assert got[0].verbatim and not got[0].twin  # the snapshot has it; the document no more
+    assert not got[2].verbatim and not got[2].twin
+    assert got[3].twin and got[3].lines == 2
+    assert len(RB.block_positions(data, "test", per_repo=1)) == 1
+
+
+def test_block_lines_accepted_stop_at_the_first_wrong_line() -> None:
+    target = "a = 1\n    b = 2\n    return a + b"
+    assert metrics.lines_accepted("a = 1  \n    b = 2\n    return b", target) == 2
+    assert metrics.lines_accepted("a = 1\n  b = 2\n    return a + b", target) == 1  # indent
+    assert metrics.lines_accepted("a = 2\n    b = 2\n    return a + b", target) == 0
+    assert metrics.lines_accepted(target + "\n\n    more = 3", target) == 3  # runs on: all kept
+    assert metrics.lines_accepted("a = 1", target) == 1  # one line: one
+    opener = "\n    a = 1\n    b = 2"  # a cursor at an opener's end: the newline is not a line
+    assert metrics.lines_accepted("\n    a = 1\n    c", opener) == 1
+    assert metrics.lines_accepted("x\n    a = 1", opener) == 0
+
+
+def test_block_metrics_count_the_whole_block_and_do_not_cut_drafts() -> None:
+    target = "a = 1\n    return a"
+    m = metrics.block_metrics(["a = 2", "a = 1\n    return a  \n"], target)
+    assert m["la1"] == 0 and m["lak"] == 2
+    assert m["emk"] == 1.0 and m["em1"] == 0.0 and m["esk"] == 1.0
+    assert m["cs1"] == pytest.approx(4 / len(target)) and m["csk"] == 1.0
+    assert m["multi"] == 1.0 and m["lines1"] == 1.0 and m["empty"] == 0.0
+    line = metrics.block_metrics(["a = 1"], target)  # a right first line: its share only
+    assert line["csk"] == pytest.approx(5 / len(target)) and line["emk"] == 0.0
+    assert metrics.block_metrics([], target)["empty"] == 1.0
+
+
+def test_paired_ratio_interval_of_two_means() -> None:
+    r = metrics.paired_ratio_ci([2.0, 4.0, 6.0], [1.0, 2.0, 3.0])
+    assert r["mean"] == pytest.approx(2.0) and r["lo"] == pytest.approx(2.0)
+    assert r["hi"] == pytest.approx(2.0) and r["n"] == 3
+    spread = metrics.paired_ratio_ci([1.0, 0.0], [0.0, 1.0])  # a quarter of resamples: b = 0
+    assert spread["mean"] == pytest.approx(1.0) and spread["hi"] == math.inf
+    assert math.isnan(metrics.paired_ratio_ci([1.0], [0.0])["mean"])
+
+
+def test_block_report_reads_the_targets_from_a_small_run() -> None:
+    from bench import replay, replay_blocks, report_blocks
+
+    target = "a = 1\n    return a"
+    shown = {"single": ["a = 1"], "auto": ["a = 1\n    return a", "a = 2"]}
+    rows = []
+    for config, drafts in shown.items():
+        for n, task in enumerate(("o/r#b0", "o/r#b1")):
+            rows.append({"config": config, "task": task, "repo": "o/r", "cursor": "block-start",
+                         "lines": 2, "verbatim": n == 0, "twin": False, "target": target,
+                         "drafts": drafts, "ms": 30.0 if config == "auto" else 10.0,
+                         **metrics.block_metrics(drafts, target)})  # fmt: skip
+    line_rows = []
+    for config in ("single", "auto"):
+        for task in ("o/r#0", "o/r#1"):
+            line_rows.append({"config": config, "task": task, "repo": "o/r", "cursor": "line-start",
+                              "verbatim": False, "in_file": False, "rest": "x = 1",
+                              "drafts": ["x = 1"], "ms": 10.0,
+                              **replay.position_metrics(["x = 1"], "x = 1")})  # fmt: skip
+    configs = {n: {"options": {"lineMode": n}, "store": True} for n in shown}
+    blocks = {
+        "_file": "bench/results/replay_blocks.json",
+        "data": {"file": "d", "split": "test", "blocks": 2, "cursors": ["block-start"],
+                 "splits": {"test": ["o/r"], "validation": []}},
+        "configs": configs, "summary": replay_blocks.summarize(rows),
+        "comparisons": replay_blocks.compare(rows, list(shown)), "rows": rows,
+    }  # fmt: skip
+    lines = {
+        "_file": "bench/results/replay_lines_auto.json",
+        "data": {"split": "test", "targets": 2}, "configs": configs,
+        "summary": replay.summarize(line_rows),
+        "comparisons": replay.compare(line_rows, ["single", "auto"]), "rows": line_rows,
+    }  # fmt: skip
+    text = report_blocks.blocks_section(blocks, lines)
+    # auto saves all 18 characters, single the first line's 5: 3.6x in every resample
+    assert "auto at least 1.5x single, interval excluding 1: **met** (ratio 3.60x" in text
+    assert "at least 0.3 over all blocks (n = 2): **met** (auto 2.00 [2.00, 2.00]" in text
+    assert "at least 2.0 over repeat blocks (n = 1): **met**" in text
+    assert "no loss of EM@3 at the line start (auto - single): **met**" in text
+    assert "block p50 at most 2x line p50: **not met** (30 ms for blocks / 10 ms" in text
+    assert "| blocks | auto | 2 | 0 (0%) | 0 (0%) | 2 (100%) |" in text
+    assert "| lines (line start) | single | 2 | 0 (0%) | 2 (100%) | 0 (0%) |" in text
+    assert set(report_blocks.SHOWN_SUBSETS) <= set(replay_blocks.SUBSETS)
+    assert "Not run yet" in report_blocks.blocks_section(blocks, None)
