@@ -368,17 +368,20 @@ async def run_configs(
     max_new_tokens: int | None,
     done: Callable[[list[dict[str, Any]]], None] | None = None,
     row_of: Callable[[Any, list[str]], dict[str, Any]] | None = None,
+    server_commit: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """One server for the whole run; each configuration is applied as didChangeConfiguration.
 
     ``done`` gets the rows so far after each configuration (a long run keeps what it did).
     ``row_of(position, drafts)``: a row's task fields and metrics (default: a line task's);
     ``max_new_tokens`` None leaves the budget to each configuration (or the server's default).
+    ``server_commit``: run the server of that commit (``git archive``), not the working tree's
+    (others' unfinished edits stay out of a measurement).
     """
     row_of = row_of or line_row
     from lsprotocol import types
 
-    from bench.lsp_latency import Bench, server
+    from bench.lsp_latency import Bench, server, sources_at
 
     rows: list[dict[str, Any]] = []
     workspace = Path(stores["workspace"])
@@ -386,7 +389,11 @@ async def run_configs(
         base: dict[str, Any] = {**BASE, "model": model}
         if max_new_tokens is not None:
             base["maxNewTokens"] = max_new_tokens
-        async with server(workspace, Path(tmp) / "data", base) as lsp:
+        sources = None
+        if server_commit:
+            (Path(tmp) / "src").mkdir()
+            sources = sources_at(server_commit, Path(tmp) / "src")
+        async with server(workspace, Path(tmp) / "data", base, sources) as lsp:
             client = Bench(lsp, workspace)
             await client.configure(base)
             compiled = await client.wait_compiled(COMPILE_WAIT_S)
@@ -448,6 +455,21 @@ def parse_configs(names: str, defines: Sequence[str]) -> list[Config]:
     return [known[n] for n in chosen]
 
 
+def resolve_commit(ref: str | None) -> str | None:
+    """A git ref as a full commit id (None: the working tree's server)."""
+    if ref is None:
+        return None
+    import subprocess
+
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"--server-commit {ref}: not a commit ({out.stderr.strip()})")
+    return out.stdout.strip()
+
+
 def resummarize(path: Path) -> dict[str, Any]:
     """A saved run's metrics computed again from its rows (each request's drafts and rest),
     as this script computes them now: a metric added since (issue 22's likeness) covers the
@@ -489,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/replay*)")
+    parser.add_argument("--server-commit", metavar="REF",
+                        help="the server of this commit (default: the working tree)")  # fmt: skip
     parser.add_argument("--resummarize", type=Path, metavar="JSON",
                         help="recompute a saved run's metrics from its rows")  # fmt: skip
     args = parser.parse_args(argv)
@@ -496,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         resummarize(args.resummarize)
         return 0
     configs = parse_configs(args.configs, args.define)
+    server_commit = resolve_commit(args.server_commit)
     started = time.perf_counter()
     stamp = Stamp(model=args.model)
     data = load_data(args.data)
@@ -526,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                 "positions": len(todo),
             },
             "settings": {**BASE, "maxNewTokens": args.max_new_tokens, "model": args.model},
+            "server_commit": server_commit,
             "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
             "stores": stores,
             "server": server,
@@ -538,8 +564,11 @@ def main(argv: list[str] | None = None) -> int:
         return result
 
     rows, server = asyncio.run(
-        run_configs(configs, todo, stores, args.model, args.max_new_tokens, done=save)
-    )
+        run_configs(
+            configs, todo, stores, args.model, args.max_new_tokens, done=save,
+            server_commit=server_commit,
+        )
+    )  # fmt: skip
     result = save(rows, server)
     for name in result["configs"]:
         for cursor in CURSORS:

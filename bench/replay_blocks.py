@@ -48,7 +48,7 @@ from typing import Any
 
 from bench.measure import RESULTS, ROOT, Stamp, percentile, write_json
 from bench.metrics import block_metrics, bootstrap_ci, paired_diff_ci, paired_ratio_ci
-from bench.replay import REPO_FIELDS, build_stores, parse_configs, run_configs
+from bench.replay import REPO_FIELDS, build_stores, parse_configs, resolve_commit, run_configs
 
 DATA = ROOT / "bench" / "data" / "replay_blocks.json.gz"
 BLOCK_CURSORS = ("block-start", "opener")
@@ -246,11 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int,
                         help="one budget for all (default: each its own)")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--server-commit", metavar="REF",
+                        help="the server of this commit (default: the working tree)")  # fmt: skip
     parser.add_argument(
         "--out", type=Path, help="results JSON (default: bench/results/replay_blocks*)"
     )
     args = parser.parse_args(argv)
     configs = parse_configs(args.configs, args.define)
+    server_commit = resolve_commit(args.server_commit)
     started = time.perf_counter()
     stamp = Stamp(model=args.model)
     data = load_blocks(args.data)
@@ -281,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
                 "positions": len(todo),
             },
             "settings": {"k": 3, "model": args.model, "maxNewTokens": args.max_new_tokens},
+            "server_commit": server_commit,
             "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
             "stores": stores,
             "server": server,
@@ -294,8 +298,15 @@ def main(argv: list[str] | None = None) -> int:
 
     rows, server = asyncio.run(
         run_configs(
-            configs, todo, stores, args.model, args.max_new_tokens, done=save, row_of=block_row
-        )
+            configs,
+            todo,
+            stores,
+            args.model,
+            args.max_new_tokens,
+            done=save,
+            row_of=block_row,
+            server_commit=server_commit,
+        )  # fmt: skip
     )
     result = save(rows, server)
     for name in result["configs"]:
