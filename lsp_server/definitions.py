@@ -169,8 +169,9 @@ def _arguments(site: Site, parts: list[str]) -> Site:
             site.positional += 1
     current = parts[-1]
     site.fresh = not current.strip()
-    if not site.fresh and _IDENT.fullmatch(current.strip()) and not current[-1:].isspace():
-        site.typed = current.strip()
+    typed = current.lstrip()
+    if typed and re.fullmatch(r"[\w.=\-]*", typed):  # a name or a simple value, going on
+        site.typed = typed
     site.space = " " if site.fresh and len(parts) > 1 and current == "" else ""
     return site
 
@@ -319,13 +320,17 @@ def _enclosing_class_name(before: str) -> str:
 # ----- proposals ---------------------------------------------------------------------------------
 
 
-def proposals(before: str, resolver: Resolver, limit: int = MAX_PROPOSALS) -> list[str]:
+def proposals(
+    before: str, resolver: Resolver, limit: int = MAX_PROPOSALS, *, scope: str | None = None
+) -> list[str]:
     """The text to insert at the cursor that the definitions called at the end of ``before``
     propose, best first (none where the cursor is in no call or attribute, or nothing
-    resolves)."""
+    resolves). ``scope``: the whole text before the cursor, where variables' classes are
+    read (default: ``before``)."""
     site = site_at(before)
     if site is None:
         return []
+    before = before if scope is None else scope
     if site.kind == "attribute":
         return _member_proposals(site, resolver, before)[:limit]
     params = resolver.signature(site.chain, before)
@@ -336,21 +341,14 @@ def proposals(before: str, resolver: Resolver, limit: int = MAX_PROPOSALS) -> li
 
 def _argument_proposals(site: Site, params: list[Param]) -> list[str]:
     """After ``(`` or ``,``: the argument list completed (the required parameters left, then
-    all of them), and each keyword left as ``name=``; while a name is typed, the keywords
-    that it starts."""
+    all of them), and each keyword left as ``name=``; while an argument is typed, the rest
+    of those it starts (``fo`` -> ``rce=``)."""
     left = [
         p
         for i, p in enumerate(params)
         if p.name not in site.keywords and (p.keyword_only or site.starred or i >= site.positional)
     ]
-    keywords = [p for p in left if not p.positional_only]
-    if site.typed:
-        return [
-            p.name[len(site.typed) :] + "="
-            for p in keywords
-            if p.name.startswith(site.typed) and p.name != site.typed
-        ]
-    if not site.fresh or not left:
+    if not left or not (site.fresh or site.typed):
         return []
     by_keyword = bool(site.keywords) or site.starred  # no more positions after a keyword
     required = [
@@ -360,9 +358,16 @@ def _argument_proposals(site: Site, params: list[Param]) -> list[str]:
     out: list[str] = []
     if required:
         out.append(", ".join(required) + ")")
-    out += [f"{p.name}=" for p in keywords if p.default is not None or p.keyword_only]
+    out += [
+        f"{p.name}="
+        for p in left
+        if not p.positional_only and (p.default is not None or p.keyword_only)
+    ]
     if full != required:
         out.append(", ".join(full) + ")")
+    if site.typed:
+        cut = len(site.typed)
+        out = [text[cut:] for text in out if text.startswith(site.typed) and len(text) > cut]
     return [site.space + text for text in dict.fromkeys(out)]
 
 

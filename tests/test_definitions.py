@@ -71,6 +71,9 @@ def test_the_site_counts_the_arguments_given() -> None:
     assert site.fresh and site.typed == ""
     method = site_at("obj.method(a, fo")
     assert method is not None and method.chain == ["obj", "method"] and method.typed == "fo"
+    keyword = site_at("obj.method(a, key=Tr")
+    assert keyword is not None and keyword.typed == "key=Tr" and not keyword.fresh
+    assert site_at("obj.method(a, key='v") is None  # in a string
     attribute = site_at("    total = self.wid")
     assert attribute is not None and (attribute.kind, attribute.chain) == ("attribute", ["self"])
     assert attribute.typed == "wid"
@@ -134,8 +137,11 @@ def test_a_call_proposes_its_argument_list_and_keywords() -> None:
     assert propose("frobnicate_widget(w, ") == ["force=", "retries=", "force=False, retries=3)"]
     assert propose("frobnicate_widget(w,") == [" force=", " retries=", " force=False, retries=3)"]
     assert propose("frobnicate_widget(w, retries=5, ") == ["force=", "force=False)"]
-    assert propose("frobnicate_widget(w, fo") == ["rce="]
-    assert propose("frobnicate_widget(w, force=") == []  # a value: the model's to write
+    assert propose("frobnicate_widget(w, fo") == ["rce=", "rce=False, retries=3)"]
+    assert propose("frobnicate_widget(w, force=") == ["False, retries=3)"]  # the default
+    assert propose("frobnicate_widget(wid") == ["get)", "get, force=False, retries=3)"]
+    assert propose("frobnicate_widget(gadget") == []  # typed what nothing proposes
+    assert propose("frobnicate_widget(w, f(x") == []  # inside another call
 
 
 def test_a_class_call_and_a_method_call_leave_self_out() -> None:

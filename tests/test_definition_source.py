@@ -1,0 +1,138 @@
+"""Definition proposals reach the engine as a MatchSource (lsp_server/definition_source.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lsp_server.definition_source import (
+    DefinitionSource,
+    proposal_length,
+    token_functions,
+    with_definitions,
+)
+from lsp_server.definitions import Resolver
+from lsp_server.engine.api import Engine
+from lsp_server.engine.ngram import Match
+from lsp_server.engine.types import DecodeConfig, StopCondition
+from ngram_db import ByteTokenizer, NgramStore
+from ngram_db.symbols import Symbol, extract
+
+WIDGETS = "def frobnicate_widget(widget, *, force=False, retries=3) -> bool:\n    pass\n"
+STORED = extract("/ws/pkg/widgets.py", WIDGETS)
+DOCUMENT = "from pkg.widgets import frobnicate_widget\n\n\ndef main(w):\n    ok = "
+
+
+def lookup(names: Sequence[str]) -> list[Symbol]:
+    return [s for s in STORED if s.name in names]
+
+
+def encode(text: str) -> list[int]:
+    return [ord(c) for c in text]
+
+
+def decode(ids: Sequence[int]) -> str:
+    return "".join(map(chr, ids))
+
+
+class Fixed:
+    """A memory that always answers the same match."""
+
+    def __init__(self, found: Match | None) -> None:
+        self.found = found
+
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        return self.found
+
+
+def source(memory: Fixed | None = None, weight: float = 0.5) -> DefinitionSource:
+    return DefinitionSource(
+        memory,
+        lambda: Resolver(DOCUMENT, "/ws/app.py", lookup),
+        encode,
+        decode,
+        DOCUMENT,
+        proposal_length(weight),
+    )
+
+
+def test_the_weight_becomes_the_length_the_engine_weighs_so() -> None:
+    cfg = DecodeConfig()
+    assert proposal_length(0.0) == 0
+    for weight in (0.3, 0.5, 0.7):
+        length = proposal_length(weight)
+        share = cfg.memory_max * length / (length + cfg.memory_half)
+        shorter = cfg.memory_max * (length - 1) / (length - 1 + cfg.memory_half)
+        assert shorter < weight <= share or length == cfg.memory_seed_length
+    assert proposal_length(0.01) == max(cfg.memory_min_length, cfg.memory_seed_length)
+
+
+def test_inside_a_call_the_proposals_are_the_match() -> None:
+    defs = source()
+    prompt = encode(DOCUMENT)
+    assert defs.match(prompt) is None  # no call open: the memory's answer (none)
+    found = defs.match(prompt + encode("frobnicate_widget(w, "), others=4)
+    assert found is not None and found.length == proposal_length(0.5)
+    assert decode(found.continuation) == "force="
+    assert [decode(o) for o in found.others] == ["retries=", "force=False, retries=3)"]
+    assert max(found.next_counts, key=found.next_counts.__getitem__) == ord("f")
+    assert defs.proposed == 1
+
+
+def test_a_longer_memory_match_wins_and_a_shorter_one_joins_the_seeds() -> None:
+    prompt = encode(DOCUMENT + "frobnicate_widget(")
+    long = Match(40, {ord("w"): 1}, encode("w, force=True)"))
+    assert source(Fixed(long)).match(prompt) is long
+    short = Match(3, {ord("w"): 1}, encode("w, force=True)"))
+    found = source(Fixed(short)).match(prompt, others=8)
+    assert found is not None and decode(found.continuation) == "widget)"
+    assert decode(found.others[-1]) == "w, force=True)"  # the memory's, after the proposals
+    assert source(Fixed(short), weight=0.0).match(prompt) is short  # off
+
+
+def test_a_class_assigned_in_the_draft_resolves_its_members() -> None:
+    document = "class Gizmo:\n    size: int = 1\n\n    def turn(self, angle):\n        pass\n\n"
+    defs = DefinitionSource(
+        None, lambda: Resolver(document, "/ws/g.py"), encode, decode, document, 8
+    )
+    prompt = encode(document)
+    assert defs.match(prompt) is None  # the prompt, seen first
+    found = defs.match(prompt + encode("g = Gizmo()\ng."))
+    assert found is not None and decode(found.continuation) == "size"
+
+
+def test_with_definitions_reads_the_stores_symbols(tiny_engine: Engine) -> None:
+    store = NgramStore.open(":memory:", ByteTokenizer())
+    store.update_file("/ws/pkg/widgets.py", WIDGETS)
+    tokenizer = tiny_engine.tokenizer
+    before = DOCUMENT + "frobnicate_widget("
+    off = with_definitions(None, tokenizer, before, "/ws/app.py", before, [store], 0.0)
+    assert off is None
+    defs = with_definitions(None, tokenizer, before, "/ws/app.py", before, [store], 0.5)
+    assert defs is not None
+    encode_, decode_ = token_functions(tokenizer)
+    found = defs.match(encode_(before))
+    assert found is not None and decode_(found.continuation) == "widget)"
+
+
+def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
+    """The tiny random model never writes the argument list; the definition makes a draft of
+    it, through the engine's unchanged memory path."""
+    tokenizer = tiny_engine.tokenizer
+    encode_, decode_ = token_functions(tokenizer)
+    prompt = DOCUMENT + "frobnicate_widget(w, "
+    defs = DefinitionSource(
+        None,
+        lambda: Resolver(prompt, "/ws/app.py", lookup),
+        encode_,
+        decode_,
+        prompt,
+        proposal_length(0.5),
+    )
+    cfg = DecodeConfig(k=3, max_new_tokens=24)
+    stop = StopCondition(single_line=True)
+    texts = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=defs).drafts]
+    assert "force=" in texts and "retries=" in texts  # seeded from the prompt's proposals
+    # a decoded draft takes the whole argument list, one mixed-in token at a time
+    assert texts[0].startswith("force=False, retries=3)")
+    without = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop).drafts]
+    assert not any(t.startswith(("force=", "retries=")) for t in without)
