@@ -23,6 +23,15 @@ times each ``textDocument/inlineCompletion`` request from send to response, k=3:
   and with the plugins' ``superposed/cursorRest`` sent as the cursor comes to rest.
   ``--cases rest`` runs this case alone (bench/results/lsp_latency_rest.json and .md).
 
+- the next draft after an accept (issue 24): the long file opened under a new name with a
+  random line emptied to its indentation, a request there, its first draft accepted as an
+  editor does (the item's command, then the insertion); then the next draft, asked either at
+  once at the cursor after the accepted text (VS Code asks again after an accept) or after
+  Enter and the line's indentation typed ``ENTER_S`` later. Side by side, alternating: the
+  accept's argument with its position (the server decodes ahead, ``triggerOnAccept``) and
+  without (as before: nothing decoded until asked). ``--cases accept`` runs this case alone
+  (bench/results/lsp_latency_accept.json and .md).
+
 Resident memory (issue 14): besides the run above (after loading, at the end, its peak), a
 footprint case as the issue measures it: a server of its own loads the model and its compiled
 decode step, answers one request and shuts down; its peak and steady (after the request)
@@ -66,6 +75,8 @@ LATER_S = 2.5  # first-request case: seconds between the first request and the n
 FIRST_MODES = {"firstPromptTokens 0 (old)": 0, "firstPromptTokens 256 (warm-up)": 256}
 REST_S = 1.0  # cursor-rest case: how long the cursor rests before the request
 REST_MODES = {"no cursorRest (today)": False, "cursorRest": True}
+ACCEPT_MODES = {"without (asked only)": False, "triggerOnAccept": True}
+ENTER_S = 0.3  # accept case: the pause before the user presses Enter after an accept
 REST_TARGET_MS = 300  # issue 24: p50 of the request after the rest, default CPU path
 TYPING_1500 = "inline k=3, typing along with a 1,500-token prompt (model calls)"
 COMPILE_WAIT_S = 900  # for the server's compiled decode step (built once, then cached)
@@ -282,6 +293,60 @@ class Bench:
         self.close(uri)
         return {"ms": elapsed, "line": line, "prompt": prompt}
 
+    async def after_accept(
+        self, name: str, text: str, line: int, ahead: bool, enter: bool
+    ) -> dict[str, Any] | None:
+        """Line ``line`` of ``text`` emptied to its indentation, opened under a new name; a
+        request there, its first draft accepted (the command, with its position if
+        ``ahead``); then the next draft: at once, or after Enter (``enter``). None: no draft
+        to accept."""
+        rows = text.split("\n")
+        indentation = rows[line][: len(rows[line]) - len(rows[line].lstrip())]
+        rows[line] = indentation
+        uri = self.open(f"{name}.py", "\n".join(rows))
+        at = types.Position(line=line, character=len(indentation))
+        params = types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=at,
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic
+            ),
+        )
+        result = await self.client.text_document_inline_completion_async(params)
+        items = result.items if isinstance(result, types.InlineCompletionList) else []
+        first = items[0] if items else None
+        if first is None or first.command is None or not first.command.arguments:
+            self.close(uri)
+            return None
+        draft = str(first.insert_text)
+        argument = dict(first.command.arguments[0])
+        if not ahead:
+            argument.pop("position", None)
+        calls = (await self.stats())["counters"].get("model_calls", 0)
+        start = time.perf_counter()
+        await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=first.command.command, arguments=[argument])
+        )
+        self.type_text(uri, at, draft)
+        end = types.Position(line=line, character=at.character + len(draft))
+        if "\n" in draft:  # a block: the cursor after its last line
+            last = draft.rsplit("\n", 1)[1]
+            end = types.Position(line=line + draft.count("\n"), character=len(last))
+        if enter:
+            await asyncio.sleep(ENTER_S)
+            self.type_text(uri, end, "\n" + indentation)
+            end = types.Position(line=end.line + 1, character=len(indentation))
+        elapsed, drafts = await self.inline(uri, end)
+        counters = (await self.stats())["counters"]
+        self.close(uri)
+        return {
+            "ms": elapsed,
+            "since_accept_ms": (time.perf_counter() - start) * 1e3,
+            "line": line,
+            "drafts": len(drafts),
+            "model_calls": counters.get("model_calls", 0) - calls,
+        }
+
     def close(self, uri: str) -> None:
         self.client.text_document_did_close(
             types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
@@ -465,6 +530,76 @@ async def cursor_rest_case(bench: Bench, text: str, requests: int) -> dict[str, 
     return out
 
 
+async def accept_case(bench: Bench, text: str, requests: int) -> dict[str, Any]:
+    """Issue 24: the next draft after an accept, asked at once or after Enter, with and
+    without the accept's position (decoding ahead), alternating per file, same server."""
+    rows = text.split("\n")
+    lines = [i for i in range(200, len(rows) - 200) if rows[i].strip()]  # far from both ends
+    pick = random.Random(0)
+    out: dict[str, Any] = {"requests": requests, "enter_s": ENTER_S, "cases": {}}
+    for enter, case in ((False, "at once"), (True, "after Enter")):
+        runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in ACCEPT_MODES}
+        for i in range(requests):
+            line = pick.choice(lines)
+            for j, (mode, ahead) in enumerate(ACCEPT_MODES.items()):
+                name = f"accept-{int(enter)}-{i}-{j}"
+                if (one := await bench.after_accept(name, text, line, ahead, enter)) is not None:
+                    runs[mode].append(one)
+        modes = {
+            mode: {
+                "request": summary([r["ms"] for r in results]),
+                "model_calls_mean": statistics.mean(r["model_calls"] for r in results),
+                "per_request": results,
+            }
+            for mode, results in runs.items()
+            if results
+        }
+        old, new = (modes[mode]["request"] for mode in ACCEPT_MODES)
+        out["cases"][case] = {
+            "modes": modes,
+            "ratio_p50": new["p50_ms"] / old["p50_ms"],
+            "ratio_p95": new["p95_ms"] / old["p95_ms"],
+        }
+    return out
+
+
+def accept_table(result: dict[str, Any]) -> list[str]:
+    case = result.get("accept")
+    if not case:
+        return []
+    rows = [
+        [name, mode, m["request"]["n"], f"{m['request']['p50_ms']:.0f}"]
+        + [f"{m['request']['p95_ms']:.0f}", f"{m['model_calls_mean']:.2f}"]
+        for name, c in case["cases"].items()
+        for mode, m in c["modes"].items()
+    ]
+    ratios = "; ".join(
+        f"{name}: p50 {c['ratio_p50']:.2f}x, p95 {c['ratio_p95']:.2f}x"
+        for name, c in case["cases"].items()
+    )
+    return [
+        "",
+        "## The next draft after an accept (issue 24)",
+        "",
+        "The long file opened under a new name with a random line emptied to its indentation, "
+        "a request there, and its first draft accepted as an editor does (the item's command, "
+        "then the insertion). Then the next draft is asked at once at the cursor after the "
+        f"accepted text, or after Enter and the indentation typed {case['enter_s']:.1f} s "
+        "later. Time: that request to its response. Modes alternate per file in one server: "
+        "the accept says where the draft went in (the server decodes the next one at once, "
+        "`triggerOnAccept`), or not (nothing is decoded until the editor asks). Model calls: "
+        "per trial after the accept, the job's included.",
+        "",
+        table(
+            ["asked", "mode", "n", "p50 ms", "p95 ms", "model calls"],
+            rows,
+            align="llrrrr",
+        ),
+        "",
+        f"Ratios (triggerOnAccept over without): {ratios}.",
+    ]
+
+
 def cursor_rest_table(result: dict[str, Any]) -> list[str]:
     case = result.get("cursor_rest")
     if not case:
@@ -515,6 +650,41 @@ async def run_rest(model: str, requests: int, k: int, settings: dict[str, Any]) 
         "cursor_rest": case,
         "loadavg_after": os.getloadavg(),
     }
+
+
+async def run_accept(model: str, requests: int, k: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """The accept case alone, on a server of its own (``--cases accept``)."""
+    with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
+        workspace = Path(tmp) / "ws"
+        workspace.mkdir()
+        options = {"model": model, "k": k, "userStore": False, **settings}
+        async with server(workspace, Path(tmp) / "data", options) as client:
+            bench = Bench(client, workspace)
+            await bench.wait_ready()
+            compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
+            await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
+            case = await accept_case(bench, LONG_SOURCE.read_text(), requests)
+            stats = await bench.stats()
+    return {
+        "model": stats["model"],
+        "k": k,
+        "settings": stats["settings"],
+        "compiled_step": compiled_state,
+        "accept": case,
+        "loadavg_after": os.getloadavg(),
+    }
+
+
+def accept_markdown(result: dict[str, Any]) -> str:
+    header = [
+        "# Language server latency: the next draft after an accept",
+        "",
+        f"Model {result['model']}, k={result['k']}, compiled decode step "
+        f"{result['compiled_step']}. Machine: {result['machine']}; load average before "
+        f"{result['loadavg_before'][0]:.2f}, after {result['loadavg_after'][0]:.2f} (shared: "
+        "treat as noisy).",
+    ]
+    return "\n".join([*header, *accept_table(result), "", f"Command: `{result['command']}`", ""])
 
 
 def rest_markdown(result: dict[str, Any]) -> str:
@@ -767,14 +937,16 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="server settings over the defaults, e.g. '{\"prefillCopy\": true}'",
     )
-    parser.add_argument("--cases", choices=("all", "rest"), default="all",
-                        help="rest: only the cursor-rest case, into lsp_latency_rest")  # fmt: skip
+    parser.add_argument("--cases", choices=("all", "rest", "accept"), default="all",
+                        help="rest or accept: only that case, into lsp_latency_CASE")  # fmt: skip
     args = parser.parse_args(argv)
     before = os.getloadavg()
-    if args.cases == "rest":
-        result = asyncio.run(run_rest(args.model, args.requests, args.k, args.settings))
-        out = args.out.with_name(args.out.name + "_rest")
-        save(result, before, out, "lsp_latency.py", argv, rest_markdown)
+    alone = {"rest": (run_rest, rest_markdown), "accept": (run_accept, accept_markdown)}
+    if args.cases in alone:
+        run_case, report = alone[args.cases]
+        result = asyncio.run(run_case(args.model, args.requests, args.k, args.settings))
+        out = args.out.with_name(f"{args.out.name}_{args.cases}")
+        save(result, before, out, "lsp_latency.py", argv, report)
         return 0
     result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
