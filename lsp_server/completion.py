@@ -7,9 +7,14 @@ Protocol-free: the server turns ``Suggestion`` objects into LSP items. The steps
 2. ``TypingCache.along``: if the user typed characters that continue drafts just shown,
    answer from those drafts without calling the model;
 3. ``decode``: ``Engine.complete`` with the settings' method and n-gram source;
-4. ``postprocess``: single-line cut, stop each draft where it runs into the text after
-   the cursor (``stop_at_suffix``), drop empty and whitespace-only drafts, merge
-   duplicates, drop drafts that only repeat the text after the cursor.
+4. ``postprocess``: single-line cut (or a block's end rules, ``block_stop``), stop each
+   draft where it runs into the text after the cursor (``stop_at_suffix``), drop empty and
+   whitespace-only drafts, merge duplicates, drop drafts that only repeat the text after
+   the cursor.
+
+``lineMode: auto`` (the default) asks the syntax at the cursor (lsp_server/syntax.py)
+whether a line or a block is wanted there; ``single`` always drafts a line, ``multi`` a
+block.
 
 Models trained for fill-in-the-middle also see the text after the cursor in their prompt
 (engine/fim.py; the ``fim`` setting).
@@ -26,6 +31,7 @@ from lsp_server.engine.prompt import Prompt
 from lsp_server.engine.runner import reusable_prefix
 from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
+from lsp_server.syntax import Decision, decide
 from ngram_db.tokenizer import clean_text
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
@@ -43,6 +49,11 @@ FOLLOWING_CHARS = 32_768
 _OPENING = {")": "(", "]": "[", "}": "{"}
 INDENT_UNIT = 4  # spaces per indentation level, to tell a dedent from indentation being typed
 TRAILING_PUNCTUATION = ",;:.\\"  # what near_key drops from a draft's end
+# A block request's token budget: max_new_tokens per line of max_lines, at most this many
+# (each a model step); drafts end earlier by the block's rules (block_stop).
+BLOCK_MAX_TOKENS = 96
+BLOCK_BLANK_LINES = 2  # blank lines in a row that end a block draft
+REPEAT_SCAN_LINES = 64  # lines after the cursor searched for the first non-blank one
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,12 @@ class CursorContext:
     before: str  # all text before the cursor (the prompt comes from its end)
     after: str  # the rest of the cursor's line
     following: str = ""  # the text after the cursor, up to FOLLOWING_CHARS (for FIM prompts)
+    # The document's language: an LSP language id, its file name or URI; "": unknown (then
+    # lineMode auto decides by the text alone, syntax.py).
+    language: str = ""
+    # The user did not ask (ghost text as you type): where the syntax wants nothing there
+    # (syntax.decide's "none"), such a request is answered with no drafts.
+    automatic: bool = False
 
     @property
     def blank_line(self) -> bool:
@@ -82,12 +99,16 @@ class CursorContext:
         return "\t" in indentation or (len(indentation) - level) % INDENT_UNIT == 0
 
     @classmethod
-    def at(cls, text: str, offset: int) -> CursorContext:
+    def at(
+        cls, text: str, offset: int, language: str = "", automatic: bool = False
+    ) -> CursorContext:
         end = text.find("\n", offset)
         return cls(
             before=text[:offset],
             after=text[offset : len(text) if end < 0 else end],
             following=text[offset : offset + FOLLOWING_CHARS],
+            language=language,
+            automatic=automatic,
         )
 
 
@@ -204,11 +225,27 @@ def near_key(text: str) -> str:
     return key if key.strip() else text
 
 
+def whole_lines(text: str) -> str:
+    """A block draft the token budget stopped mid-line, back to its last whole line (a draft
+    of one unfinished line is kept: there is nothing shorter to show)."""
+    content = len(text) - len(text.lstrip())
+    end = text.rfind("\n")
+    return text[:end] if end > content else text
+
+
 def postprocess(
-    completion: Completion, after: str, line_mode: str = "single", merge_near: bool = False
+    completion: Completion,
+    after: str,
+    line_mode: str = "single",
+    merge_near: bool = False,
+    stop: StopCondition | None = None,
 ) -> list[Suggestion]:
     """Drafts in the engine's order -> distinct, non-empty suggestions.
 
+    line_mode "single": each draft is cut to its first line; any other: a block, ended by
+    ``stop``'s block rules (a draft that ended by EOS is checked again, one the budget stopped
+    goes back to its last whole line), and drafts whose first line a better-ranked draft
+    already shows go after the others: the k slots first show k different first lines.
     merge_near: drafts that say what an earlier (better-ranked) one says but for a trailing
     comment, whitespace or punctuation (``near_key``) are dropped, so the next distinct draft
     takes the slot.
@@ -216,9 +253,15 @@ def postprocess(
     out: list[Suggestion] = []
     seen: set[str] = set()
     rest = after.strip()
+    block = line_mode != "single"
     for draft in completion.drafts:
         text = stop_at_suffix(draft.text, after)
-        text = first_line(text) if line_mode == "single" else text
+        if not block:
+            text = first_line(text)
+        elif stop is not None and stop.block:
+            text = text if draft.finished else whole_lines(text)
+            end = stop.block_end(text, final=True)
+            text = text if end is None else text[:end]
         text = text.rstrip()
         core = text.strip()
         key = near_key(text) if merge_near else text
@@ -228,7 +271,60 @@ def postprocess(
             continue  # it would only type again what already follows the cursor
         seen.add(key)
         out.append(Suggestion(text, draft.score))
-    return out
+    return distinct_first_lines(out) if block else out
+
+
+def distinct_first_lines(suggestions: list[Suggestion]) -> list[Suggestion]:
+    """The suggestions with a first line not shown before first, the others after (each
+    group in its order): block drafts that share a first line and differ later would spend
+    the k slots on one guess of the line the user reads first."""
+    firsts: set[str] = set()
+    new: list[Suggestion] = []
+    again: list[Suggestion] = []
+    for s in suggestions:
+        key = near_key(first_line(s.text).strip())
+        (again if key in firsts else new).append(s)
+        firsts.add(key)
+    return new + again
+
+
+def line_kind(context: CursorContext, settings: DecodingSettings) -> Decision:
+    """What the request drafts: ``lineMode`` single -> a line, multi -> a block, auto -> what
+    the syntax at the cursor wants (syntax.decide: none, line or block)."""
+    if settings.line_mode == "single":
+        return "line"
+    if settings.line_mode == "multi":
+        return "block"
+    return decide(context.before, context.following, context.language)
+
+
+def block_stop(context: CursorContext, settings: DecodingSettings) -> StopCondition:
+    """Where a block draft at ``context`` ends (StopCondition's block rules).
+
+    floor: at the end of a line with code (a block opener), the draft's lines must be deeper
+    than that line; on a blank line, no shallower than the cursor's indentation. repeat: the
+    first non-blank line after the cursor's line.
+    """
+    line = context.before[context.before.rfind("\n") + 1 :]
+    width = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+    floor = width + 1 if line.strip() else width
+    rows = context.following.split("\n", REPEAT_SCAN_LINES + 1)[1 : REPEAT_SCAN_LINES + 1]
+    repeat = next((r.strip() for r in rows if r.strip()), "")
+    return StopCondition(
+        continue_line=context.blank_line,
+        indented=context.indentation_complete,
+        floor=floor,
+        repeat=repeat,
+        blank_lines=BLOCK_BLANK_LINES,
+        max_lines=settings.max_lines,
+    )
+
+
+def block_budget(settings: DecodingSettings) -> int:
+    """A block request's model steps: max_new_tokens per line, at most BLOCK_MAX_TOKENS (and
+    never fewer than a line's)."""
+    per_lines = settings.max_new_tokens * settings.max_lines
+    return max(settings.max_new_tokens, min(per_lines, BLOCK_MAX_TOKENS))
 
 
 def decode_config(settings: DecodingSettings) -> DecodeConfig:
@@ -336,24 +432,36 @@ def decode(
     """One model call: the drafts for the cursor, post-processed.
 
     memory: longest matches over the user's code (used when settings.memory is on).
+    What is drafted, a line or a block, is ``line_kind``'s; "none" answers an automatic
+    request with no drafts (an asked-for one drafts a line).
     When the cache is cold (``cold_cache``), the prompt is the short recent window and the
     answer says so (``short_window``): the server then warms the cache to the full window.
     """
+    kind = line_kind(context, settings)
+    if kind == "none" and context.automatic:
+        return Answer([])  # nothing belongs here, and no one asked
     short = cold_cache(engine, context, settings, max_prompt_tokens)
     if short:
         max_prompt_tokens = settings.first_prompt_tokens
     text, markers = prompt_window(engine, context, settings, max_prompt_tokens)
 
+    cfg = decode_config(settings)
+    if kind == "block":
+        stop = block_stop(context, settings)
+        cfg.max_new_tokens = block_budget(settings)
+        cfg.memory_follow = max(cfg.memory_follow, 2 * cfg.max_new_tokens)  # a block's copy
+    else:
+        stop = StopCondition(
+            single_line=True,
+            continue_line=context.blank_line,
+            indented=context.indentation_complete,
+        )
     completion = engine.complete(
         text,
         method=settings.method,
-        cfg=decode_config(settings),
+        cfg=cfg,
         ngram=ngram,
-        stop=StopCondition(
-            single_line=settings.line_mode == "single",
-            continue_line=context.blank_line,
-            indented=context.indentation_complete,
-        ),
+        stop=stop,
         cancel=cancel,
         max_prompt_tokens=max_prompt_tokens,
         fim=markers,
@@ -361,7 +469,11 @@ def decode(
         memory=memory if settings.memory else None,
     )
     suggestions = postprocess(
-        completion, context.after, settings.line_mode, merge_near=settings.distinct_drafts
+        completion,
+        context.after,
+        "multi" if kind == "block" else "single",
+        merge_near=settings.distinct_drafts,
+        stop=stop,
     )
     return Answer(
         suggestions[: settings.k],

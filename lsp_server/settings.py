@@ -3,7 +3,7 @@
 Clients send one flat camelCase object (the same names in VS Code's ``superposed.*``
 settings, Neovim's ``settings`` table and ``initializationOptions``):
 
-    {"model": "smollm2-135m", "k": 3, "method": "superposed", "lineMode": "single", ...}
+    {"model": "smollm2-135m", "k": 3, "method": "superposed", "lineMode": "auto", ...}
 
 Parsing never fails: each invalid value is reported (the message names the key, the value
 and what is allowed) and that one setting keeps its default, so the server keeps serving.
@@ -31,7 +31,7 @@ from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 
 SECTION = "superposed"
-LINE_MODES = ("single", "multi")
+LINE_MODES = ("single", "multi", "auto")
 DEFAULT_DEBOUNCE_MS = 0
 
 
@@ -91,7 +91,17 @@ class DecodingSettings:
     distinct_drafts: bool = True
     temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
-    line_mode: str = "single"  # single: each draft ends at the end of its first line
+    # single: each draft ends at the end of its first line; multi: every draft may be a
+    # block of lines; auto: the syntax at the cursor decides (lsp_server/syntax.py): a block
+    # after a block opener, in an empty body or on a blank line outside brackets, a line
+    # mid-line or inside an unfinished expression. A block ends where its indentation leaves
+    # the block, before a line that repeats the text after the cursor, at two blank lines,
+    # or after max_lines lines (completion.block_stop).
+    line_mode: str = "auto"
+    # Lines of a block draft at most. Its token budget is max_new_tokens per line, at most
+    # completion.BLOCK_MAX_TOKENS, and a draft the budget stops mid-line ends at its last
+    # whole line.
+    max_lines: int = 8
     # Fill-in-the-middle prompt (the text after the cursor too): auto: for a tokenizer with
     # FIM tokens, unless the model is known not to be trained for FIM (SmolLM; engine/fim.py);
     # on: whenever the tokenizer has FIM tokens; off: always left to right.
@@ -262,6 +272,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
+    "maxLines": ("decoding", "max_lines", _int(1, 64)),
     "fim": ("decoding", "fim", _choice(FIM_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
     "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),

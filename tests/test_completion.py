@@ -7,16 +7,23 @@ from types import SimpleNamespace
 import pytest
 
 from lsp_server.completion import (
+    BLOCK_MAX_TOKENS,
     CursorContext,
     Suggestion,
     TypingCache,
+    block_budget,
+    block_stop,
+    decode,
     first_line,
+    line_kind,
     near_key,
     postprocess,
     prompt_text,
+    whole_lines,
 )
 from lsp_server.engine.api import Completion
-from lsp_server.engine.types import Draft
+from lsp_server.engine.types import Draft, StopCondition
+from lsp_server.settings import DecodingSettings
 
 
 def drafts(*texts: str) -> Completion:
@@ -144,3 +151,133 @@ def test_prompt_window_cleans_surrogates(tokenizer_engine: SimpleNamespace) -> N
     text = "s = 'bad \udcff byte'\n" * 300
     window = prompt_text(tokenizer_engine, text, 100)  # type: ignore[arg-type]
     assert "\udcff" not in window and "\ufffd" in window
+
+
+# --- blocks (issue 23) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stop", "text", "kept"),
+    [
+        # the indentation returns below the block's: the next sibling is not drafted
+        (
+            StopCondition(floor=4),
+            "value = 1\n    return value\ndef g():",
+            "value = 1\n    return value",
+        ),
+        (StopCondition(floor=5), "\n        x = 1\n\n    else:", "\n        x = 1\n"),
+        # a line of closing brackets at the opener's level ends the block after it
+        (StopCondition(floor=1), "\n  x();\n}\nfoo", "\n  x();\n}"),
+        # the draft would type the text after the cursor again
+        (StopCondition(repeat="return value"), "value = 1\nreturn value\nmore", "value = 1"),
+        (StopCondition(repeat="return value"), "return value\n", ""),
+        # two blank lines
+        (StopCondition(blank_lines=2), "a = 1\n\n\nb = 2", "a = 1"),
+        (StopCondition(blank_lines=2), "a = 1\n\nb = 2\n", None),  # one is fine
+        # maxLines lines with content
+        (StopCondition(max_lines=2), "a\n\nb\nc", "a\n\nb"),
+        (StopCondition(max_lines=2), "\n    a\n    b\n", "\n    a\n    b"),
+        # undecided until the line is whole, or its indentation is seen
+        (StopCondition(repeat="return value"), "x = 1\nreturn val", None),
+        (StopCondition(floor=4), "x = 1\n    ", None),
+    ],
+)
+def test_block_end_rules(stop: StopCondition, text: str, kept: str | None) -> None:
+    assert stop.block and not stop.single_line
+    assert stop.cut(text) == kept
+
+
+def test_a_line_is_whole_at_the_drafts_end() -> None:
+    stop = StopCondition(repeat="return value", max_lines=8)
+    assert stop.cut("x = 1\nreturn value") is None  # it may go on: "return values"
+    assert stop.block_end("x = 1\nreturn value", final=True) == len("x = 1")
+
+
+def test_block_drafts_end_at_whole_lines_and_show_distinct_first_lines_first() -> None:
+    """A draft the budget stopped goes back to its last whole line; one that ended is checked
+    against the block's rules again; a draft whose first line an earlier one shows goes after
+    those with a new first line."""
+    completion = Completion(
+        drafts=[
+            Draft("a = 1\nb = 2\nc = fo", [], 0.0, finished=False),
+            Draft("a = 1\nb = 3", [], -1.0, finished=True),
+            Draft("z = 9\nreturn x", [], -2.0, finished=True),
+            Draft("half a li", [], -3.0, finished=False),
+        ]
+    )
+    stop = StopCondition(repeat="return x", max_lines=8)
+    result = [s.text for s in postprocess(completion, after="", line_mode="multi", stop=stop)]
+    assert result == ["a = 1\nb = 2", "z = 9", "half a li", "a = 1\nb = 3"]
+    single = [s.text for s in postprocess(completion, after="", line_mode="single")]
+    assert single == ["a = 1", "z = 9", "half a li"]
+    assert whole_lines("\n    a = 1\n    b") == "\n    a = 1"
+    assert whole_lines("\n    a = 1") == "\n    a = 1"  # nothing shorter to show
+
+
+def test_block_stop_reads_the_cursor_and_the_text_after_it() -> None:
+    settings = DecodingSettings(max_lines=5)
+    opener = CursorContext.at("def f():\n    if x:\n    return 1\n", len("def f():\n    if x:"))
+    stop = block_stop(opener, settings)
+    assert (stop.floor, stop.repeat, stop.max_lines) == (5, "return 1", 5)
+    assert not stop.continue_line
+    text = "def f():\n    a = 1\n    \n\n    return a\n"
+    blank = CursorContext.at(text, text.index("    \n") + 4)
+    stop = block_stop(blank, settings)
+    assert (stop.floor, stop.repeat) == (4, "return a")
+    assert stop.continue_line and stop.indented
+    assert block_stop(CursorContext.at("x = 1\n", 6), settings).repeat == ""
+
+
+def test_line_mode_chooses_line_block_or_the_syntax() -> None:
+    at_opener = CursorContext.at("def f():", 8, language="python")
+    mid_call = CursorContext.at("x = f(a,\n    ", 13, language="python")
+    assert line_kind(at_opener, DecodingSettings(line_mode="single")) == "line"
+    assert line_kind(mid_call, DecodingSettings(line_mode="multi")) == "block"
+    assert line_kind(at_opener, DecodingSettings(line_mode="auto")) == "block"
+    assert line_kind(mid_call, DecodingSettings(line_mode="auto")) == "line"
+    assert DecodingSettings().line_mode == "auto"
+
+
+class _Recorder:
+    """An Engine stand-in for decode: records what it was asked, answers with ``texts``."""
+
+    def __init__(self, tokenizer: object, texts: list[str]) -> None:
+        self.tokenizer, self.max_context, self.fim_tokens, self.name = tokenizer, 2048, None, "t"
+        self.texts, self.calls = texts, []  # type: ignore[var-annotated]
+
+    def complete(self, text: str, **kwargs: object) -> Completion:
+        self.calls.append(kwargs)
+        return Completion(drafts=[Draft(t, [], -float(i), True) for i, t in enumerate(self.texts)])
+
+
+def test_decode_drafts_a_block_with_a_block_budget(tokenizer_engine: SimpleNamespace) -> None:
+    text = "def get(self):\n    return 1\n\n\nasync def aget(self):\n    \n\n\ndef h():\n"
+    at = text.index("aget(self):\n") + len("aget(self):\n    ")
+    engine = _Recorder(tokenizer_engine.tokenizer, ["return 1\n\n\ndef h():", "x = 2\n    y = 3\nz = 1"])
+    settings = DecodingSettings(first_prompt_tokens=0, max_new_tokens=24, max_lines=8)
+    context = CursorContext.at(text, at, language="python")
+    answer = decode(engine, context, settings)  # type: ignore[arg-type]
+    cfg, stop = engine.calls[0]["cfg"], engine.calls[0]["stop"]
+    assert cfg.max_new_tokens == block_budget(settings) == BLOCK_MAX_TOKENS  # type: ignore[attr-defined]
+    assert block_budget(DecodingSettings(max_new_tokens=24, max_lines=2)) == 48
+    assert block_budget(DecodingSettings(max_new_tokens=24, max_lines=1)) == 24
+    assert stop.block and stop.repeat == "def h():"  # type: ignore[attr-defined]
+    assert [s.text for s in answer.suggestions] == ["return 1", "x = 2\n    y = 3"]
+    single = DecodingSettings(first_prompt_tokens=0, line_mode="single")
+    decode(engine, context, single)  # type: ignore[arg-type]
+    assert engine.calls[1]["stop"].single_line  # type: ignore[attr-defined]
+    assert engine.calls[1]["cfg"].max_new_tokens == 24  # type: ignore[attr-defined]
+
+
+def test_an_automatic_request_where_nothing_belongs_gets_nothing(
+    tokenizer_engine: SimpleNamespace,
+) -> None:
+    engine = _Recorder(tokenizer_engine.tokenizer, ["bar"])
+    settings = DecodingSettings(first_prompt_tokens=0)
+    text = "x = self.val\n"
+    asked = CursorContext.at(text, 10, language="python")  # self.va|l: splits a word
+    automatic = CursorContext.at(text, 10, language="python", automatic=True)
+    assert decode(engine, automatic, settings).suggestions == []  # type: ignore[arg-type]
+    assert not engine.calls  # the model was not asked
+    assert decode(engine, asked, settings).suggestions  # type: ignore[arg-type]
+    assert engine.calls[0]["stop"].single_line  # type: ignore[attr-defined]

@@ -653,3 +653,77 @@ def test_suggestions_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
     assert CursorContext.at("\n", 1).blank_line
     assert not CursorContext.at("x = 1", 5).blank_line  # after a complete line: the next one
     assert not CursorContext.at("    )", 4).blank_line  # something follows the cursor
+
+
+# --- blocks from the memory (issue 23) --------------------------------------------------------
+
+TWIN = "def get(self, key):\n    value = self._store[key]\n    return value\n"
+
+
+@pytest.mark.parametrize(
+    ("above", "body"),
+    [
+        (TWIN, "value = self._store[key]\n    return value"),
+        # the twin one level deeper (a method): the copied block moves out to the cursor's
+        (
+            "class Store:\n    " + TWIN.replace("\n", "\n    ").rstrip(" "),
+            "value = self._store[key]\n    return value",
+        ),
+    ],
+)
+def test_a_twin_function_proposes_its_body_as_a_block(
+    tiny_engine: Engine, tokenizer: Any, above: str, body: str
+) -> None:
+    """The sync/async twin: after ``async def aget(self, key):`` the document's ``get`` body
+    is one draft, whole and at the cursor's indentation; a single-line request gets its
+    first line only."""
+    text = above + "\n\nasync def aget(self, key):\n    "
+    uri = "file:///store.py"
+    memory = Memory(tokenizer).source(uri, len(text), {uri: text})
+    context = CursorContext.at(text, len(text), language="python")
+    settings = DecodingSettings(first_prompt_tokens=0)
+    assert settings.line_mode == "auto"
+    shown = [s.text for s in decode(tiny_engine, context, settings, memory=memory).suggestions]
+    assert body in shown
+    single = DecodingSettings(first_prompt_tokens=0, line_mode="single")
+    lines = [s.text for s in decode(tiny_engine, context, single, memory=memory).suggestions]
+    assert body.split("\n")[0] in lines and body not in lines
+
+
+def test_reindent_moves_every_later_line_by_the_same_indentation(
+    vocab: Vocab, tokenizer: Any
+) -> None:
+    block = "x = 1\n        if x:\n            y = 2\n    z = 3\n"
+    tokens = tokenizer.encode(block, add_special_tokens=False)
+    moved = vocab.decode(mem.reindent(tokens, b"        ", b"    ", vocab)).decode()
+    assert moved == "x = 1\n    if x:\n        y = 2\n    z = 3\n"  # a shallower line stays
+    assert mem.reindent(tokens, b"    ", b"    ", vocab) == tokens
+
+
+def test_a_seed_is_not_cut_by_the_token_budget(vocab: Vocab, tokenizer: Any) -> None:
+    """A seed's tokens are copied, not decoded: a long line comes whole (issue 23: a
+    70-character line lost its closing ')' to the 24-token budget)."""
+    line = " configure_the_transmogrifier(spline_count=42, reticulate=True, mode='fast')"
+    continuation = tokenizer.encode(line + "\nnext_line()\n", add_special_tokens=False)
+    assert len(continuation) > 24
+    match = Match(length=12, next_counts={continuation[0]: 1}, continuation=continuation)
+    cfg = DecodeConfig(max_new_tokens=8)
+    finisher = Finisher(vocab, b"", StopCondition(single_line=True))
+    assert [d.text for d in mem.seeds(match, cfg, vocab, finisher)] == [line]
+
+
+def test_a_draft_out_of_steps_is_finished_from_its_match(tiny_engine: Engine) -> None:
+    """Seeds off, 4 model steps: a draft that follows the codebase's long line is finished
+    from the match's continuation (the budget counts model steps, not copied tokens)."""
+    tokenizer = tiny_engine.tokenizer
+    line = " widget.transmogrify(spline_count=42, reticulate=True)"
+    source_file = "def frob(widget):\n    return" + line + "\n"
+    memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
+    prompt = "def frob(widget):\n    return"
+    assert len(tokenizer.encode(line, add_special_tokens=False)) > 4
+    stop = StopCondition(single_line=True)
+    cfg = DecodeConfig(k=3, max_new_tokens=4, memory_seed=False)
+    drafts = [
+        d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
+    ]
+    assert line in drafts

@@ -79,3 +79,13 @@ def test_the_prefill_copy_setting() -> None:
     settings, errors = parse_settings({"prefillCopy": "yes"})
     assert settings.model.prefill_copy is False
     assert len(errors) == 1 and "superposed.prefillCopy =" in errors[0]
+
+
+def test_line_mode_auto_is_the_default_and_max_lines_is_bounded() -> None:
+    settings, errors = parse_settings({})
+    assert settings.decoding.line_mode == "auto" and settings.decoding.max_lines == 8
+    settings, errors = parse_settings({"lineMode": "auto", "maxLines": 3})
+    assert errors == [] and settings.decoding.max_lines == 3
+    settings, errors = parse_settings({"lineMode": "blocks", "maxLines": 0})
+    assert settings.decoding.line_mode == "auto" and settings.decoding.max_lines == 8
+    assert len(errors) == 2 and "superposed.maxLines = 0" in "\n".join(errors)

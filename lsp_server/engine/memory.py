@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lsp_server.engine.hypotheses import Finisher
+from lsp_server.engine.hypotheses import Finisher, Hypothesis
 from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.engine.types import DecodeConfig, Draft
 from lsp_server.engine.vocab import Vocab
@@ -101,7 +101,7 @@ def prompt_match(
     if memory is None:
         return None
     others = 4 * (cfg.memory_seeds - 1) if cfg.memory_seed else 0  # some end alike: spares
-    return memory.match(prompt_ids[-LOOKUP_TOKENS:], others=others)
+    return memory.match(prompt_ids[-LOOKUP_TOKENS:], follow=cfg.memory_follow, others=others)
 
 
 def seeds(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher) -> list[Draft]:
@@ -119,7 +119,7 @@ def seeds(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finish
 
 
 def realign(continuation: list[int], heal: bytes, vocab: Vocab) -> list[int] | None:
-    """The continuation's next line at the cursor's own line break and indentation.
+    """The continuation's lines at the cursor's own line break and indentation.
 
     At a line start the healed text is the cursor's line break and indentation; a match
     ends before it, so its continuation starts with the line break and indentation of
@@ -127,6 +127,7 @@ def realign(continuation: list[int], heal: bytes, vocab: Vocab) -> list[int] | N
     other ones: the tokens spell them and the line that follows would be lost. Returns the
     healed bytes' tokens followed by the continuation past its own leading whitespace (a
     token that straddles it cut to its part past it); None where nothing needs realigning.
+    The later lines (a block copied whole) move by the same indentation (``reindent``).
     """
     if not heal or heal.strip() or b"\n" not in heal:
         return None
@@ -142,9 +143,43 @@ def realign(continuation: list[int], heal: bytes, vocab: Vocab) -> list[int] | N
         piece = vocab.token_bytes[token]
         if at + len(piece) > len(lead):
             cut = vocab.spell(piece[len(lead) - at :]) if at < len(lead) else [token]
-            return None if cut is None else [*head, *cut, *continuation[i + 1 :]]
+            if cut is None:
+                return None
+            old, new = _indentation(lead), _indentation(heal)
+            return [*head, *reindent([*cut, *continuation[i + 1 :]], old, new, vocab)]
         at += len(piece)
     return None
+
+
+def _indentation(whitespace: bytes) -> bytes:
+    """The indentation a run of line breaks and indentation ends with."""
+    return whitespace[whitespace.rfind(b"\n") + 1 :]
+
+
+def reindent(tokens: list[int], old: bytes, new: bytes, vocab: Vocab) -> list[int]:
+    """The tokens with each later line's leading ``old`` indentation made ``new`` (a block
+    moved deeper or out). Lines that do not start with ``old`` (shallower: past the copied
+    block, where the block's end rules stop it) and the first line are kept as they are;
+    the tokens from the first changed line on are spelled again (where they cannot be,
+    the tokens are kept as they are)."""
+    if old == new:
+        return tokens
+    data = vocab.decode(tokens)
+    rows = data.split(b"\n")
+    moved = [rows[0]] + [new + r[len(old) :] if r.startswith(old) else r for r in rows[1:]]
+    if moved == rows:
+        return tokens
+    first = next(i for i, (a, b) in enumerate(zip(rows, moved, strict=True)) if a != b)
+    keep = len(b"\n".join(rows[:first])) + 1  # the bytes before that line's start
+    text = b"\n".join(moved)
+    at = 0
+    for i, token in enumerate(tokens):
+        end = at + len(vocab.token_bytes[token])
+        if end > keep:  # the first token past the unchanged bytes: spelled again from here
+            tail = vocab.spell(text[at:])
+            return tokens if tail is None else [*tokens[:i], *tail]
+        at = end
+    return tokens
 
 
 def seed(
@@ -155,9 +190,10 @@ def seed(
 
     At a line start, the continuation's next line is re-indented to the cursor's (realign).
     """
+    ended = len(continuation) < cfg.memory_follow  # the copied file ends there
     continuation = realign(continuation, finisher.heal, vocab) or continuation
     hyp = finisher.start()
-    for token in continuation[: cfg.max_new_tokens]:
+    for token in continuation:  # no model steps: max_new_tokens does not bound a copy
         if token in vocab.eos_ids:
             break
         if not hyp.allows(token, vocab):
@@ -167,7 +203,29 @@ def seed(
         if draft is not None:
             return draft if draft.text.strip() else None
     draft = finisher.unfinished(hyp)
+    draft.finished = ended
     return draft if draft.text.strip() and not hyp.heal else None
+
+
+def finish_from(
+    hyp: Hypothesis, match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finisher
+) -> Draft | None:
+    """A draft the step budget stopped, finished from its own match's continuation, or None.
+
+    The budget counts model steps: a draft that follows a long match (a line from another
+    open document) would otherwise come back cut (without its closing ")", issue 23). Its
+    tokens copied up to its stop; None where the match is short, disagrees with what the
+    draft may emit, or ends first."""
+    if match is None or match.length < cfg.memory_seed_length:
+        return None
+    for token in match.continuation:
+        if token in vocab.eos_ids or not hyp.allows(token, vocab):
+            return None
+        hyp = hyp.extend(token, hyp.score, vocab)
+        draft = finisher.finished(hyp)
+        if draft is not None:
+            return draft
+    return None
 
 
 def place_all(drafts: list[Draft], seeded: list[Draft], rank: int, k: int) -> list[Draft]:

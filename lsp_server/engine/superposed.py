@@ -194,6 +194,13 @@ class SuperposedDecoder:
         match = mem.lookup(self.memory, self.prompt.ids, [best.tokens])[0]
         return self._sort_out(branch(logits, best, self.cfg, self.vocab, match))
 
+    def _out_of_steps(self, hyp: Hypothesis) -> Draft:
+        """A draft still going when the steps ran out: finished from its memory match where
+        that reaches its stop (no model steps), else as it is."""
+        match = mem.lookup(self.memory, self.prompt.ids, [hyp.tokens])[0]
+        copied = mem.finish_from(hyp, match, self.cfg, self.vocab, self.finisher)
+        return copied if copied is not None else self.finisher.unfinished(hyp)
+
     def run(self) -> list[Draft]:
         cfg = self.cfg
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
@@ -214,7 +221,9 @@ class SuperposedDecoder:
                     alive = self._sort_out(self._step(alive))
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
-        drafts = self.finished + [self.finisher.unfinished(h) for h in alive]
+        ran_out = not settled(self.finished, alive, cfg.k)  # the steps ran out first
+        out = self._out_of_steps if ran_out else self.finisher.unfinished
+        drafts = self.finished + [out(h) for h in alive]
         return mem.place_all(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)
 
 

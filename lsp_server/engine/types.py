@@ -68,6 +68,11 @@ class DecodeConfig:
     # memory_seed_rank backwards. Two: on the replay's validation split (rich, 50 targets)
     # the second changed 7 of 200 answers, none for the worse (mid-line ES@3 61.3 -> 62.1%).
     memory_seeds: int = 2
+    # Tokens of a match's continuation looked up (MatchSource.match's follow): what a seed can
+    # copy. A seed's tokens are no model steps, so max_new_tokens does not cut it: a 70-character
+    # line copied from an open document lost its closing ")" to 24 tokens (issue 23). A block
+    # request asks for more (completion.decode).
+    memory_follow: int = 64
     # Verified drafts: score the final drafts under the model in one batched forward, order
     # them by it and drop drafts more than verify_margin nats per token below the best.
     verify: bool = False
@@ -119,6 +124,23 @@ class StopCondition:
     # ... and the cursor follows that line's whole indentation (the caller decides, from the
     # document): the draft adds no more spaces or tabs before its first visible character.
     indented: bool = False
+    # A block (not single_line; completion.block_stop fills these): the draft ends before a
+    # later line indented less than ``floor`` columns (it left the cursor's block: the next
+    # sibling); a line of closing brackets there ends it after that line. It ends before a
+    # line equal, stripped, to ``repeat`` (the first non-blank line after the cursor: the
+    # draft would type the rest of the file again), at ``blank_lines`` blank lines in a row,
+    # and after ``max_lines`` lines with content. 0 / None / "": that rule is off.
+    floor: int | None = None
+    repeat: str = ""
+    blank_lines: int = 0
+    max_lines: int = 0
+
+    @property
+    def block(self) -> bool:
+        """Whether any block rule is on."""
+        return not self.single_line and bool(
+            self.floor is not None or self.repeat or self.blank_lines or self.max_lines
+        )
 
     def cut(self, text: str) -> str | None:
         """The draft's text up to the first stop, or None if it has not stopped."""
@@ -128,7 +150,48 @@ class StopCondition:
             newline = text.find("\n", content)
             if newline >= 0:
                 ends.append(newline)
+        elif self.block:
+            end = self.block_end(text)
+            if end is not None:
+                ends.append(end)
         return text[: min(ends)] if ends else None
+
+    def block_end(self, text: str, final: bool = False) -> int | None:
+        """Where the block rules end ``text`` (an index; the text before it is kept), or None.
+
+        Rules that need a whole line wait for its line break, unless ``final`` (the draft
+        ended: its last line is whole)."""
+        rows = text.split("\n")
+        at, lines, blanks, blank_from = 0, 0, 0, 0
+        for i, row in enumerate(rows):
+            start, at = at, at + len(row) + 1
+            whole = final or i < len(rows) - 1
+            content = row.strip()
+            if not content:
+                if i > 0 and whole:
+                    blanks, blank_from = blanks + 1, blank_from if blanks else start - 1
+                    if self.blank_lines and blanks >= self.blank_lines and lines:
+                        return blank_from
+                continue
+            blanks = 0
+            if i > 0 and self.floor is not None and _columns(row) < self.floor:
+                if content[0] not in ")]}":
+                    return start - 1  # the next sibling: before its line break
+                if not whole:
+                    return None
+                return at - 1 if content != self.repeat else start - 1
+            if self.repeat and whole and content == self.repeat:
+                return start - 1 if i > 0 else start
+            if whole:
+                lines += 1
+                if self.max_lines and lines >= self.max_lines:
+                    return min(at - 1, len(text))
+        return None
+
+
+def _columns(row: str) -> int:
+    """The row's indentation in columns (a tab to the next multiple of 4)."""
+    return len(row.expandtabs(4)) - len(row.expandtabs(4).lstrip())
 
 
 @dataclass

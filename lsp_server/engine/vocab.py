@@ -47,6 +47,7 @@ class Vocab:
         self._sorted_bytes = [b for b, _ in pairs]
         self._sorted_ids = [i for _, i in pairs]
         self._by_bytes = {b: i for b, i in reversed(pairs)}  # lowest id wins on duplicates
+        self._longest = max((len(b) for b in self._sorted_bytes), default=0)  # bounds spell
         # The same ids as a tensor: a mask for a broad prefix (" " extends 138k of Gemma 3's
         # 262k tokens) is then one slice, not a Python list of ids (bench/vocab_index.py).
         self._sorted_id_tensor = torch.tensor(self._sorted_ids, dtype=torch.long)
@@ -87,7 +88,7 @@ class Vocab:
         ids: list[int] = []
         at = 0
         while at < len(data):
-            for end in range(len(data), at, -1):
+            for end in range(min(len(data), at + self._longest), at, -1):
                 token = self._by_bytes.get(data[at:end])
                 if token is not None:
                     ids.append(token)
