@@ -46,6 +46,7 @@ from lsp_server.completion import (
     decode,
     request_prompt,
 )
+from lsp_server.definition_source import with_definitions
 from lsp_server.embedded import terms_notice
 from lsp_server.engine.api import Engine
 from lsp_server.engine.ngram import NgramSource
@@ -505,7 +506,16 @@ class SuperposedServer(LanguageServer):
                     stores = store_list(self.stores, _path_of(uri), self._roots())
                 except NgramStoreError:  # reported by _ngram_source: match the documents only
                     stores = []
-            return pending.with_stores(stores)
+            engine, weight = self.engine, self.settings.decoding.definition_weight
+            if engine is None:
+                return pending.with_stores(stores)
+            path = _path_of(uri)  # the definitions' proposals: lsp_server/definition_source.py
+            document, where = documents.get(uri, ""), str(path) if path else uri
+            memory = pending.with_stores(stores)
+            tokenizer = engine.tokenizer
+            return with_definitions(
+                memory, tokenizer, document, where, context.before, stores, weight
+            )
 
         return build
 

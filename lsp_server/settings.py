@@ -81,6 +81,11 @@ class DecodingSettings:
     # the k drafts (the last shown, unless decoding found the same); a second occurrence
     # that goes on differently seeds the draft before it.
     memory_seed: bool = True
+    # With memory on: inside a call or after ``obj.`` whose definition resolves (the
+    # document's own, then the stores' symbols tables, imports deciding), its parameters and
+    # members are proposals that weigh in with this share against the model, like a memory
+    # match (lsp_server/definition_source.py); 0: off.
+    definition_weight: float = 0.0
     # Score the final drafts under the model (one batched forward) and order them by it:
     # off by default, it costs about as much as the decoding itself on a CPU
     # (bench/results/latency_memory.json).
@@ -267,6 +272,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "mix": ("decoding", "mix", _choice(MIXES)),
     "memory": ("decoding", "memory", _bool),
     "memorySeed": ("decoding", "memory_seed", _bool),
+    "definitionWeight": ("decoding", "definition_weight", _float(0.0, 0.85)),
     "verify": ("decoding", "verify", _bool),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),

@@ -136,3 +136,31 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
     assert texts[0].startswith("force=False, retries=3)")
     without = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop).drafts]
     assert not any(t.startswith(("force=", "retries=")) for t in without)
+
+
+def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: Engine) -> None:
+    from lsprotocol import types
+    from pygls.workspace import Workspace
+
+    from lsp_server.completion import CursorContext
+    from lsp_server.memory import Memory
+    from lsp_server.server import SuperposedServer
+
+    server = SuperposedServer()
+    server.protocol._workspace = Workspace(None)
+    server.memory = Memory(tiny_engine.tokenizer)
+    server.engine = tiny_engine
+    here = "file:///ws/here.py"
+    text = "def frob(widget, *, force=False):\n    pass\n\n\nfrob("
+    server.workspace.put_text_document(
+        types.TextDocumentItem(uri=here, language_id="python", version=1, text=text)
+    )
+    encode_, decode_ = token_functions(tiny_engine.tokenizer)
+    # off: the memory's match (the def line's own text); on: the definition's proposal
+    for weight, expected in ((0.0, "widget, *, force=False):\n    pass\n\n\n"), (0.5, "widget)")):
+        server.settings.decoding.definition_weight = weight
+        build = server._memory_source(here, CursorContext.at(text, len(text)))
+        assert build is not None
+        found = build().match(encode_(text))
+        proposed = decode_(found.continuation) if found is not None else None
+        assert proposed == expected
