@@ -629,8 +629,15 @@ def cursor_rest_table(result: dict[str, Any]) -> list[str]:
     ]
 
 
-async def run_rest(model: str, requests: int, k: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """The cursor-rest case alone, on a server of its own (``--cases rest``)."""
+# The cases ``--cases`` runs alone: (the result's key, the case, the title of its report).
+ALONE: dict[str, tuple[str, Callable[..., Any], str]] = {}
+
+
+async def run_alone(
+    name: str, model: str, requests: int, k: int, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """One case (``--cases NAME``) on a server of its own, after a warm-up request."""
+    key, case_fn, _ = ALONE[name]
     with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
@@ -640,65 +647,31 @@ async def run_rest(model: str, requests: int, k: int, settings: dict[str, Any]) 
             await bench.wait_ready()
             compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
             await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
-            case = await cursor_rest_case(bench, LONG_SOURCE.read_text(), requests)
+            case = await case_fn(bench, LONG_SOURCE.read_text(), requests)
             stats = await bench.stats()
     return {
+        "case": name,
         "model": stats["model"],
         "k": k,
         "settings": stats["settings"],
         "compiled_step": compiled_state,
-        "cursor_rest": case,
+        key: case,
         "loadavg_after": os.getloadavg(),
     }
 
 
-async def run_accept(model: str, requests: int, k: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """The accept case alone, on a server of its own (``--cases accept``)."""
-    with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
-        workspace = Path(tmp) / "ws"
-        workspace.mkdir()
-        options = {"model": model, "k": k, "userStore": False, **settings}
-        async with server(workspace, Path(tmp) / "data", options) as client:
-            bench = Bench(client, workspace)
-            await bench.wait_ready()
-            compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
-            await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
-            case = await accept_case(bench, LONG_SOURCE.read_text(), requests)
-            stats = await bench.stats()
-    return {
-        "model": stats["model"],
-        "k": k,
-        "settings": stats["settings"],
-        "compiled_step": compiled_state,
-        "accept": case,
-        "loadavg_after": os.getloadavg(),
-    }
-
-
-def accept_markdown(result: dict[str, Any]) -> str:
+def alone_markdown(result: dict[str, Any]) -> str:
+    _, _, title = ALONE[result["case"]]
     header = [
-        "# Language server latency: the next draft after an accept",
+        f"# Language server latency: {title}",
         "",
         f"Model {result['model']}, k={result['k']}, compiled decode step "
         f"{result['compiled_step']}. Machine: {result['machine']}; load average before "
         f"{result['loadavg_before'][0]:.2f}, after {result['loadavg_after'][0]:.2f} (shared: "
         "treat as noisy).",
     ]
-    return "\n".join([*header, *accept_table(result), "", f"Command: `{result['command']}`", ""])
-
-
-def rest_markdown(result: dict[str, Any]) -> str:
-    header = [
-        "# Language server latency: the request after the cursor rests",
-        "",
-        f"Model {result['model']}, k={result['k']}, compiled decode step "
-        f"{result['compiled_step']}. Machine: {result['machine']}; load average before "
-        f"{result['loadavg_before'][0]:.2f}, after {result['loadavg_after'][0]:.2f} (shared: "
-        "treat as noisy).",
-    ]
-    return "\n".join(
-        [*header, *cursor_rest_table(result), "", f"Command: `{result['command']}`", ""]
-    )
+    tables = [*cursor_rest_table(result), *accept_table(result)]
+    return "\n".join([*header, *tables, "", f"Command: `{result['command']}`", ""])
 
 
 def first_request_table(result: dict[str, Any]) -> list[str]:
@@ -921,6 +894,12 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+ALONE.update(
+    rest=("cursor_rest", cursor_rest_case, "the request after the cursor rests"),
+    accept=("accept", accept_case, "the next draft after an accept"),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -937,16 +916,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="server settings over the defaults, e.g. '{\"prefillCopy\": true}'",
     )
-    parser.add_argument("--cases", choices=("all", "rest", "accept"), default="all",
+    parser.add_argument("--cases", choices=("all", *ALONE), default="all",
                         help="rest or accept: only that case, into lsp_latency_CASE")  # fmt: skip
     args = parser.parse_args(argv)
     before = os.getloadavg()
-    alone = {"rest": (run_rest, rest_markdown), "accept": (run_accept, accept_markdown)}
-    if args.cases in alone:
-        run_case, report = alone[args.cases]
-        result = asyncio.run(run_case(args.model, args.requests, args.k, args.settings))
+    if args.cases in ALONE:
+        runs = run_alone(args.cases, args.model, args.requests, args.k, args.settings)
+        result = asyncio.run(runs)
         out = args.out.with_name(f"{args.out.name}_{args.cases}")
-        save(result, before, out, "lsp_latency.py", argv, report)
+        save(result, before, out, "lsp_latency.py", argv, alone_markdown)
         return 0
     result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))

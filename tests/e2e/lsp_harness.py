@@ -163,18 +163,25 @@ def end_of(text: str) -> types.Position:
     return types.Position(line=len(lines) - 1, character=len(lines[-1]))
 
 
-async def inline(client: LanguageClient, uri: str, pos: types.Position) -> list[str]:
+async def inline_items(
+    client: LanguageClient,
+    uri: str,
+    pos: types.Position,
+    kind: types.InlineCompletionTriggerKind = types.InlineCompletionTriggerKind.Invoked,
+) -> list[types.InlineCompletionItem]:
     result = await client.text_document_inline_completion_async(
         types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             position=pos,
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Invoked
-            ),
+            context=types.InlineCompletionContext(trigger_kind=kind),
         )
     )
     assert isinstance(result, types.InlineCompletionList)
-    return [str(item.insert_text) for item in result.items]
+    return list(result.items)
+
+
+async def inline(client: LanguageClient, uri: str, pos: types.Position) -> list[str]:
+    return [str(item.insert_text) for item in await inline_items(client, uri, pos)]
 
 
 async def plain(client: LanguageClient, uri: str, pos: types.Position) -> types.CompletionList:

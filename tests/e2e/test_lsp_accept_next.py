@@ -13,7 +13,15 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.e2e.lsp_harness import K, command, end_of, open_doc, session, wait_for_counter
+from tests.e2e.lsp_harness import (
+    K,
+    command,
+    end_of,
+    inline_items,
+    open_doc,
+    session,
+    wait_for_counter,
+)
 
 pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
@@ -21,17 +29,7 @@ TEXT = "def area(side):\n    return side * side\n\n\ndef perimeter(side):\n    "
 
 
 async def drafts(client: LanguageClient, uri: str, pos: types.Position) -> list[Any]:
-    result = await client.text_document_inline_completion_async(
-        types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=pos,
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Automatic
-            ),
-        )
-    )
-    assert isinstance(result, types.InlineCompletionList)
-    return list(result.items)
+    return await inline_items(client, uri, pos, types.InlineCompletionTriggerKind.Automatic)
 
 
 async def accept_first(client: LanguageClient, uri: str, text: str) -> tuple[str, Any]:
