@@ -103,12 +103,11 @@ PRESETS = {
         Config("nucleus", {"method": "nucleus"}),
         Config("beam", {"method": "beam"}),
         # issue 23: the line modes, each over all the memory; "single" is the default as it was
-        # (24 tokens); multi with the budget the issue measured it at; auto with the server's
-        # own defaults (its budget and maxLines)
+        # (24 tokens); multi and auto with the server's own block budget (maxNewTokens per line,
+        # maxLines) and block end rules
         Config("single", {"memory": True, "mix": "interpolate", "lineMode": "single",
                           "maxNewTokens": 24}),
-        Config("multi", {"memory": True, "mix": "interpolate", "lineMode": "multi",
-                         "maxNewTokens": 64}),
+        Config("multi", {"memory": True, "mix": "interpolate", "lineMode": "multi"}),
         Config("auto", {"memory": True, "mix": "interpolate", "lineMode": "auto"}),
     )
 }  # fmt: skip
