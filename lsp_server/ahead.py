@@ -29,18 +29,18 @@ from typing import Any
 from lsp_server.completion import CursorContext
 
 
-def after_accept(source: str, offset: int, text: str) -> CursorContext:
+def after_accept(source: str, offset: int, text: str, language: str = "") -> CursorContext:
     """The cursor after ``text`` was accepted at ``offset`` of the document ``source``.
 
     The editor may or may not have sent the insertion yet when the accept command arrives
     (VS Code flushes its changes before a command, other clients need not): if ``source``
     already holds ``text`` at ``offset`` it is the document after the accept, else the
-    text is inserted there.
+    text is inserted there. ``language``: the document's (CursorContext.language).
     """
     offset = max(0, min(offset, len(source)))
     if not source.startswith(text, offset):
         source = source[:offset] + text + source[offset:]
-    return CursorContext.at(source, offset + len(text))
+    return CursorContext.at(source, offset + len(text), language, automatic=True)
 
 
 @dataclass

@@ -324,7 +324,7 @@ class SuperposedServer(LanguageServer):
             source = source[:start] + selected.text + source[end:]
             offset = start + len(selected.text)
             self.counters["after_selected_item"] += 1
-        context = CursorContext.at(source, offset)
+        context = CursorContext.at(source, offset, _language(document), automatic)
         line = context.before[context.before.rfind("\n") + 1 :]
         if automatic and (why := refusal(self.settings.triggers, line, context.after)):
             self.counters[f"not triggered: {why}"] += 1
@@ -401,7 +401,7 @@ class SuperposedServer(LanguageServer):
         if document is None or not isinstance(line, int) or not isinstance(character, int):
             return
         offset = document.offset_at_position(types.Position(line=line, character=character))
-        context = after_accept(document.source, offset, text)
+        context = after_accept(document.source, offset, text, _language(document))
         key, settings = _doc_key(uri), self.settings
         memory = self._memory_source(uri, context) if settings.decoding.memory else None
         cancel = threading.Event()
@@ -467,7 +467,7 @@ class SuperposedServer(LanguageServer):
             return
         source = document.source
         at = len(source) if offset is None else max(0, min(offset, len(source)))
-        self.warm(CursorContext.at(source, at), resting)
+        self.warm(CursorContext.at(source, at, _language(document)), resting)
 
     def _ngram_source(self, uri: str, settings: Settings) -> NgramSource | None:
         """The stores' n-gram source for a document; None (and one message) if unusable.
@@ -746,6 +746,12 @@ def memory_mb() -> dict[str, float | None]:
 def _doc_key(uri: str) -> str:
     """One key per document for the caches, as pygls keys its open documents."""
     return unquote(uri)
+
+
+def _language(document: TextDocument) -> str:
+    """What the syntax rules (lineMode auto) know the document by: the client's language
+    id, else its URI (its extension)."""
+    return document.language_id or document.uri
 
 
 def _path_of(uri: str) -> Path | None:

@@ -14,10 +14,11 @@ AT = DOC.index("    \n") + 4  # after the indentation of the blank body line
 
 
 def test_after_accept_inserts_the_text_unless_the_editor_already_did() -> None:
-    expected = CursorContext.at(DOC[:AT] + "return side" + DOC[AT:], AT + len("return side"))
-    assert after_accept(DOC, AT, "return side") == expected  # the accept came first
     inserted = DOC[:AT] + "return side" + DOC[AT:]
-    assert after_accept(inserted, AT, "return side") == expected  # the change came first
+    # automatic: the editor did not ask; the syntax rules may decide nothing belongs there
+    expected = CursorContext.at(inserted, AT + len("return side"), "python", automatic=True)
+    assert after_accept(DOC, AT, "return side", "python") == expected  # the accept came first
+    assert after_accept(inserted, AT, "return side", "python") == expected  # the change first
     assert after_accept(DOC, len(DOC) + 10, "x").before == DOC + "x"  # clamped to the end
 
 
