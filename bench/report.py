@@ -440,14 +440,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
     args = parser.parse_args(argv)
-    from bench.report_blocks import blocks_section, load_results
+    from bench.report_blocks import blocks_section, load_results, merge
     from bench.report_models import models_section  # these import this module's helpers
     from bench.report_replay import distinct_section, replay_section
 
     q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
     r = load("replay", args.quick)
     distinct = None if args.quick else load("replay_distinct", False)  # issue 22's run
-    blocks, block_lines = (None, None) if args.quick else load_results()  # issue 23's runs
+    blocks, block_lines, block_extra = (None, None, None) if args.quick else load_results()
     tag = "-quick" if args.quick else ""  # the quick report never overwrites the full one
     IMAGES.mkdir(parents=True, exist_ok=True)
     stamps = table(
@@ -455,7 +455,7 @@ def main(argv: list[str] | None = None) -> None:
         + ["load avg (1/5/15 min)", "seconds", "command"],
         [
             stamp_line(d["_file"], d["stamp"])
-            for d in (r, distinct, blocks, block_lines, q, h, c)
+            for d in (r, distinct, blocks, block_lines, block_extra, q, h, c)
             if d is not None
         ],
     )
@@ -464,7 +464,9 @@ def main(argv: list[str] | None = None) -> None:
         sections.append(replay_section(r))
     if distinct is not None:
         sections.append(distinct_section(distinct))
-    if blocks is not None:
+    if blocks is not None:  # issue 23's runs: blocks, line tasks, a later configuration
+        if block_extra is not None and not block_extra.get("partial"):
+            blocks = merge(blocks, block_extra)
         sections.append(blocks_section(blocks, block_lines))
     models = None if args.quick else models_section()  # both embedded models; the default
     if models is not None:

@@ -18,6 +18,7 @@ from bench.tables import code, diff_text, num, pct, table
 BASELINE = "single"  # today's default as it was
 CANDIDATES = ("auto", "multi")  # the first that ran is measured against the targets
 LINES_FILE = "replay_lines_auto.json"
+EXTRA_FILE = "replay_blocks_multi.json"  # a configuration run on its own, after the main run
 SHOWN_SUBSETS = ("2-4 lines", "5+ lines", "verbatim", "twin", "repeat", "new")
 COMPARED_SUBSETS = ("all", "2-4 lines", "5+ lines", "repeat", "new")
 KEY_COMPARISONS = (("difference", "lak"), ("ratio", "csk"))  # the only ones shown per subset
@@ -246,6 +247,11 @@ def blocks_section(r: dict[str, Any], lines: dict[str, Any] | None) -> str:
     modes = {k: v for k, v in counters.items() if "mode" in k.lower() or "block" in k.lower()}
     note = f"The server's counters: {modes}." if modes else "Counted from the drafts."
     have = candidate is not None and BASELINE in r["summary"]
+    if r.get("later"):
+        configs += (
+            f" ({', '.join(r['later']['configs'])}: a run of its own after the others, the same"
+            f" blocks and server commit, `{r['later']['file']}`; compare its latency with care)"
+        )
     return (
         say(
             "blocks",
@@ -255,6 +261,9 @@ def blocks_section(r: dict[str, Any], lines: dict[str, Any] | None) -> str:
             blocks=d["blocks"],
             cursors=" and ".join(d["cursors"]),
             data_file=d["file"],
+            server=f"the server of commit {r['server_commit'][:10]}"
+            if r.get("server_commit")
+            else "the server of the working tree at the stamp's commit",
             configs=configs,
             partial="**Partial run**: not every configuration ran.\n\n" if r.get("partial") else "",
             candidate=candidate or "n/a",
@@ -272,10 +281,33 @@ def blocks_section(r: dict[str, Any], lines: dict[str, Any] | None) -> str:
     )
 
 
-def load_results() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The block run and the line-task check, where they exist (``_file`` as report.load)."""
+def merge(r: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The block run with a later run's configurations on the same blocks added: its rows,
+    then summaries and paired comparisons over all (latency across runs: see the stamps)."""
+    from bench.replay_blocks import compare, summarize
+
+    rows = [*r["rows"], *(row for row in extra["rows"] if row["config"] not in r["configs"])]
+    configs = {
+        **r["configs"],
+        **{n: c for n, c in extra["configs"].items() if n not in r["configs"]},
+    }
+    names = list(configs)
+    later = [n for n in names if n not in r["configs"]]
+    return {
+        **r,
+        "configs": configs,
+        "rows": rows,
+        "summary": summarize(rows),
+        "comparisons": compare(rows, names),
+        "later": {"file": extra["_file"], "configs": later},
+    }
+
+
+def load_results() -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The block run, the line-task check and a later block run, where they exist (``_file``
+    as report.load)."""
     out: list[dict[str, Any] | None] = []
-    for name in ("replay_blocks.json", LINES_FILE):
+    for name in ("replay_blocks.json", LINES_FILE, EXTRA_FILE):
         path = RESULTS / name
         if path.exists():
             data = json.loads(path.read_text())
@@ -283,7 +315,7 @@ def load_results() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
             out.append(data)
         else:
             out.append(None)
-    return out[0], out[1]
+    return out[0], out[1], out[2]
 
 
 def main() -> None:

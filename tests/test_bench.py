@@ -740,3 +740,14 @@ def test_block_report_reads_the_targets_from_a_small_run() -> None:
     assert "| lines (line start) | single | 2 | 0 (0%) | 2 (100%) | 0 (0%) |" in text
     assert set(report_blocks.SHOWN_SUBSETS) <= set(replay_blocks.SUBSETS)
     assert "Not run yet" in report_blocks.blocks_section(blocks, None)
+    multi = [{**row, "config": "multi", "ms": 50.0} for row in rows if row["config"] == "auto"]
+    later = {"_file": "m.json", "configs": {"multi": {"options": {}, "store": True}}, "rows": multi}
+    merged = report_blocks.merge(blocks, later)
+    assert list(merged["summary"]) == ["single", "auto", "multi"]
+    vs = report_blocks.comparison(
+        merged, "multi", "single", "lak", "difference", "all", "block-start"
+    )
+    assert vs is not None and vs["mean"] == pytest.approx(1.0) and vs["n"] == 2
+    assert "(multi: a run of its own after the others" in report_blocks.blocks_section(
+        merged, lines
+    )
