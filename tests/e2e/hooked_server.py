@@ -1,28 +1,51 @@
-"""The language server with test hooks: a slow model load and slow decoding steps.
+"""The language server with test hooks: a slow model load, slow decoding steps, fixed drafts.
 
-    python tests/e2e/hooked_server.py [--load-delay S] [--step-delay S] -- [superposed-lsp args]
+    python tests/e2e/hooked_server.py [--load-delay S] [--step-delay S] [--drafts FILE]
+        -- [superposed-lsp args]
 
 Test-only: timing tests run the real server through this entry point so that production code
 reads no test switches. ``--load-delay`` waits before the model loads (requests that come
 before it is ready); ``--step-delay`` sleeps at every cancellation check, so that
-cancellation and warm-up tests do not depend on the machine's speed.
+cancellation and warm-up tests do not depend on the machine's speed. ``--drafts`` names a
+JSON list of ``{"after": TEXT, "drafts": [DRAFT, ...]}``: a model call whose text before the
+cursor ends with ``TEXT`` answers those drafts instead of decoding (first rule that fits;
+elsewhere the model decodes), so that editor tests of how drafts are shown and accepted (a
+multi-line block, say) do not depend on what a model happens to draft.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 import time
 from typing import Any
 
 from lsp_server import cli, server
+from lsp_server.completion import Answer, CursorContext, Suggestion
+
+
+def fixed_drafts(rules: list[dict[str, Any]], decode: Any) -> Any:
+    """``decode`` answering each rule's drafts where the text before the cursor ends with its
+    ``after`` (scores falling from 1.0 in the rule's order)."""
+
+    @functools.wraps(decode)
+    def fixed(engine: Any, context: CursorContext, *args: Any, **kwargs: Any) -> Answer:
+        for rule in rules:
+            if context.before.endswith(rule["after"]):
+                drafts = rule["drafts"]
+                return Answer([Suggestion(text, 1.0 - i / 10) for i, text in enumerate(drafts)])
+        return decode(engine, context, *args, **kwargs)
+
+    return fixed
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="hooked_server")
     parser.add_argument("--load-delay", type=float, default=0.0, metavar="S")
     parser.add_argument("--step-delay", type=float, default=0.0, metavar="S")
+    parser.add_argument("--drafts", default=None, metavar="FILE")
     hooks, rest = parser.parse_known_args(argv)
     if hooks.load_delay:
         load_engine = server.load_engine
@@ -35,6 +58,9 @@ def main(argv: list[str]) -> int:
         server.load_engine = slow_load  # type: ignore[assignment]
     if hooks.step_delay:
         server.SERVER.scheduler.step_hook = functools.partial(time.sleep, hooks.step_delay)
+    if hooks.drafts:
+        with open(hooks.drafts, encoding="utf-8") as f:
+            server.decode = fixed_drafts(json.load(f), server.decode)  # type: ignore[assignment]
     return cli.main([a for a in rest if a != "--"])
 
 

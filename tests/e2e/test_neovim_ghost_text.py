@@ -66,11 +66,16 @@ out.expected = vim.tbl_map(function(item) return item.insertText end,
   (reply and reply.result and reply.result.items) or {})
 
 local ns = vim.api.nvim_get_namespaces()['nvim.lsp.inline_completion']
+-- The ghost text, and apart from it the "(i/n)" hint after it (highlighted ComplHintMore).
 local function ghost()
   local marks = vim.api.nvim_buf_get_extmarks(buf, ns or -1, 0, -1, { details = true })
   local mark = marks[1]
   if not mark or not mark[4].virt_text then return nil end
-  return table.concat(vim.tbl_map(function(chunk) return chunk[1] end, mark[4].virt_text))
+  local text, hint = {}, {}
+  for _, chunk in ipairs(mark[4].virt_text) do
+    table.insert(chunk[2] == 'ComplHintMore' and hint or text, chunk[1])
+  end
+  return table.concat(text), table.concat(hint)
 end
 local function line() return vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] end
 
@@ -80,14 +85,15 @@ step('ghost text')
 local timer = vim.uv.new_timer()
 timer:start(100, 100, vim.schedule_wrap(function()
   ns = ns or vim.api.nvim_get_namespaces()['nvim.lsp.inline_completion']
-  local shown = ns and ghost()
+  local shown, hint
+  if ns then shown, hint = ghost() end
   if phase == 'first' and shown then
-    out.ghost_first = shown
+    out.ghost_first, out.hint_first = shown, hint
     phase = 'next'
     step('next draft')
     feed('<M-]>')
   elseif phase == 'next' and shown and shown ~= out.ghost_first then
-    out.ghost_next = shown
+    out.ghost_next, out.hint_next = shown, hint
     phase = 'word'
     step('accept word')
     before = line()
@@ -160,9 +166,12 @@ def test_ghost_text_cycle_partial_and_full_accept_toggle(tmp_path: Path) -> None
     assert out["settings_k"] == K
     drafts = out["expected"]
     assert len(drafts) == K and all(d.strip() for d in drafts)
-    # Ghost text: the first draft, then <M-]> shows the second, with its index.
+    # Ghost text: the first draft with its index among the k ("(1/3)" from the first answer
+    # on), then <M-]> shows the second, with its index.
     assert out["ghost_first"] == drafts[0]
-    assert out["ghost_next"] == f"{drafts[1]} (2/{K})"
+    assert out["hint_first"] == f" (1/{K})"
+    assert out["ghost_next"] == drafts[1]
+    assert out["hint_next"] == f" (2/{K})"
     # <M-Right> inserted the second draft's next word, and the server learned it.
     word = next_word(drafts[1])
     assert word != drafts[1], "the draft is one word: the test cannot tell a partial accept"

@@ -1,7 +1,10 @@
 --- superposed-lsp for Neovim: k drafts from one superposed decoding pass as completions.
 ---
---- Neovim 0.12+: inline (ghost-text) completion via vim.lsp.inline_completion.
---- Neovim 0.11:  the drafts as completion items via vim.lsp.completion (the popup).
+--- Neovim 0.12+: inline (ghost-text) completion via vim.lsp.inline_completion; a block's lines
+---               below the cursor's are virtual lines, and a "(1/3)" hint says which draft.
+--- Neovim 0.11:  the drafts as completion items via vim.lsp.completion (the popup); a block
+---               shows its first line, the whole block in the info popup, and goes in whole.
+--- Both:         :SuperposedDrafts lists the k drafts through vim.ui.select; the pick goes in.
 ---
 ---   require('superposed').setup({ python = '/path/to/.venv/bin/python', settings = { k = 3 } })
 ---
@@ -9,6 +12,8 @@
 ---
 ---   vim.lsp.config('superposed', { cmd = { '/path/to/.venv/bin/python', '-m', 'lsp_server.cli' } })
 ---   vim.lsp.enable('superposed')
+local drafts = require('superposed.drafts')
+
 local M = {}
 
 M.name = 'superposed'
@@ -40,7 +45,10 @@ M.defaults = {
     prev = '<M-[>', -- previous draft
     accept_word = '<M-Right>', -- accept the draft's next word (as copilot.vim)
     accept_line = '<M-C-Right>', -- accept the draft's next line
+    drafts = '<M-d>', -- all k drafts in vim.ui.select (:SuperposedDrafts); the pick goes in
   },
+  -- 0.12: "(1/3)" after the ghost text: which of the k drafts is shown.
+  hint = true,
 }
 
 M.options = vim.deepcopy(M.defaults)
@@ -73,11 +81,15 @@ function M.next_line(text)
 end
 
 --- The server's accept command for a part of a draft: the user store learns what was inserted.
+--- Without the full accept's `position`: the server would draft ahead after the part and those
+--- drafts would take the place of the rest of this one (a block's next lines), which is the
+--- next ghost text; VS Code's partial accepts send none either.
 local function partial_command(command, part)
   if not command or type(command.arguments) ~= 'table' or type(command.arguments[1]) ~= 'table' then
     return command
   end
   local argument = vim.tbl_extend('force', command.arguments[1], { text = part })
+  argument.position = nil
   return vim.tbl_extend('force', command, { arguments = { argument } })
 end
 
@@ -92,11 +104,49 @@ local function map(bufnr, lhs, rhs, desc)
 end
 
 --- The popup entry of a draft. Neovim 0.11 inserts a plain-text item only up to its first
---- space ("2 * side" would insert "2"); a draft is inserted whole (its first line: the popup
---- cannot insert line breaks).
+--- space ("2 * side" would insert "2"); a draft is inserted whole. The popup inserts one line:
+--- a block's first line is the word, the built-in completion expands only that line, and the
+--- rest of the block goes in below it on accept (CompleteDone, see `insert_rest`), as drafted:
+--- a snippet would re-indent every line by the cursor line's indentation. The label is the
+--- block's first line with text, the info popup shows the whole block.
 function M.complete_item(item)
   local text = (item.textEdit and item.textEdit.newText) or item.insertText or item.label
-  return { word = vim.split(text, '\n', { plain = true })[1] }
+  local lines = vim.split(text, '\n', { plain = true })
+  if #lines == 1 then
+    return { word = lines[1] }
+  end
+  local text_of = drafts.draft_text(item)
+  local draft = vim.split(text_of, '\n', { plain = true })
+  local one_line = vim.deepcopy(item)
+  if one_line.textEdit then
+    one_line.textEdit.newText = lines[1]
+  end
+  if one_line.insertText then
+    one_line.insertText = vim.split(one_line.insertText, '\n', { plain = true })[1]
+  end
+  local client = client_for(vim.api.nvim_get_current_buf())
+  return {
+    word = draft[1],
+    abbr = drafts.first_line(text_of),
+    menu = ('%s, %d lines'):format(item.detail or 'superposed', drafts.line_count(text_of)),
+    info = (text_of:gsub('^\n+', '')),
+    user_data = {
+      nvim = { lsp = { completion_item = one_line, client_id = client and client.id } },
+      superposed = { rest = vim.list_slice(draft, 2) },
+    },
+  }
+end
+
+--- After a block's first line went in from the popup: its other lines below it, as drafted
+--- (no re-indenting), and the cursor at the end of the last.
+function M.insert_rest(bufnr, rest)
+  local win = vim.api.nvim_get_current_win()
+  if vim.api.nvim_win_get_buf(win) ~= bufnr or #rest == 0 then
+    return
+  end
+  local row, col = unpack(vim.api.nvim_win_get_cursor(win))
+  vim.api.nvim_buf_set_text(bufnr, row - 1, col, row - 1, col, vim.list_extend({ '' }, rest))
+  vim.api.nvim_win_set_cursor(win, { row + #rest, #rest[#rest] })
 end
 
 --- Keymaps for the popup (0.11): the drafts are completion items.
@@ -109,6 +159,19 @@ local function attach_completion(client, bufnr)
   map(bufnr, keys.trigger, function()
     vim.lsp.completion.get()
   end, 'superposed: drafts')
+  vim.api.nvim_create_autocmd('CompleteDone', {
+    buffer = bufnr,
+    group = vim.api.nvim_create_augroup('superposed.block.' .. bufnr, { clear = true }),
+    callback = function()
+      local rest = vim.tbl_get(vim.v.completed_item, 'user_data', 'superposed', 'rest')
+      if type(rest) == 'table' and vim.v.event.reason == 'accept' then
+        vim.schedule(function()
+          M.insert_rest(bufnr, rest)
+        end)
+      end
+    end,
+    desc = 'superposed: the rest of an accepted block',
+  })
   local function pum(key, fallback)
     return function()
       return vim.fn.pumvisible() == 1 and key or fallback
@@ -154,8 +217,32 @@ local function attach_completion(client, bufnr)
   end
 end
 
+local hinting = false
+
+--- 0.12: the ghost text of our drafts ends with "(1/3)" from the first answer on, not only after
+--- cycling (the built-in shows the index then). Through the built-in's completor class, a private
+--- API: where it is missing, no hint.
+local function hint_index()
+  local ok, capability = pcall(require, 'vim.lsp._capability')
+  local completor = ok and type(capability.all) == 'table' and capability.all.inline_completion
+  if hinting or type(completor) ~= 'table' or type(completor.handler) ~= 'function' then
+    return
+  end
+  hinting = true
+  local handler = completor.handler
+  completor.handler = function(self, err, result, ctx, ...)
+    handler(self, err, result, ctx, ...)
+    local current = self.current
+    local client = current and vim.lsp.get_client_by_id(current.client_id)
+    if M.options.hint and client and client.name == M.name and self:count_items() > 1 then
+      self:select(current._index, true)
+    end
+  end
+end
+
 --- Keymaps for ghost text (0.12+): the drafts are inline completion items.
 local function attach_inline(_, bufnr)
+  hint_index()
   local keys = M.options.keys
   local inline = vim.lsp.inline_completion
   -- Ghost text is requested as you type; keys.trigger is for the 0.11 popup only.
@@ -196,6 +283,11 @@ local function attach_inline(_, bufnr)
       end
     end, { buffer = bufnr, expr = true, desc = 'superposed: accept draft' })
   end
+end
+
+--- :SuperposedDrafts: the k drafts at the cursor through vim.ui.select (superposed/drafts.lua).
+function M.show_drafts()
+  drafts.show(M.name)
 end
 
 --- Runs one of the server's commands; `on_result(err, result)` is called with its answer.
@@ -380,6 +472,7 @@ local function setup_global()
     complete = 'file',
     desc = 'superposed: erase a file (default: this one) from the stores; ! clears the user store',
   })
+  command('SuperposedDrafts', M.show_drafts, { desc = 'superposed: pick one of the k drafts at the cursor' })
   command('SuperposedToggle', function(args)
     M.toggle(args.args)
   end, { nargs = '?', complete = 'filetype', desc = 'superposed: completions on/off for a filetype' })
@@ -413,7 +506,9 @@ function M.attach(client, bufnr)
   })
   if M.options.ui == 'none' then
     return
-  elseif has_inline() then
+  end
+  map(bufnr, M.options.keys.drafts, M.show_drafts, 'superposed: pick one of the k drafts')
+  if has_inline() then
     attach_inline(client, bufnr)
   else
     attach_completion(client, bufnr)
