@@ -1,7 +1,8 @@
-/** The extension's commands: Index Workspace, Show Stats, and the interpreter watch. */
+/** The extension's commands: Index Workspace, Show Stats, Show Drafts, and the interpreter watch. */
 import * as vscode from 'vscode';
 
 import { SECTION } from './config';
+import { draftPicks, endOfInsert } from './picks';
 import { pythonExtensionInterpreter, type Server } from './server';
 import { formatStats } from './state';
 
@@ -64,6 +65,62 @@ export async function showStats(srv: Server, output: vscode.LogOutputChannel): P
     modal: true,
     detail: lines.join('\n'),
   });
+}
+
+/**
+ * Superposed: Show Drafts: the k drafts at the cursor in a quick pick (first line, the server's
+ * rank and score, the whole draft); the one picked goes in at the cursor, and the server's accept
+ * command runs with it as after an inline accept, so the user store learns it.
+ */
+export async function showDrafts(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined) {
+    void vscode.window.showInformationMessage('Superposed: open a file to see its drafts.');
+    return;
+  }
+  const document = editor.document;
+  const position = editor.selection.active;
+  const version = document.version;
+  let picks;
+  try {
+    picks = draftPicks(await srv.drafts(document, position));
+  } catch (err) {
+    void showError(`Superposed: no drafts (${String(err)}).`, output);
+    return;
+  }
+  output.info(`show drafts: ${JSON.stringify(picks.map((pick) => pick.text))}`);
+  if (picks.length === 0) {
+    void vscode.window.showInformationMessage('Superposed: no drafts here.');
+    return;
+  }
+  const picked = await vscode.window.showQuickPick(picks, {
+    title: 'Superposed: drafts at the cursor',
+    placeHolder: 'Pick a draft to insert it',
+    matchOnDescription: true,
+    matchOnDetail: true,
+  });
+  if (picked === undefined) {
+    return;
+  }
+  if (document.version !== version || vscode.window.activeTextEditor !== editor) {
+    void vscode.window.showInformationMessage('Superposed: the file changed; ask again.');
+    return;
+  }
+  const inserted = await editor.edit((edit) => edit.insert(position, picked.text));
+  if (!inserted) {
+    return;
+  }
+  const end = endOfInsert(position.line, position.character, picked.text);
+  const cursor = new vscode.Position(end.line, end.character);
+  editor.selection = new vscode.Selection(cursor, cursor);
+  output.info(`picked draft: ${JSON.stringify(picked.text)}`);
+  if (picked.command !== undefined) {
+    try {
+      await srv.execute(picked.command.command, ...(picked.command.arguments ?? []));
+    } catch (err) {
+      output.info(`accept failed: ${String(err)}`);
+    }
+  }
 }
 
 export async function showError(message: string, output: vscode.LogOutputChannel): Promise<void> {

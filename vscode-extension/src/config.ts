@@ -127,13 +127,15 @@ export function serverCommand(python: string, extraArgs: readonly string[] = [])
 export interface Answered {
   line: string;
   drafts: string[];
+  row?: number; // the cursor's line then (0-based): a block's partial accepts go past it
 }
 
 /**
  * The part of one of our drafts that a partial accept inserted, or undefined when the inserted
  * text is not the next part of any of them (another extension's suggestion, say).
- * `lineBefore` is the line before the cursor just before the accept: the answer's line plus
- * what the user typed or accepted since.
+ * `lineBefore` is the text before the cursor just before the accept, from the start of the
+ * answer's line: that line plus what the user typed or accepted since (line breaks included,
+ * when lines of a block were accepted one by one).
  */
 export function acceptedPart(
   answered: Answered | undefined,

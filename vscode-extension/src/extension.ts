@@ -1,7 +1,14 @@
 /** Superposed Completions: starts superposed-lsp and wires its commands and status bar. */
 import * as vscode from 'vscode';
 
-import { forget, indexWorkspace, showError, showStats, watchPythonInterpreter } from './commands';
+import {
+  forget,
+  indexWorkspace,
+  showDrafts,
+  showError,
+  showStats,
+  watchPythonInterpreter,
+} from './commands';
 import { needsRestart, SECTION, wantsServer } from './config';
 import { acceptPart, isDisabled, toggleLanguage } from './partial';
 import { Server } from './server';
@@ -72,6 +79,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('superposed.restart', restart),
     vscode.commands.registerCommand('superposed.showLog', () => output.show(true)),
     vscode.commands.registerCommand('superposed.showStats', () => showStats(srv, output)),
+    vscode.commands.registerCommand('superposed.showDrafts', () => showDrafts(srv, output)),
     vscode.commands.registerCommand('superposed.acceptNextWord', () =>
       acceptPart(srv, 'Word', output),
     ),

@@ -27,20 +27,25 @@ export async function acceptPart(
   }
   const document = editor.document;
   const start = editor.selection.active;
-  const lineBefore = document.lineAt(start.line).text.slice(0, start.character);
+  const uri = document.uri.toString();
+  const answered = answers.get(uri);
+  // From the start of the answer's line: a block's lines are accepted one after the other.
+  const row = answered?.row !== undefined && answered.row <= start.line ? answered.row : start.line;
+  const lineBefore = document.getText(new vscode.Range(new vscode.Position(row, 0), start));
   const version = document.version;
   await vscode.commands.executeCommand(`editor.action.inlineSuggest.acceptNext${kind}`);
   if (document.version === version) {
     return; // nothing was shown, or nothing inserted
   }
   const inserted = document.getText(new vscode.Range(start, editor.selection.active));
-  const uri = document.uri.toString();
-  const part = acceptedPart(answers.get(uri), lineBefore, inserted);
+  const part = acceptedPart(answered, lineBefore, inserted);
   if (part === undefined) {
     return;
   }
+  // The store learns the part after the start of the line it went into, as a full accept's.
+  const context = lineBefore.slice(lineBefore.lastIndexOf('\n') + 1);
   try {
-    await srv.execute('superposed.accept', { uri, context: lineBefore, text: part });
+    await srv.execute('superposed.accept', { uri, context, text: part });
     output.info(`accepted part: ${JSON.stringify(part)}`);
   } catch (err) {
     output.info(`accept failed: ${String(err)}`);

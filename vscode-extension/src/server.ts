@@ -1,6 +1,8 @@
 /** The language client: starting superposed-lsp, its settings, state and commands. */
 import * as vscode from 'vscode';
 import {
+  CompletionRequest,
+  CompletionTriggerKind,
   DidChangeConfigurationNotification,
   ExecuteCommandRequest,
   LanguageClient,
@@ -12,6 +14,7 @@ import {
 
 import { resolvePython, SECTION, serverCommand, serverSettings } from './config';
 import { answers } from './partial';
+import type { DraftItem } from './picks';
 import { type ServerState, type ServerStatus, STATUS_NOTIFICATION, stateOfStatus } from './state';
 
 type Listener = (state: ServerState) => void;
@@ -99,7 +102,7 @@ export class Server {
           const where = `${file}:${position.line + 1}:${position.character + 1}`;
           this.output.info(`drafts at ${where}: ${JSON.stringify(drafts)}`);
           const line = document.lineAt(position.line).text.slice(0, position.character);
-          answers.set(document.uri.toString(), { line, drafts });
+          answers.set(document.uri.toString(), { line, drafts, row: position.line });
           return result;
         },
         workspace: {
@@ -184,6 +187,20 @@ export class Server {
       throw new Error('the Superposed server is not running (Superposed: Restart Server)');
     }
     return this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
+  }
+
+  /** The server's drafts at `position`, as completion items (Superposed: Show Drafts). */
+  async drafts(document: vscode.TextDocument, position: vscode.Position): Promise<DraftItem[]> {
+    const client = this.client;
+    if (client === undefined || !client.isRunning()) {
+      throw new Error('the Superposed server is not running (Superposed: Restart Server)');
+    }
+    const result = await client.sendRequest(CompletionRequest.type, {
+      textDocument: { uri: client.code2ProtocolConverter.asUri(document.uri) },
+      position: client.code2ProtocolConverter.asPosition(position),
+      context: { triggerKind: CompletionTriggerKind.Invoked }, // asked for: the full k
+    });
+    return (Array.isArray(result) ? result : (result?.items ?? [])) as DraftItem[];
   }
 
   /** Fetches the store stats for the status bar; they stay as they were if the call fails. */

@@ -180,6 +180,18 @@ test('acceptedPart: the next part of one of our drafts, after what was typed sin
   assert.equal(acceptedPart(undefined, '    return ', 'width'), undefined);
 });
 
+test('acceptedPart: a block accepted line by line, past the line it was drafted on', () => {
+  const block = '\n    b = a * 2\n    return b';
+  const answered = { line: 'def f(a):', drafts: [block], row: 4 };
+  assert.equal(acceptedPart(answered, 'def f(a):', '\n'), '\n');
+  assert.equal(acceptedPart(answered, 'def f(a):\n', '    b = a * 2\n'), '    b = a * 2\n');
+  assert.equal(
+    acceptedPart(answered, 'def f(a):\n    b = a * 2\n', '    return b'),
+    '    return b',
+  );
+  assert.equal(acceptedPart(answered, 'def f(a):\n', '    c = 1\n'), undefined);
+});
+
 test('toggled adds a language once and removes it again', () => {
   assert.deepEqual(toggled([], 'python'), ['python']);
   assert.deepEqual(toggled(['go', 'python'], 'python'), ['go']);
