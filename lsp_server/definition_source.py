@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lsp_server.definitions import Lookup, Resolver, proposals
+from lsp_server.definitions import Lookup, Resolver, proposals, scan, scan_start, site_at, site_from
 from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.engine.types import DecodeConfig
 from ngram_db.symbols import Symbol
@@ -85,19 +85,45 @@ class DefinitionSource:
         """The proposals after ``context`` (the prompt's end, maybe a draft after it)."""
         if self._prompt is None:
             self._prompt = context  # the engine looks the prompt up before any draft
-        tail = context[-SITE_TOKENS:]
-        draft = context[len(self._prompt) :] if context[: len(self._prompt)] == self._prompt else ()
-        return self._cached(tail, tuple(draft))
+        draft = self._draft(context)
+        return self._cached(context[-SITE_TOKENS:] if draft is None else (), draft)
+
+    def _draft(self, context: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The draft's tokens in ``context``, which the engine reads as the end of the prompt
+        and the draft (``(prompt + draft)[-LOOKUP_TOKENS:]``); None if it is not that."""
+        head = self._prompt or ()
+        for cut in range(len(head)):
+            kept = len(head) - cut
+            if kept <= len(context) and context[:kept] == head[cut:]:
+                return context[kept:]
+        return None
+
+    @functools.cached_property
+    def _base(self) -> tuple[str, list[tuple[str, int]] | None] | None:
+        """The document before the prompt's end (the cursor, less the partial token the
+        draft re-spells) and the brackets open there (None: in a string or a comment), or
+        None where the prompt's text is not found at the document's end."""
+        probe = self._decode(list(self._prompt or ()))[-200:]
+        text = self._before
+        for healed in range(min(64, len(text)) + 1):
+            if probe and text.endswith(probe, 0, len(text) - healed):
+                base = text[: len(text) - healed]
+                return base, scan(base, scan_start(base))
+        return None
 
     @functools.lru_cache(maxsize=256)  # noqa: B019 - one source per request, dropped with it
-    def _cached(self, tail: tuple[int, ...], draft: tuple[int, ...]) -> list[str]:
-        text = self._decode(list(tail))
-        if "(" not in text and "." not in text:
+    def _cached(self, tail: tuple[int, ...], draft: tuple[int, ...] | None) -> list[str]:
+        if draft is not None and self._base is not None:
+            base, frames = self._base  # the whole document's brackets, then the draft's
+            text = base + self._decode(list(draft))
+            site = site_from(text, scan(text, len(base), frames) if frames is not None else None)
+        else:  # the context's own text alone
+            text = self._decode(list(tail or self._prompt or ()))
+            site = site_at(text)
+        if site is None:  # not in a call or after a dot: no document parse needed
             return []
-        # the document before the cursor, then the draft: what names' classes are read from
-        before = self._before + (self._decode(list(draft)) if draft else "")
         try:
-            return proposals(text, self.resolver, scope=before)
+            return proposals(text, self.resolver, site=site)
         except Exception:  # a bug here must not cost the request its drafts
             log.exception("definitions: no proposals for this context")
             return []
@@ -159,10 +185,12 @@ def store_lookup(stores: Sequence[Any]) -> Lookup:
 
 
 def token_functions(tokenizer: Any) -> tuple[Encode, Decode]:
-    """Encode and decode of a transformers tokenizer, without special tokens."""
+    """Encode and decode of a transformers tokenizer (or a ``tokenizers.Tokenizer``),
+    without special tokens."""
 
     def encode(text: str) -> list[int]:
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        encoded = tokenizer.encode(text, add_special_tokens=False)
+        return list(getattr(encoded, "ids", encoded))
 
     def decode(ids: Sequence[int]) -> str:
         return str(tokenizer.decode(list(ids)))

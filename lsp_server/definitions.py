@@ -23,6 +23,7 @@ No pygls, no SQLite, no tensors here: the lookup is a function.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,60 +74,88 @@ class Site:
 
 def site_at(before: str) -> Site | None:
     """The call or attribute access the text before the cursor ends inside, or None (in a
-    string or a comment, after a closed call, in a ``def`` line's parameters)."""
+    string or a comment, after a closed call, in a ``def`` line's parameters). Reads the
+    last WINDOW_LINES lines, from their last definition at column 0 if they hold one."""
     text = "".join(before.splitlines(keepends=True)[-WINDOW_LINES:])
-    frames = _open_brackets(text)
+    return site_from(text, scan(text, scan_start(text)))
+
+
+def scan_start(text: str) -> int:
+    """Where a bracket scan of ``text`` may start: its last line at column 0 that opens a
+    definition (no string or bracket is open there in practice), else its start. A window
+    that starts inside a docstring would read the docstring's end as a string's start."""
+    starts = [m.start() for m in _TOP_LEVEL.finditer(text)]
+    return starts[-1] if starts else 0
+
+
+def site_from(text: str, frames: list[tuple[str, int]] | None) -> Site | None:
+    """The site at the end of ``text``, given the brackets open there (``scan``)."""
     if frames is None:
         return None  # in a string or a comment
-    attribute = re.search(r"([A-Za-z_][A-Za-z0-9_.]*)\.([A-Za-z_][A-Za-z0-9_]*)?$", text)
-    if attribute and not re.search(r"[0-9]\.$", text):
+    tail = text[-_TAIL_CHARS:]
+    attribute = re.search(r"([A-Za-z_][A-Za-z0-9_.]*)\.([A-Za-z_][A-Za-z0-9_]*)?$", tail)
+    if attribute and not re.search(r"[0-9]\.$", tail):
         chain = [p for p in attribute.group(1).split(".") if p]
         if chain and all(_IDENT.fullmatch(p) for p in chain):
             return Site("attribute", chain, typed=attribute.group(2) or "")
     if not frames or frames[-1][0] != "(":
         return None
     _, start = frames[-1]
-    callee = _CHAIN_END.search(text[:start])
+    head = text[max(0, start - _TAIL_CHARS) : start]
+    callee = _CHAIN_END.search(head)
     if callee is None:
         return None
     chain = [p.strip() for p in callee.group(1).split(".")]
-    head = text[: callee.start()].rstrip()
-    if chain[0] in _NOT_CALLS or re.search(r"\b(def|class)$", head):
+    if chain[0] in _NOT_CALLS or re.search(r"\b(def|class)\s*$", head[: callee.start()]):
         return None
     return _arguments(Site("call", chain), _split_arguments(text[start + 1 :]))
 
 
-def _open_brackets(text: str) -> list[tuple[str, int]] | None:
-    """The brackets still open at the end of ``text`` (char, offset), innermost last; None
-    when the end is inside a string or a comment. Strings with any prefix, triple quotes and
-    escapes are skipped; a closer without its opener is ignored."""
-    stack: list[tuple[str, int]] = []
+_TOP_LEVEL = re.compile(r"^(?:async\s+def|def|class|@)\b", re.M)
+_TAIL_CHARS = 200  # a callee or attribute chain is read from this many characters at most
+
+
+_SPECIAL = re.compile(r"[#'\"()\[\]{}]")  # where the bracket scan stops
+# A string's rest after its opening quote, up to its closing one (escapes skipped); a
+# one-line string left open ends at its line, as Python says.
+_STRING_END = {
+    "'''": re.compile(r"(?:[^\\']|\\.|'(?!''))*'''", re.S),
+    '"""': re.compile(r'(?:[^\\"]|\\.|"(?!""))*"""', re.S),
+    "'": re.compile(r"(?:[^\\'\n]|\\.)*(?:'|\n)"),
+    '"': re.compile(r'(?:[^\\"\n]|\\.)*(?:"|\n)'),
+}
+
+
+def scan(
+    text: str, start: int = 0, stack: list[tuple[str, int]] | None = None
+) -> list[tuple[str, int]] | None:
+    """The brackets still open at the end of ``text`` (char, offset), innermost last, when
+    ``stack`` were open at ``start``; None when the end is inside a string or a comment.
+    Strings with any prefix, triple quotes and escapes are skipped; a closer without its
+    opener is ignored. It jumps from one special character to the next: it runs for each
+    draft at each step."""
+    stack = list(stack or [])
     pairs = {")": "(", "]": "[", "}": "{"}
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
+    i = start
+    while (found := _SPECIAL.search(text, i)) is not None:
+        at, ch = found.start(), found.group()
         if ch == "#":
-            end = text.find("\n", i)
+            end = text.find("\n", at)
             if end < 0:
                 return None
             i = end
         elif ch in "'\"":
-            quote = text[i : i + 3] if text[i : i + 3] in ("'''", '"""') else ch
-            j = i + len(quote)
-            while j < n and not text.startswith(quote, j):
-                if text[j] == "\\":
-                    j += 1
-                elif text[j] == "\n" and len(quote) == 1:
-                    break  # an unclosed one-line string ends at the line (as Python says)
-                j += 1
-            if j >= n:
-                return None
-            i = j + len(quote) - 1 if text.startswith(quote, j) else j
-        elif ch in "([{":
-            stack.append((ch, i))
-        elif ch in pairs and stack and stack[-1][0] == pairs[ch]:
-            stack.pop()
-        i += 1
+            quote = text[at : at + 3] if text[at : at + 3] in ("'''", '"""') else ch
+            rest = _STRING_END[quote].match(text, at + len(quote))
+            if rest is None:
+                return None  # the end is inside the string
+            i = rest.end()
+        else:
+            if ch in "([{":
+                stack.append((ch, at))
+            elif stack and stack[-1][0] == pairs[ch]:
+                stack.pop()
+            i = at + 1
     return stack
 
 
@@ -321,13 +350,18 @@ def _enclosing_class_name(before: str) -> str:
 
 
 def proposals(
-    before: str, resolver: Resolver, limit: int = MAX_PROPOSALS, *, scope: str | None = None
+    before: str,
+    resolver: Resolver,
+    limit: int = MAX_PROPOSALS,
+    *,
+    scope: str | None = None,
+    site: Site | None = None,
 ) -> list[str]:
     """The text to insert at the cursor that the definitions called at the end of ``before``
     propose, best first (none where the cursor is in no call or attribute, or nothing
     resolves). ``scope``: the whole text before the cursor, where variables' classes are
-    read (default: ``before``)."""
-    site = site_at(before)
+    read (default: ``before``); ``site``: ``site_at(before)`` if the caller has it."""
+    site = site or site_at(before)
     if site is None:
         return []
     before = before if scope is None else scope
@@ -401,6 +435,7 @@ def _member_proposals(site: Site, resolver: Resolver, before: str) -> list[str]:
 # ----- headers ----------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)  # a header is read at each step of each draft in its call
 def parameters(header: str) -> list[Param]:
     """The parameters of a function header (``def f(a, *, b=1) -> T``), ``*args`` and
     ``**kwargs`` left out."""
@@ -446,6 +481,7 @@ class ClassInfo:
     constructed_from_fields: bool  # a dataclass, NamedTuple, pydantic model, TypedDict
 
 
+@functools.lru_cache(maxsize=1024)
 def class_info(header: str) -> ClassInfo | None:
     """The parts of a class header, or None if it states no class."""
     tree = parse(header.strip() + "\n")

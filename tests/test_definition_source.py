@@ -164,3 +164,26 @@ def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: 
         found = build().match(encode_(text))
         proposed = decode_(found.continuation) if found is not None else None
         assert proposed == expected
+
+
+def test_a_window_that_starts_inside_a_docstring_still_finds_the_call() -> None:
+    """The engine's contexts are the last 256 tokens: here they start inside a docstring,
+    whose end would read as a string's start; the document before the cursor says better."""
+    docstring = '    """' + "Docs (about it. " * 20 + '\n    """\n'
+    document = DOCUMENT.replace("    ok = ", docstring + "    ok = frobnicate_widget(")
+    defs = DefinitionSource(
+        None,
+        lambda: Resolver(document, "/ws/app.py", lookup),
+        encode,
+        decode,
+        document,
+        proposal_length(0.5),
+    )
+    head = encode(document)[-256:]
+    assert '"""' in decode(head) and "(about it" in decode(head)
+    found = defs.match(head)  # the prompt
+    assert found is not None and decode(found.continuation) == "widget)"
+    after = defs.match((head + encode("w, "))[-256:])  # a draft, the context cut to 256
+    assert after is not None and decode(after.continuation) == "force="
+    closed = defs.match((head + encode("w)\n    x = 1"))[-256:])
+    assert closed is None

@@ -74,6 +74,10 @@ def test_the_site_counts_the_arguments_given() -> None:
     keyword = site_at("obj.method(a, key=Tr")
     assert keyword is not None and keyword.typed == "key=Tr" and not keyword.fresh
     assert site_at("obj.method(a, key='v") is None  # in a string
+    escaped = site_at('x = "a\\"(" + g(1, ')  # an escaped quote, a "(" in a string
+    assert escaped is not None and escaped.chain == ["g"] and escaped.positional == 1
+    closed = site_at('d = """(\n"""\nh(')  # a closed triple-quoted string
+    assert closed is not None and closed.chain == ["h"]
     attribute = site_at("    total = self.wid")
     assert attribute is not None and (attribute.kind, attribute.chain) == ("attribute", ["self"])
     assert attribute.typed == "wid"
