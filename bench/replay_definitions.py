@@ -12,7 +12,7 @@ Its stores are built in a folder of their own (``bench/replay``'s cache is share
 of other commits' servers, which the symbols table's schema would refuse).
 
     python -m bench.replay_definitions                          # test split, line-start
-    python -m bench.replay_definitions --cursor both --weight 0.5
+    python -m bench.replay_definitions --cursor both --weight 0.5   # mid-line too
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, help="positions at most (the first ones)")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--server-commit", default="HEAD",
+                        help="the server of this commit (not others' unsaved work)")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     stamp = Stamp(model=args.model)
@@ -85,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     own = replay.store_dir() / "replay_definitions"
     replay.store_dir = lambda: own  # type: ignore[assignment]
     stores = replay.build_stores(data, list(dict.fromkeys(p.repo for p in todo)), args.model)
+    commit = replay.resolve_commit(args.server_commit)
     rows, server = asyncio.run(
-        replay.run_configs(configs, todo, stores, args.model, replay.MAX_NEW_TOKENS)
+        replay.run_configs(
+            configs, todo, stores, args.model, replay.MAX_NEW_TOKENS, server_commit=commit
+        )
     )
     stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
     result = {
@@ -100,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             "of": len(everything),
         },
         "configs": {c.name: dict(c.options) for c in configs},
+        "server_commit": commit,
         "server": server,
         "summary": replay.summarize(rows),
         "comparisons": [c for c in replay.compare(rows, ["defs", "off"]) if c["cursor"] in cursors],
