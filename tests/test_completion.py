@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from lsp_server.completion import (
+    BLOCK_FOLLOW_PER_LINE,
     BLOCK_MAX_TOKENS,
     CursorContext,
     Suggestion,
@@ -253,20 +254,25 @@ class _Recorder:
 def test_decode_drafts_a_block_with_a_block_budget(tokenizer_engine: SimpleNamespace) -> None:
     text = "def get(self):\n    return 1\n\n\nasync def aget(self):\n    \n\n\ndef h():\n"
     at = text.index("aget(self):\n") + len("aget(self):\n    ")
-    engine = _Recorder(tokenizer_engine.tokenizer, ["return 1\n\n\ndef h():", "x = 2\n    y = 3\nz = 1"])
+    engine = _Recorder(
+        tokenizer_engine.tokenizer, ["return 1\n\n\ndef h():", "x = 2\n    y = 3\nz = 1"]
+    )
     settings = DecodingSettings(first_prompt_tokens=0, max_new_tokens=24, max_lines=8)
     context = CursorContext.at(text, at, language="python")
     answer = decode(engine, context, settings)  # type: ignore[arg-type]
     cfg, stop = engine.calls[0]["cfg"], engine.calls[0]["stop"]
     assert cfg.max_new_tokens == block_budget(settings) == BLOCK_MAX_TOKENS  # type: ignore[attr-defined]
-    assert block_budget(DecodingSettings(max_new_tokens=24, max_lines=2)) == 48
+    assert block_budget(DecodingSettings(max_new_tokens=10, max_lines=3)) == 30
     assert block_budget(DecodingSettings(max_new_tokens=24, max_lines=1)) == 24
+    assert cfg.settle_k == settings.k and cfg.k > settings.k  # type: ignore[attr-defined]
+    assert cfg.memory_follow >= BLOCK_FOLLOW_PER_LINE * settings.max_lines  # type: ignore[attr-defined]
     assert stop.block and stop.repeat == "def h():"  # type: ignore[attr-defined]
     assert [s.text for s in answer.suggestions] == ["return 1", "x = 2\n    y = 3"]
     single = DecodingSettings(first_prompt_tokens=0, line_mode="single")
     decode(engine, context, single)  # type: ignore[arg-type]
     assert engine.calls[1]["stop"].single_line  # type: ignore[attr-defined]
     assert engine.calls[1]["cfg"].max_new_tokens == 24  # type: ignore[attr-defined]
+    assert engine.calls[1]["cfg"].settle_k is None  # type: ignore[attr-defined]
 
 
 def test_an_automatic_request_where_nothing_belongs_gets_nothing(

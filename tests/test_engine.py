@@ -376,3 +376,31 @@ def test_timings_split_the_prompt_prefill_from_the_drafts_steps(tiny_loaded) -> 
         assert timing["prefill"] > 0 and timing["steps"] > 0
         assert math.isclose(timing["prefill"] + timing["steps"], timing["decode"], rel_tol=1e-9)
     assert warm.reused_tokens == warm.prompt_tokens - 1 and cold.reused_tokens == 0
+
+
+def test_superposed_returns_once_settle_k_drafts_are_final(tiny_engine: Any) -> None:
+    """settle_k: decoding ends when that many finished drafts beat every live one, not k
+    (completion asks for the k shown, the spares decoded beside them need not finish)."""
+    from lsp_server.engine.types import DecodeConfig, StopCondition
+
+    runner = tiny_engine.runner
+    calls = {"n": 0}
+    step = runner.step
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return step(*args, **kwargs)
+
+    runner.step = counted
+    stop = StopCondition(stop_strings=(" ",))  # the random model writes spaces often
+    steps = {}
+    try:
+        for settle in (None, 1):
+            calls["n"] = 0
+            cfg = DecodeConfig(k=5, max_new_tokens=40, settle_k=settle)
+            drafts = tiny_engine.complete("def main():\n    return", cfg=cfg, stop=stop).drafts
+            steps[settle] = calls["n"]
+            assert drafts
+    finally:
+        runner.step = step
+    assert steps[1] < steps[None], steps

@@ -211,7 +211,7 @@ class SuperposedDecoder:
             seeded = mem.seeds(match, cfg, self.vocab, self.finisher)
             alive = self._sort_out(branch(logits, start, cfg, self.vocab, match))
             for step in range(1, cfg.max_new_tokens):
-                if settled(self.finished, alive, cfg.k):
+                if settled(self.finished, alive, cfg.settle):
                     break
                 if self.cancel is not None and self.cancel():
                     raise Cancelled()
@@ -221,7 +221,7 @@ class SuperposedDecoder:
                     alive = self._sort_out(self._step(alive))
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
-        ran_out = not settled(self.finished, alive, cfg.k)  # the steps ran out first
+        ran_out = not settled(self.finished, alive, cfg.settle)  # the steps ran out first
         out = self._out_of_steps if ran_out else self.finisher.unfinished
         drafts = self.finished + [out(h) for h in alive]
         return mem.place_all(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)

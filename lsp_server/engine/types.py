@@ -77,6 +77,10 @@ class DecodeConfig:
     # them by it and drop drafts more than verify_margin nats per token below the best.
     verify: bool = False
     verify_margin: float = 2.0
+    # Superposed decoding returns once this many finished drafts beat every live one (None:
+    # k). completion asks for the k shown, not the spare drafts decoded beside them: a block
+    # draft runs for many steps, and waiting for the spares too cost steps no one sees.
+    settle_k: int | None = None
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""
@@ -102,6 +106,10 @@ class DecodeConfig:
             raise EngineError(f"memory_half must be positive (got {self.memory_half})")
         if self.reset_every is not None and self.reset_every < 1:
             raise EngineError(f"reset_every must be at least 1 (got {self.reset_every})")
+
+    @property
+    def settle(self) -> int:
+        return self.k if self.settle_k is None else max(1, min(self.settle_k, self.k))
 
     @property
     def candidates(self) -> int:
