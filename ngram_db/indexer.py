@@ -83,7 +83,8 @@ class IndexSummary:
                 f"  files: {self.indexed} indexed, {self.unchanged} unchanged, "
                 f"{self.removed} removed; skipped: {skipped}",
                 f"  tokens: {self.tokens:,} indexed now ({rate:,.0f}/s), "
-                f"{s.get('tokens', 0):,} in the store ({s.get('files', 0)} files)",
+                f"{s.get('tokens', 0):,} in the store ({s.get('files', 0)} files, "
+                f"{s.get('symbols', 0):,} definitions)",
                 f"  distinct n-grams per order: {grams}",
                 f"  size on disk: {s.get('bytes', 0) / 1e6:.1f} MB ({per_token} bytes/token)",
                 f"  time: {self.seconds:.1f} s ({self.suffix_seconds:.1f} s of it: the suffix "

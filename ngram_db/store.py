@@ -684,11 +684,12 @@ class NgramStore:
         )
 
     def stats(self) -> dict[str, Any]:
-        """Files, tokens, distinct n-grams and contexts per order, bytes on disk."""
+        """Files, tokens, definitions, distinct n-grams and contexts per order, bytes on disk."""
         with self._read_lock, self._sqlite_errors():
             files, tokens = self._reader.execute(
                 "SELECT count(*), coalesce(sum(tokens), 0) FROM files"
             ).fetchone()
+            definitions = self._reader.execute("SELECT count(*) FROM symbols").fetchone()[0]
             ngrams: dict[int, int] = {}
             contexts: dict[int, int] = {}
             for n in self._orders:
@@ -707,6 +708,7 @@ class NgramStore:
             "tokenizer": self.tokenizer.fingerprint,
             "files": files,
             "tokens": tokens,
+            "symbols": definitions,  # rows of the symbols table (definitions)
             "ngrams": ngrams,
             "contexts": contexts,
             "bytes": size,

@@ -145,8 +145,12 @@ def test_index_repo_fills_the_table_and_drops_the_rows_of_deleted_files(tmp_path
             ("going", "gone.py"),
             ("frobnicate_widget", "widgets.py"),
         ]
+        assert store.stats()["symbols"] == len(extract("w.py", WIDGETS)) + 1
         (root / "pkg" / "gone.py").unlink()
-        index_repo(root, store, progress=False)
+        summary = index_repo(root, store, progress=False)
+        assert f"({summary.stats['files']} files, {len(extract('w.py', WIDGETS))} definitions)" in (
+            summary.format()
+        )
         assert store.symbols_named(["going"]) == []
         assert len(store.symbols_named(["frobnicate_widget"])) == 1
 
