@@ -93,3 +93,11 @@ def test_a_huge_file_is_parsed_from_a_window_at_a_top_level_line() -> None:
     filler = "def g():\n    return 1\n\n" * (2 * WINDOW_CHARS // 20)
     assert decide("x = f(\n" + filler + "def f(x):\n    ", "", "python") == "block"
     assert decide(filler + "x = f(a,\n    ", "", "python") == "line"
+
+
+@pytest.mark.parametrize("language", ["python", "javascript", "", "file:///x/y.rs", "zzz"])
+def test_odd_text_gets_a_decision_not_an_error(language: str) -> None:
+    assert decide("", "", language) == "block"  # an empty file: anything may come
+    assert decide("x = '\ud800", "", language) in ("line", "block")  # a lone surrogate
+    assert decide("def f():\r\n    ", "\r\n", language) == "block"  # CRLF line ends
+    assert decide("\x00\x01(", "", language) == "line"
