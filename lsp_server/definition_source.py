@@ -129,16 +129,18 @@ class DefinitionSource:
             return []
 
     def _as_match(self, texts: list[str], found: Match | None, follow: int, others: int) -> Match:
-        """The proposals as a match: next tokens counted by rank, the best as continuation,
-        the others (then the memory's continuations) as further ones."""
+        """The proposals as a match: next tokens counted by rank. Its continuations (what
+        seeds drafts) are whole: first the best proposal that closes the call, then the
+        memory's own (a shorter match still seeds its line), then the other proposals."""
         ids = [t[:follow] for t in map(self._encode, texts) if t]
         counts: dict[int, int] = {}
         for rank, tokens in enumerate(ids):
             counts[tokens[0]] = counts.get(tokens[0], 0) + len(ids) - rank
-        rest = ids[1:]
+        ranked = sorted(range(len(ids)), key=lambda i: (not texts[i].endswith(")"), i))
+        best, *rest = [ids[i] for i in ranked]
         if others and found is not None:
-            rest += [found.continuation, *found.others]
-        return Match(self.length, counts, ids[0], rest[:others] if others else [])
+            rest = [found.continuation, *found.others, *rest]
+        return Match(self.length, counts, best, rest[:others] if others else [])
 
 
 def with_definitions(

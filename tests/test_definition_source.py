@@ -72,8 +72,8 @@ def test_inside_a_call_the_proposals_are_the_match() -> None:
     assert defs.match(prompt) is None  # no call open: the memory's answer (none)
     found = defs.match(prompt + encode("frobnicate_widget(w, "), others=4)
     assert found is not None and found.length == proposal_length(0.5)
-    assert decode(found.continuation) == "force="
-    assert [decode(o) for o in found.others] == ["retries=", "force=False, retries=3)"]
+    assert decode(found.continuation) == "force=False, retries=3)"  # whole first: it seeds
+    assert [decode(o) for o in found.others] == ["force=", "retries="]
     assert max(found.next_counts, key=found.next_counts.__getitem__) == ord("f")
     assert defs.proposed == 1
 
@@ -85,7 +85,7 @@ def test_a_longer_memory_match_wins_and_a_shorter_one_joins_the_seeds() -> None:
     short = Match(3, {ord("w"): 1}, encode("w, force=True)"))
     found = source(Fixed(short)).match(prompt, others=8)
     assert found is not None and decode(found.continuation) == "widget)"
-    assert decode(found.others[-1]) == "w, force=True)"  # the memory's, after the proposals
+    assert decode(found.others[0]) == "w, force=True)"  # the memory's seed comes next
     assert source(Fixed(short), weight=0.0).match(prompt) is short  # off
 
 
@@ -131,7 +131,8 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
     cfg = DecodeConfig(k=3, max_new_tokens=24)
     stop = StopCondition(single_line=True)
     texts = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=defs).drafts]
-    assert "force=" in texts and "retries=" in texts  # seeded from the prompt's proposals
+    # seeded from the prompt's proposals: the whole argument list first, then a keyword
+    assert texts[1:] == ["force=False, retries=3)", "force="]
     # a decoded draft takes the whole argument list, one mixed-in token at a time
     assert texts[0].startswith("force=False, retries=3)")
     without = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop).drafts]
@@ -184,6 +185,6 @@ def test_a_window_that_starts_inside_a_docstring_still_finds_the_call() -> None:
     found = defs.match(head)  # the prompt
     assert found is not None and decode(found.continuation) == "widget)"
     after = defs.match((head + encode("w, "))[-256:])  # a draft, the context cut to 256
-    assert after is not None and decode(after.continuation) == "force="
+    assert after is not None and decode(after.continuation) == "force=False, retries=3)"
     closed = defs.match((head + encode("w)\n    x = 1"))[-256:])
     assert closed is None
