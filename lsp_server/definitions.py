@@ -23,13 +23,19 @@ No pygls, no SQLite, no tensors here: the lookup is a function.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from ngram_db.symbols import Symbol, extract, parse
+from ngram_db.symbols import (
+    ClassInfo,
+    Param,
+    Symbol,
+    class_info,
+    constructor,
+    extract,
+    parameters,
+)
 
 Lookup = Callable[[Sequence[str]], list[Symbol]]  # names -> their stored definitions
 WINDOW_LINES = 60  # lines before the cursor read to find the call around it
@@ -42,17 +48,6 @@ _NOT_CALLS = frozenset(
     | {"yield", "assert", "lambda", "await", "with", "except", "del", "import", "from"}
     | {"raise", "is"}
 )
-_FIELD_BASES = ("NamedTuple", "BaseModel", "TypedDict")  # classes constructed from fields
-
-
-@dataclass(frozen=True)
-class Param:
-    """One parameter of a signature."""
-
-    name: str
-    default: str | None = None  # its default's text; None: required
-    keyword_only: bool = False  # after ``*`` or ``*args``
-    positional_only: bool = False  # before ``/``
 
 
 @dataclass
@@ -430,127 +425,3 @@ def _member_proposals(site: Site, resolver: Resolver, before: str) -> list[str]:
         and (site.typed.startswith("__") or not name.startswith("__"))
     ]
     return list(dict.fromkeys(out))
-
-
-# ----- headers ----------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1024)  # a header is read at each step of each draft in its call
-def parameters(header: str) -> list[Param]:
-    """The parameters of a function header (``def f(a, *, b=1) -> T``), ``*args`` and
-    ``**kwargs`` left out."""
-    tree = parse(header.strip() + ": ...\n")
-    for node in _walk(tree.root_node):
-        if node.type == "function_definition":
-            found = node.child_by_field_name("parameters")
-            return _params(found) if found is not None else []
-    return []
-
-
-def _params(node: Any) -> list[Param]:
-    out: list[Param] = []
-    keyword_only = False
-    for child in node.named_children:
-        kind = child.type
-        if kind == "keyword_separator":
-            keyword_only = True
-        elif kind == "positional_separator":
-            out = [Param(p.name, p.default, p.keyword_only, True) for p in out]
-        elif kind == "list_splat_pattern":
-            keyword_only = True
-        elif kind in ("identifier", "typed_parameter"):
-            name = _first_identifier(child)
-            if name:
-                out.append(Param(name, None, keyword_only))
-        elif kind in ("default_parameter", "typed_default_parameter"):
-            name_node = child.child_by_field_name("name")
-            value = child.child_by_field_name("value")
-            if name_node is not None and value is not None:
-                out.append(Param(_text(name_node), _text(value), keyword_only))
-    return out
-
-
-@dataclass
-class ClassInfo:
-    """What a class header (ngram_db.symbols.class_header) states."""
-
-    name: str
-    fields: list[Param]  # annotated or assigned class attributes, in order
-    annotated: list[Param]  # the annotated ones (a dataclass's constructor)
-    methods: dict[str, str]  # name -> signature header
-    constructed_from_fields: bool  # a dataclass, NamedTuple, pydantic model, TypedDict
-
-
-@functools.lru_cache(maxsize=1024)
-def class_info(header: str) -> ClassInfo | None:
-    """The parts of a class header, or None if it states no class."""
-    tree = parse(header.strip() + "\n")
-    node = next((n for n in _walk(tree.root_node) if n.type == "class_definition"), None)
-    if node is None:
-        return None
-    name = _text(node.child_by_field_name("name"))
-    bases = _text(node.child_by_field_name("superclasses"))
-    decorators = [line for line in header.splitlines() if line.startswith("@")]
-    info = ClassInfo(
-        name,
-        [],
-        [],
-        {},
-        any("dataclass" in d or "attr.s" in d or "define" in d for d in decorators)
-        or any(b in bases for b in _FIELD_BASES),
-    )
-    body = node.child_by_field_name("body")
-    for statement in body.named_children if body is not None else []:
-        inner = statement.named_children[0] if statement.type == "expression_statement" else None
-        assignment = inner if inner is not None and inner.type == "assignment" else statement
-        if statement.type == "function_definition":
-            method = _text(statement.child_by_field_name("name"))
-            info.methods[method] = _signature(statement)
-        elif assignment.type == "assignment":
-            left = assignment.child_by_field_name("left")
-            if left is None or left.type != "identifier":
-                continue
-            value = assignment.child_by_field_name("right")
-            kind = assignment.child_by_field_name("type")
-            param = Param(_text(left), _text(value) if value is not None else None)
-            info.fields.append(param)
-            if kind is not None and "ClassVar" not in _text(kind):
-                info.annotated.append(param)
-    return info
-
-
-def constructor(info: ClassInfo) -> list[Param]:
-    """The parameters a call of the class takes: its ``__init__``'s (self left out), else
-    its fields where it is constructed from them (a dataclass), else none known."""
-    if "__init__" in info.methods:
-        return parameters(info.methods["__init__"])[1:]
-    if info.constructed_from_fields:
-        return info.annotated
-    return []
-
-
-def _signature(node: Any) -> str:
-    body = node.child_by_field_name("body")
-    data = bytes(node.text or b"")
-    if body is not None:
-        data = data[: body.start_byte - node.start_byte]
-    return " ".join(data.decode("utf-8", "replace").split()).rstrip(":").rstrip()
-
-
-def _walk(node: Any) -> Any:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _first_identifier(node: Any) -> str:
-    if node.type == "identifier":
-        return _text(node)
-    for child in node.named_children:
-        if child.type == "identifier":
-            return _text(child)
-    return ""
-
-
-def _text(node: Any) -> str:
-    return "" if node is None else bytes(node.text or b"").decode("utf-8", "replace")

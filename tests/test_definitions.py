@@ -7,16 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from lsp_server.definitions import (
-    Resolver,
-    class_info,
-    constructor,
-    imports,
-    parameters,
-    proposals,
-    site_at,
-)
-from ngram_db.symbols import Symbol, extract
+from lsp_server.definitions import Resolver, imports, proposals, site_at
+from ngram_db.symbols import Symbol, class_info, constructor, extract, parameters
 
 WIDGETS = """\
 from dataclasses import dataclass
