@@ -13,7 +13,10 @@ prompt up to the accepted text, so this costs a few prefill tokens and the decod
   typed on along a draft, e.g. Enter and the indentation) waits for the job and answers from
   its drafts through the typing-along cache, without a model call of its own;
 - a request anywhere else cancels it: it decodes for a place the user left;
-- a newer accept replaces it.
+- a newer accept replaces it;
+- a job that finishes untaken leaves its drafts in the typing-along cache only if nothing
+  used that cache since the accept (``shown``): the user may have typed along older drafts,
+  or undone the accept, meanwhile.
 
 No pygls and no model here: the server says what to run (server.py), this keeps which job
 still matters.
@@ -48,6 +51,7 @@ class _Job:
     context: CursorContext
     cancel: threading.Event
     future: Future[Any]
+    shown: object  # the typing-along cache's entry when the job started (TypingCache.entry)
 
 
 class Ahead:
@@ -57,12 +61,17 @@ class Ahead:
         self._jobs: dict[str, _Job] = {}
 
     def start(
-        self, key: str, context: CursorContext, cancel: threading.Event, future: Future[Any]
+        self,
+        key: str,
+        context: CursorContext,
+        cancel: threading.Event,
+        future: Future[Any],
+        shown: object = None,
     ) -> None:
         """``future`` decodes at ``context`` (its ``cancel`` stops it); it replaces the
-        document's earlier job."""
+        document's earlier job. ``shown``: the typing-along cache's entry now."""
         self.cancel(key)
-        self._jobs[key] = _Job(context, cancel, future)
+        self._jobs[key] = _Job(context, cancel, future, shown)
 
     def take(self, key: str, context: CursorContext) -> tuple[CursorContext, Future[Any]] | None:
         """The document's job if a request at ``context`` can answer from it (its text
@@ -71,19 +80,27 @@ class Ahead:
         job = self._jobs.pop(key, None)
         if job is None:
             return None
-        if context.before.startswith(job.context.before) and context.after == job.context.after:
+        if _continues(context, job.context):
             return job.context, job.future
         job.cancel.set()
         return None
 
-    def finished(self, key: str, future: Future[Any]) -> CursorContext | None:
+    def leave(self, key: str, context: CursorContext) -> None:
+        """A request at ``context`` was answered without the job (typed along older
+        drafts): the job is cancelled unless ``context`` continues its place."""
+        job = self._jobs.get(key)
+        if job is not None and not _continues(context, job.context):
+            self.cancel(key)
+
+    def finished(self, key: str, future: Future[Any], shown: object) -> CursorContext | None:
         """``future`` is done: where it decoded, if it is still the document's job (not
-        taken, cancelled or replaced), which it no longer is."""
+        taken, cancelled or replaced, which it no longer is) and the typing-along cache's
+        entry is still ``shown``, the one it started with; else None."""
         job = self._jobs.get(key)
         if job is None or job.future is not future:
             return None
         del self._jobs[key]
-        return job.context
+        return job.context if job.shown is shown else None
 
     def cancel(self, key: str) -> None:
         job = self._jobs.pop(key, None)
@@ -93,3 +110,9 @@ class Ahead:
     def clear(self) -> None:
         for key in list(self._jobs):
             self.cancel(key)
+
+
+def _continues(context: CursorContext, place: CursorContext) -> bool:
+    """A request at ``context`` continues the place ``place``: the text before its cursor
+    extends ``place``'s and the rest of the line is the same."""
+    return context.before.startswith(place.before) and context.after == place.after

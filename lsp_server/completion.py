@@ -511,6 +511,11 @@ class TypingCache:
     def forget(self, uri: str) -> None:
         self._shown.pop(uri, None)
 
+    def entry(self, uri: str) -> object:
+        """What the cache holds for ``uri`` now, as a token: every remember or typed-along
+        answer replaces it, so an unchanged token means the cache was not used since."""
+        return self._shown.get(uri)
+
     def clear(self) -> None:
         self._shown.clear()
 

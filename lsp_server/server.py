@@ -346,6 +346,7 @@ class SuperposedServer(LanguageServer):
         along = self.cache.along(key, context)
         if along is not None:
             self.counters["typed_along"] += 1
+            self.ahead.leave(key, context)  # an accept's job for another place is stale
             return along
         if (taken := self.ahead.take(key, context)) is not None:
             along = await self._answer_ahead(key, context, *taken)
@@ -407,14 +408,14 @@ class SuperposedServer(LanguageServer):
         cancel = threading.Event()
         self.scheduler.stop_warming()  # the engine thread is this job's next
         job = self.scheduler.submit(partial(self._decode, uri, context, settings, cancel, memory))
-        self.ahead.start(key, context, cancel, job)
+        self.ahead.start(key, context, cancel, job, self.cache.entry(key))
         self.counters["drafted_ahead"] += 1
         job.add_done_callback(lambda _: self._call_soon(self._ahead_done, key, job))
 
     def _ahead_done(self, key: str, job: Future[Any]) -> None:
         """On the event loop: an accept's job finished; if no request took it, its drafts
         answer the next request there through the typing-along cache."""
-        where = self.ahead.finished(key, job)
+        where = self.ahead.finished(key, job, self.cache.entry(key))
         if where is None or job.cancelled() or job.exception() is not None:
             return
         if (answer := job.result()) is not None:

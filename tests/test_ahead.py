@@ -44,7 +44,7 @@ def test_a_request_elsewhere_cancels_the_job() -> None:
     ahead.start("doc", after_accept(DOC, AT, "return side"), cancel, future)
     assert ahead.take("doc", CursorContext.at(DOC, 3)) is None
     assert cancel.is_set()
-    assert ahead.finished("doc", future) is None  # nothing left to answer from
+    assert ahead.finished("doc", future, None) is None  # nothing left to answer from
 
 
 def test_a_newer_accept_or_a_closed_document_cancels_the_job() -> None:
@@ -54,7 +54,7 @@ def test_a_newer_accept_or_a_closed_document_cancels_the_job() -> None:
     second, newer = job()
     ahead.start("doc", after_accept(DOC, AT, "return side"), second, newer)
     assert first.is_set() and not second.is_set()
-    assert ahead.finished("doc", older) is None  # replaced: its drafts are stale
+    assert ahead.finished("doc", older, None) is None  # replaced: its drafts are stale
     ahead.cancel("doc")
     assert second.is_set()
 
@@ -65,10 +65,40 @@ def test_a_finished_job_answers_the_next_request_through_the_typing_cache() -> N
     ahead, cache = Ahead(), TypingCache()
     where = after_accept(DOC, AT, "return side")
     cancel, future = job()
-    ahead.start("doc", where, cancel, future)
-    done = ahead.finished("doc", future)
-    assert done == where
+    ahead.start("doc", where, cancel, future, cache.entry("doc"))
+    done = ahead.finished("doc", future, cache.entry("doc"))
+    assert done is not None and done == where
     cache.remember("doc", done.before, [Suggestion(" * side", 1.0), Suggestion("\n    pass", 0.5)])
     assert [s.text for s in cache.along("doc", where) or []] == [" * side", "\n    pass"]
     enter = CursorContext(where.before + "\n    ", where.after)
     assert [s.text for s in cache.along("doc", enter) or []] == ["pass"]
+
+
+def test_a_job_never_replaces_drafts_the_user_went_on_with() -> None:
+    """The editors' report: a block accepted, undone, and its first line accepted from the
+    drafts still shown; the first accept's job must not replace those drafts when it ends."""
+    ahead, cache = Ahead(), TypingCache()
+    line = CursorContext.at(DOC, AT)
+    cache.remember("doc", line.before, [Suggestion("return side\n    pass", 1.0)])
+    cancel, future = job()
+    ahead.start(
+        "doc", after_accept(DOC, AT, "return side\n    pass"), cancel, future, cache.entry("doc")
+    )
+    # undone, then typed along the shown draft: answered from the cache, elsewhere than the job
+    typed = CursorContext.at(DOC[:AT] + "return side" + DOC[AT:], AT + len("return side"))
+    assert cache.along("doc", typed) is not None
+    ahead.leave("doc", typed)
+    assert cancel.is_set()
+    assert ahead.finished("doc", future, cache.entry("doc")) is None
+
+
+def test_a_job_finished_after_the_cache_was_used_there_leaves_it_alone() -> None:
+    ahead, cache = Ahead(), TypingCache()
+    where = after_accept(DOC, AT, "return side")
+    cache.remember("doc", where.before, [Suggestion(" * side", 1.0)])
+    cancel, future = job()
+    ahead.start("doc", where, cancel, future, cache.entry("doc"))
+    assert cache.along("doc", where) is not None  # the user typed along at the job's place
+    ahead.leave("doc", where)
+    assert not cancel.is_set()  # the same place: the job may still answer a request there
+    assert ahead.finished("doc", future, cache.entry("doc")) is None  # but not overwrite

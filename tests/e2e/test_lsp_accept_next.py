@@ -6,6 +6,7 @@ The tiny model over stdio.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,24 @@ async def test_off_no_job_and_an_accept_without_position_none_either(workspace: 
         assert learned["learned"]
         counters = (await command(client, "superposed.stats"))["counters"]
         assert counters.get("drafted_ahead", 0) == 0 and counters["accepted"] == 1
+
+
+async def test_an_undone_accept_does_not_replace_the_drafts_shown(workspace: Path) -> None:
+    """The editors' report: accepted, undone (the insertion never reaches the server), and
+    asked again where the drafts were shown: answered from them, and the accept's job is
+    cancelled rather than replacing them when it ends."""
+    async with session(workspace, {"k": K, "maxNewTokens": 4}, step_delay_s=0.2) as client:
+        uri = open_doc(client, workspace / "area.py", TEXT)
+        items = await drafts(client, uri, end_of(TEXT))
+        assert items and items[0].command is not None and items[0].command.arguments
+        await command(client, items[0].command.command, items[0].command.arguments[0])
+        assert [str(i.insert_text) for i in await drafts(client, uri, end_of(TEXT))] == [
+            str(i.insert_text) for i in items
+        ]
+        for _ in range(200):  # until the job ends, one way or the other
+            counters = (await command(client, "superposed.stats"))["counters"]
+            if counters.get("cancelled", 0) or counters.get("ahead_ready", 0):
+                break
+            await asyncio.sleep(0.1)
+        assert counters["drafted_ahead"] == 1 and counters["typed_along"] == 1
+        assert counters.get("ahead_ready", 0) == 0 and counters["cancelled"] == 1
