@@ -243,9 +243,7 @@ def blocks_section(r: dict[str, Any], lines: dict[str, Any] | None) -> str:
     runs = {"blocks": r["rows"]}
     if lines is not None:
         runs["lines (line start)"] = lines["rows"]
-    counters = (r.get("server") or {}).get("counters") or {}
-    modes = {k: v for k, v in counters.items() if "mode" in k.lower() or "block" in k.lower()}
-    note = f"The server's counters: {modes}." if modes else "Counted from the drafts."
+    note = "Counted from the drafts: the server keeps no count of what lineMode auto chose."
     have = candidate is not None and BASELINE in r["summary"]
     if r.get("later"):
         configs += (
@@ -319,11 +317,13 @@ def load_results() -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[s
 
 
 def main() -> None:
-    blocks, lines = load_results()
+    blocks, lines, extra = load_results()
     if blocks is None:
         raise SystemExit(
             "no bench/results/replay_blocks.json: run python -m bench.replay --tasks blocks"
         )
+    if extra is not None and not extra.get("partial"):
+        blocks = merge(blocks, extra)
     path = RESULTS / "replay_blocks.md"
     path.write_text(blocks_section(blocks, lines).replace("### Issue 23", "# Issue 23", 1))
     print(f"wrote {path.relative_to(ROOT)}")
