@@ -197,7 +197,7 @@ def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
     """A FastRunner for ``variant``: a precision, or "<precision>-compiled", which steps
     ``rows``-row batches through the compiled step (built first if it is not cached)."""
     from lsp_server.engine.compiled import BackgroundCompiler, builder_command
-    from lsp_server.engine.fast_runner import fast_runner_class
+    from lsp_server.engine.runners import fast_runner_class
 
     precision = variant.removesuffix("-compiled")
     runner = fast_runner_class(loaded.model)(loaded.model, precision)

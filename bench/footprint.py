@@ -62,7 +62,7 @@ def runner_parts(runner: Any) -> dict[str, float]:
         "output head, int4": tensor_mib(head, seen),
         "decode layers (int4, norms)": tensor_mib(runner.decode_weights, seen),
         "prefill copy of the layers (bf16; only with prefill_copy)": tensor_mib(
-            runner.prefill_weights, seen
+            runner.plan.dense, seen
         ),
         "rotary table, KV cache, fingerprint sample": tensor_mib(runner, seen),
     }

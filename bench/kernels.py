@@ -110,7 +110,7 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
 
     int4 = fast("int4")
     runners = {
-        f"int4 runner (int4 kernels to {int4.few_tokens} tokens, then de-quantized)": int4,
+        f"int4 runner (int4 kernels to {int4.plan.decode_tokens} tokens, then de-quantized)": int4,
         "int4 runner, bf16 prefill copy": fast("int4", copy=True),
         "bf16": fast("bf16"),
     }

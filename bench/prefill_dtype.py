@@ -28,9 +28,9 @@ from lsp_server.engine.api import Engine
 def prefill_ms(engine: Engine, ids: list[int], runs: int, dtype: torch.dtype | None) -> float:
     """Median ms of a prefill of ``ids`` from an empty cache; ``dtype`` None: int4 kernels."""
     runner = engine.runner
-    few, chosen = runner.few_tokens, quant.prefill_dtype
+    few, chosen = runner.plan.decode_tokens, quant.prefill_dtype
     if dtype is None:
-        runner.few_tokens = len(ids)  # the decode weights: the int4 kernels
+        runner.plan.decode_tokens = len(ids)  # the decode weights: the int4 kernels
     else:
         quant.prefill_dtype = lambda: dtype  # type: ignore[assignment]
 
@@ -41,7 +41,7 @@ def prefill_ms(engine: Engine, ids: list[int], runs: int, dtype: torch.dtype | N
     try:
         return median_ms(prefill, runs)
     finally:
-        runner.few_tokens, quant.prefill_dtype = few, chosen  # type: ignore[assignment]
+        runner.plan.decode_tokens, quant.prefill_dtype = few, chosen  # type: ignore[assignment]
 
 
 def main(argv: list[str] | None = None) -> int:

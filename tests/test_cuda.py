@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import FastRunner, make_runner
+from lsp_server.engine.fast_runner import FastRunner
 from lsp_server.engine.model import LoadedModel
 from lsp_server.engine.runner import HFRunner
+from lsp_server.engine.runners import make_runner
 from lsp_server.engine.types import DecodeConfig
 from lsp_server.engine.vocab import Vocab
 from tests.runner_harness import ids, script, tiny

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from lsp_server.engine.fast_gemma import GemmaRunner
-from lsp_server.engine.fast_runner import make_runner
 from lsp_server.engine.hypotheses import Hypothesis
 from lsp_server.engine.runner import HFRunner
+from lsp_server.engine.runners import make_runner
 from lsp_server.engine.superposed import superposed_input
 from tests.runner_harness import VOCAB, ids, script
 
@@ -114,8 +114,8 @@ def test_the_dequantized_prefill_matches_the_quantized_kernels(gemma: Any, preci
     """The default prefill (layers de-quantized as it runs) computes what the decode kernels
     compute on every row, local and global layers."""
     dequantizing, kernels = GemmaRunner(gemma, precision), GemmaRunner(gemma, precision)
-    kernels.prefill_weights = kernels.decode_weights
-    dequantizing.few_tokens = 4  # 70 tokens through the de-quantized layers
+    kernels.plan.dense = kernels.decode_weights
+    dequantizing.plan.decode_tokens = 4  # 70 tokens through the de-quantized layers
     tokens = ids(70)
     torch.testing.assert_close(
         dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.015, rtol=0

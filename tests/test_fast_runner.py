@@ -13,14 +13,12 @@ from lsp_server.engine.api import Engine
 from lsp_server.engine.fast_runner import (
     DequantizedBlocks,
     FastRunner,
-    KVCache,
     UnsupportedModel,
-    make_runner,
-    split_attention,
 )
 from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
 from lsp_server.engine.quant import DenseLinear, prefill_dtype
 from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
+from lsp_server.engine.runners import make_runner
 from lsp_server.engine.types import DecodeConfig, EngineError
 from lsp_server.engine.vocab import Vocab
 from lsp_server.warmup import WARM_CHUNK
@@ -297,7 +295,7 @@ def test_the_prefill_weights_share_the_decode_head() -> None:
     """The head reads one row per sequence in its decode precision: a bf16 copy of it beside
     the prefill layers (57 MB for the default model) was never read."""
     runner = FastRunner(tiny(), "int4")
-    assert runner.prefill_weights.lm_head is runner.decode_weights.lm_head
+    assert runner.plan.dense.lm_head is runner.decode_weights.lm_head
 
 
 def _storages(obj: Any, seen: set[int] | None = None) -> set[int]:
@@ -319,12 +317,12 @@ def test_a_quantized_runner_keeps_no_bf16_copy_of_the_layers(precision: str) -> 
     """Issue 14: the prefill reads the decode weights, de-quantized one layer at a time (the
     bf16 copy was 203 of the server's 831 MiB); prefill_copy keeps the copy."""
     runner = FastRunner(tiny(), precision)
-    assert _storages(runner.prefill_weights) <= _storages(runner.decode_weights)
-    layers = list(runner.prefill_weights.blocks)
+    assert _storages(runner.plan.dense) <= _storages(runner.decode_weights)
+    layers = list(runner.plan.dense.blocks)
     assert all(isinstance(b.gate_up, DenseLinear) for b in layers)
     assert all(b.gate_up.weight.dtype == prefill_dtype() for b in layers)  # type: ignore[attr-defined]
     copying = FastRunner(tiny(), precision, prefill_copy=True)
-    assert not _storages(copying.prefill_weights) <= _storages(copying.decode_weights)
+    assert not _storages(copying.plan.dense) <= _storages(copying.decode_weights)
 
 
 def test_a_quantized_runner_keeps_its_embedding_in_bf16() -> None:
@@ -347,9 +345,9 @@ def test_the_dequantized_prefill_matches_the_quantized_kernels(precision: str) -
     matmul, so its rounding differs as much as the copy's."""
     model = tiny()
     dequantizing, kernels = FastRunner(model, precision), FastRunner(model, precision)
-    kernels.prefill_weights = kernels.decode_weights
+    kernels.plan.dense = kernels.decode_weights
     dequantizing.prefill_chunk = kernels.prefill_chunk = 40  # two forwards, the second masked
-    dequantizing.few_tokens = 4  # and both through the de-quantized layers
+    dequantizing.plan.decode_tokens = 4  # and both through the de-quantized layers
     tokens = ids(70)
     torch.testing.assert_close(
         dequantizing.prefill(tokens), kernels.prefill(tokens), atol=0.015, rtol=0
@@ -370,86 +368,19 @@ class CountingBlocks(DequantizedBlocks):
 
 def test_a_short_prefill_skips_the_de_quantization() -> None:
     """De-quantizing the layers costs the same for 5 tokens as for 190 (about 140 ms with the
-    default model), so prefills up to ``few_tokens`` (a typed word, a warm-up chunk) run on
+    default model), so prefills up to ``plan.decode_tokens`` (a typed word, a warm-up chunk) run on
     the int4 kernels, longer ones on the de-quantized layers."""
     runner = FastRunner(tiny(), "int4")
-    assert isinstance(runner.prefill_weights.blocks, DequantizedBlocks)
-    assert runner.few_tokens >= WARM_CHUNK
+    assert isinstance(runner.plan.dense.blocks, DequantizedBlocks)
+    assert runner.plan.decode_tokens >= WARM_CHUNK
     blocks = CountingBlocks(runner.decode_weights.blocks)
-    runner.prefill_weights = dataclasses.replace(runner.prefill_weights, blocks=blocks)
+    runner.plan.dense = dataclasses.replace(runner.plan.dense, blocks=blocks)
     runner.prefill(ids(20))
     assert blocks.reads == 0
     runner.rewind(0)
-    runner.few_tokens = 10
+    runner.plan.decode_tokens = 10
     runner.prefill(ids(20))
     assert blocks.reads == runner.layers
-
-
-@pytest.mark.parametrize(
-    ("heads", "kv_heads", "new", "capacity", "filled"),
-    [
-        (4, 4, 1, 8, 5),  # a decode step
-        (4, 2, 3, 10, 6),  # grouped queries, a few new tokens
-        (6, 1, 5, 16, 16),  # one kv head, a full cache
-        (4, 2, 4, 12, 0),  # nothing cached yet
-    ],
-)
-def test_split_attention_is_causal_attention_over_the_concatenated_keys(
-    heads: int, kv_heads: int, new: int, capacity: int, filled: int
-) -> None:
-    generator = torch.Generator().manual_seed(heads * 100 + new)
-
-    def normal(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=generator)
-
-    b, d = 2, 8
-    q = normal(b, heads, new, d)
-    cached_keys, cached_values = normal(b, kv_heads, capacity, d), normal(b, kv_heads, capacity, d)
-    keys, values = normal(b, kv_heads, new, d), normal(b, kv_heads, new, d)
-    unwritten = torch.arange(capacity) >= filled  # [C]
-    later = torch.ones(new, new, dtype=torch.bool).triu(1)  # [T, T]
-    got = split_attention(q, cached_keys, cached_values, keys, values, unwritten, later, d**-0.5)
-
-    all_keys = torch.cat([cached_keys[:, :, :filled], keys], dim=2)  # [B, kv, filled + T, D]
-    all_values = torch.cat([cached_values[:, :, :filled], values], dim=2)
-    queries = torch.arange(filled, filled + new)[:, None]  # [T, 1]
-    causal = torch.arange(filled + new)[None, :] <= queries  # [T, filled + T]
-    expected = torch.nn.functional.scaled_dot_product_attention(
-        q, all_keys, all_values, attn_mask=causal, enable_gqa=kv_heads != heads
-    )  # [B, heads, T, D]
-    assert got.shape == (b, new, heads * d)
-    torch.testing.assert_close(got, expected.transpose(1, 2).reshape(b, new, heads * d))
-
-
-def test_kv_cache_gathers_expands_and_rewinds_rows() -> None:
-    cache = KVCache(2, 1, 4, 300, torch.float32, torch.device("cpu"), static=False)
-    cache.reserve(1, 3)
-    assert cache.capacity == 128 and cache.rows == 1
-    keys = torch.arange(2 * 3 * 4, dtype=torch.float32).view(2, 1, 1, 3, 4)  # [L, B, kv, T, D]
-    cache.write(0, keys, -keys)
-    cache.length = 3
-    cache.expand(3)
-    assert cache.rows == 3
-    for layer in range(2):
-        k, v = cache.read(layer, 3)
-        assert k.shape == (3, 1, 3, 4)
-        assert torch.equal(k, keys[layer].expand(3, -1, -1, -1)) and torch.equal(v, -k)
-    step = torch.full((3, 1, 1, 4), 7.0)  # one new position, a value per row
-    step[1] = 8.0
-    cache.write(3, step, step, layer=1)
-    cache.length = 4
-    cache.gather(torch.tensor([1, 0]))
-    assert cache.rows == 2
-    assert cache.read(1, 4)[0][:, 0, 3, 0].tolist() == [8.0, 7.0]
-    all_keys, _ = cache.views()
-    assert len(all_keys) == 2 and all_keys[0].shape == (2, 1, 128, 4)
-    cache.rewind(2)
-    assert (cache.rows, cache.length) == (1, 2)
-    assert torch.equal(cache.read(0, 2)[0][0], keys[0, 0, :, :2])
-    with pytest.raises(EngineError, match="context"):
-        cache.reserve(1, 301)
-    cache.rewind(0)  # a growing cache starts again from nothing
-    assert cache.capacity == 0
 
 
 def test_engine_load_passes_prefill_copy_to_the_runner(tmp_path: Path) -> None:
@@ -457,6 +388,6 @@ def test_engine_load_passes_prefill_copy_to_the_runner(tmp_path: Path) -> None:
     copying = Engine.load(directory, "cpu", "float32", precision="int4", prefill_copy=True)
     default = Engine.load(directory, "cpu", "float32", precision="int4")
     assert isinstance(copying.runner, FastRunner) and isinstance(default.runner, FastRunner)
-    assert copying.runner.prefill_weights is not copying.runner.decode_weights
-    assert not isinstance(copying.runner.prefill_weights.blocks, DequantizedBlocks)
-    assert isinstance(default.runner.prefill_weights.blocks, DequantizedBlocks)
+    assert copying.runner.plan.dense is not copying.runner.decode_weights
+    assert not isinstance(copying.runner.plan.dense.blocks, DequantizedBlocks)
+    assert isinstance(default.runner.plan.dense.blocks, DequantizedBlocks)

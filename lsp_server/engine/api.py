@@ -12,13 +12,14 @@ import torch
 from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.engine import baselines
 from lsp_server.engine.compiled import BackgroundCompiler, builder_command, unsupported_reason
-from lsp_server.engine.fast_runner import FastRunner, fast_runner_class, make_runner
+from lsp_server.engine.fast_runner import FastRunner
 from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
 from lsp_server.engine.model import LoadedModel, compact_loading, load_model
 from lsp_server.engine.ngram import MatchSource, NgramSource
 from lsp_server.engine.options import COMPILE_MODES
 from lsp_server.engine.prompt import Prompt, build_prompt
 from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
+from lsp_server.engine.runners import fast_runner_class, make_runner
 from lsp_server.engine.superposed import superposed_decode
 from lsp_server.engine.types import (
     CancelCheck,

@@ -42,14 +42,24 @@ try:
 except ImportError:  # Windows: no build lock; a second server may build the same package
     fcntl = None  # type: ignore[assignment]
 
-from lsp_server.engine.fast_runner import FastRunner, StepFn, fast_runner_class
+from lsp_server.engine.fast_runner import FastRunner, StepFn
 from lsp_server.engine.model import cache_dir, load_model
+from lsp_server.engine.runners import fast_runner_class
 
 log = logging.getLogger(__name__)
 
 MAX_TOKENS = 16  # new positions a compiled step takes at once (a decode step: one)
 # the sources a package is built from
-_CODE = ("fast_runner.py", "fast_gemma.py", "quant.py", "compiled.py")
+_CODE = (
+    "fast_runner.py",
+    "fast_gemma.py",
+    "blocks.py",
+    "attention.py",
+    "prefill.py",
+    "kv_cache.py",
+    "quant.py",
+    "compiled.py",
+)
 _NICE = 10  # the builder's priority below the server's
 POLL_S = 5.0  # how often a server waiting for another process's build looks for the package
 

@@ -13,7 +13,7 @@ METHODS = ("superposed", "greedy", "nucleus", "nucleus-sequential", "beam", "nuc
 DEVICES = (AUTO, "cpu", "cuda", "mps")  # auto: cuda, then mps, then cpu
 DTYPES = (AUTO, "float32", "bfloat16", "float16")  # auto: bfloat16 on a GPU, else float32
 # The fast runner's decode weights; auto (int4 on a CPU, bf16 on a GPU) is resolved by
-# fast_runner.make_runner, so a FastRunner itself takes one of these.
+# runners.make_runner, so a FastRunner itself takes one of these.
 PRECISIONS = ("fp32", "bf16", "int8", "int4")
 PRECISION_CHOICES = (AUTO, *PRECISIONS)
 RUNNERS = (AUTO, "hf", "fast")  # auto: the fast runner where it supports the model

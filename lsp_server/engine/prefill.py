@@ -1,0 +1,129 @@
+"""Which weights a forward of n new tokens runs on, and how long a prefill's forwards are.
+
+A decode step reads every weight once for one row, so it is bound by the weights' bytes and
+the quantized (int8/int4) kernels win there; a long prefill is bound by the matmuls, and on
+the CPU the int4 kernels lose to dense ones from a few dozen rows on. So a runner with
+quantized decode weights runs its longer forwards on dense ones. ``PrefillPlan.choose``
+picks one of three ways, each used by the product:
+
+- ``shared``: fp32 and bf16 runners; their decode weights are already dense.
+- ``dequantized`` (the default for int8/int4, i.e. the default on a CPU): each layer's
+  decode weights de-quantized as a forward reaches it and freed after it (DequantizedBlocks:
+  a few MB at a time). It keeps the server within issue 14's memory target
+  (bench/results/footprint.md: no prefill copy, 649 MiB at the peak of a 1,500-token
+  prefill) at some prefill speed (bench/results/kernels.md: 256 tokens 242 ms against
+  181 ms with a copy).
+- ``copy`` (the ``prefillCopy`` setting): a dense copy of all the layers beside the decode
+  ones (200 MB more on the default model), for the fastest prefill (kernels.md: 128 tokens
+  91 ms against 152; bench/results/lsp_latency_prefill_copy.md, the server with it).
+
+The dense weights are bf16 where the CPU's bf16 matmuls are fast (AVX-512 BF16 or AMX:
+kernels.md's bf16 F.linear) and fp32 where they are emulated (AVX2: 43x slower,
+bench/results/prefill_dtype.md); quant.prefill_dtype probes which.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import torch
+
+from lsp_server.engine.blocks import Block
+from lsp_server.engine.quant import Linear, dequantized, prefill_dtype
+
+# A typed word, a warm-up chunk's tail: forwards of up to this many new tokens run on the
+# decode weights in every plan, and through the compiled step where there is one. The int
+# kernels beat bf16 for a few rows (kernels.md: one row through the 30 layers, int4 4.67 ms,
+# bf16 14.72); bf16 wins from about 16 (a 1536x576 matmul; not in a committed result).
+TYPED_TOKENS = 4
+CHUNK = 512  # tokens per prefill forward: bounds the activations' memory
+# ... with the layers de-quantized per forward: fewer, longer forwards de-quantize less often
+# (SDPA's CPU kernel holds no [T, L] attention matrix, masked or causal). On a 1,500-token
+# prefill of the default model 1,024 was as fast as 2,048, 10% faster than 512, with the
+# lowest peak (measured when this was set; not in a committed result).
+DEQUANTIZED_CHUNK = 1024
+# De-quantizing every layer costs about 50 ms whatever the length, and the int4 kernels take
+# 1.4 ms a token against 0.8 for the whole de-quantized forward, so they win below about 80
+# tokens (default model, one thread: 64 tokens 86 vs 103 ms, 96 tokens 130 vs 119, measured
+# when this was set; the committed kernels.md has 128, 256 and 1,500 tokens, and
+# ``python -m bench.kernels --prefill-tokens 64 96`` times these lengths).
+DEQUANTIZED_DECODE_TOKENS = 80
+
+
+@dataclass
+class Weights:
+    """All layers' weights in one precision, and the output head."""
+
+    blocks: Sequence[Block]
+    norm: torch.Tensor  # [H] fp32
+    lm_head: Linear  # H -> V
+
+
+class DequantizedBlocks(Sequence[Block]):
+    """Quantized blocks read as dense ones: each block read is de-quantized then (a few MB
+    for a small model), so a forward that walks the layers holds one layer's dense weights at
+    a time rather than a dense copy of them all."""
+
+    def __init__(self, blocks: Sequence[Block]) -> None:
+        self.blocks = blocks
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    @overload
+    def __getitem__(self, index: int) -> Block: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Block]: ...
+
+    def __getitem__(self, index: int | slice) -> Block | Sequence[Block]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        block = self.blocks[index]
+        return dataclasses.replace(
+            block,
+            qkv=dequantized(block.qkv),
+            out=dequantized(block.out),
+            gate_up=dequantized(block.gate_up),
+            down=dequantized(block.down),
+        )
+
+    def __iter__(self) -> Iterator[Block]:
+        return (self[i] for i in range(len(self)))
+
+
+@dataclass
+class PrefillPlan:
+    """The weights of a forward by its number of new tokens, and a prefill's chunk size.
+
+    The head (one row per sequence) is always the decode weights' (``weights``' lm_head is
+    the decode one): a second dense head would be as large as the layers on Gemma 3.
+    """
+
+    decode: Weights
+    dense: Weights  # what a forward of more than ``decode_tokens`` new tokens runs on
+    decode_tokens: int  # forwards of up to this many new tokens run on ``decode``
+    chunk: int  # a prefill runs in forwards of at most this many tokens
+
+    def weights(self, tokens: int) -> Weights:
+        """The weights a forward of ``tokens`` new positions runs on."""
+        return self.decode if tokens <= self.decode_tokens else self.dense
+
+    @classmethod
+    def choose(
+        cls, decode: Weights, precision: str, copy: bool, build: Callable[[str], Weights]
+    ) -> PrefillPlan:
+        """The plan for ``decode`` weights in ``precision`` (see the module docstring);
+        ``copy``: the prefill copy; build(precision) builds the layers in ``precision``
+        around the decode head."""
+        if precision not in ("int8", "int4"):
+            return cls(decode, decode, TYPED_TOKENS, CHUNK)
+        if copy:
+            dense = build("bf16" if prefill_dtype() == torch.bfloat16 else "fp32")
+            return cls(decode, dense, TYPED_TOKENS, CHUNK)
+        blocks = DequantizedBlocks(decode.blocks)
+        dense = dataclasses.replace(decode, blocks=blocks)
+        return cls(decode, dense, DEQUANTIZED_DECODE_TOKENS, DEQUANTIZED_CHUNK)

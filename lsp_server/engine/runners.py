@@ -1,0 +1,66 @@
+"""Which runner serves a model: the transformers one, or the fast runner of its architecture.
+
+Kept apart from the runners themselves so that none of them imports another's sibling:
+fast_gemma.py builds on fast_runner.py, and this module picks between them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from lsp_server.engine.fast_gemma import GEMMA_MODEL_TYPES, GemmaRunner
+from lsp_server.engine.fast_runner import FastRunner
+from lsp_server.engine.model import Checkpoint
+from lsp_server.engine.options import RUNNERS
+from lsp_server.engine.runner import HFRunner, ModelRunner
+from lsp_server.engine.types import EngineError
+
+log = logging.getLogger(__name__)
+
+
+def default_precision(device: torch.device) -> str:
+    """int4 on a CPU (fastest, and on the default model the most faithful after fp32: its
+    layers were 4-bit in the GGUF it ships as); bf16 on a GPU, where the int kernels here
+    do not run."""
+    return "int4" if device.type == "cpu" else "bf16"
+
+
+def fast_runner_class(model: Any) -> type[FastRunner]:
+    """The fast runner for ``model``'s architecture: Gemma 3's or the Llama family's."""
+    if getattr(model.config, "model_type", None) in GEMMA_MODEL_TYPES:
+        return GemmaRunner
+    return FastRunner
+
+
+def make_runner(
+    model: Any,
+    kind: str = "auto",
+    precision: str = "auto",
+    checkpoint: Checkpoint | None = None,
+    prefill_copy: bool = False,
+) -> ModelRunner:
+    """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3) or "auto".
+
+    auto takes the fast runner when it supports the model and the transformers one otherwise.
+    precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).
+    checkpoint: ``model`` is a skeleton whose weights this reads (the fast runner only).
+    prefill_copy: see FastRunner.
+    """
+    if kind not in RUNNERS:
+        raise EngineError(f"unknown runner {kind!r}: use {', '.join(RUNNERS)}")
+    runner_class = fast_runner_class(model)
+    if kind == "auto":
+        reason = runner_class.unsupported(model)
+        if reason is not None:
+            log.info("using the transformers runner: %s", reason)
+            kind = "hf"
+    if kind == "hf":
+        if checkpoint is not None:
+            raise EngineError("the transformers runner needs the model with its weights")
+        return HFRunner(model)
+    device = checkpoint.device if checkpoint else next(model.parameters()).device
+    chosen = default_precision(device) if precision == "auto" else precision
+    return runner_class(model, chosen, checkpoint=checkpoint, prefill_copy=prefill_copy)
