@@ -23,22 +23,32 @@ The rules, first match wins:
 literal is a block of lines too, and a callback's body after ``foo(function() {`` is a block.
 
 Parse cost: a full parse per request, of at most ``WINDOW_CHARS`` before the cursor (from a
-line that starts at column 0) and ``FOLLOWING_CHARS`` after it; ``bench/syntax_cost.py`` times a
+definition at column 0) and ``FOLLOWING_CHARS`` after it; ``bench/syntax_cost.py`` times a
 2,000-line file (``bench/results/syntax_cost.json``).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Literal
 
 from ngram_db.languages import language_of
 
 Decision = Literal["none", "line", "block"]
-WINDOW_CHARS = 16_000  # text before the cursor parsed at most (about 400 lines)
+WINDOW_CHARS = 32_000  # text before the cursor parsed at most (about 800 lines)
 FOLLOWING_CHARS = 4_000  # and after it: enough for the parser to close the cursor's block
 OPENERS = (":", "{", "do", "then")  # a line whose last token is one of these opens a block
 _OPEN, _CLOSE = "([", ")]"
+# A line where a parse may start: at column 0, a definition's head (a name and its bracket
+# or body follow the keyword, so a docstring's prose line that starts with "module" or
+# "from" is none): Python, JavaScript/TypeScript, Rust, Go.
+TOP_LEVEL = re.compile(
+    r"^(?:(?:async\s+)?def\s+\w+\s*\(|class\s+\w+\s*[:({]|class\s+\w+\s+extends\b|@\w"
+    r"|(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*\w*\s*\("
+    r"|(?:pub(?:\(\w+\))?\s+)?(?:async\s+)?fn\s+\w+|func\s+[\w(]|impl\b[^\n]*\{)",
+    re.MULTILINE,
+)
 
 # LSP language ids (and ngram_db.languages names) -> tree-sitter-language-pack grammars,
 # where the two differ; any other id is tried as a grammar name as it is.
@@ -106,18 +116,14 @@ def _word(ch: str) -> bool:
 
 
 def _window(before: str) -> str:
-    """The end of ``before`` parsed: at most WINDOW_CHARS, from a line at column 0."""
+    """The end of ``before`` parsed: at most WINDOW_CHARS, from a line at column 0 that starts
+    a definition (``TOP_LEVEL``). Any line at column 0 is not enough: a docstring's lines can
+    sit there, and a parse that starts inside a string reads code as text and text as code
+    (the replay's flask files did). Without such a line, the whole text is parsed."""
     if len(before) <= WINDOW_CHARS:
         return before
-    cut = len(before) - WINDOW_CHARS
-    at = cut
-    while True:
-        at = before.find("\n", at)
-        if at < 0 or at + 1 >= len(before):
-            return before[cut:]
-        if before[at + 1] not in " \t\n":
-            return before[at + 1 :]
-        at += 1
+    found = TOP_LEVEL.search(before, len(before) - WINDOW_CHARS)
+    return before[found.start() :] if found else before
 
 
 def _tree_facts(parser: Any, before: str, following: str) -> tuple[bool, int, str]:

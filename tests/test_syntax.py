@@ -101,3 +101,12 @@ def test_odd_text_gets_a_decision_not_an_error(language: str) -> None:
     assert decide("x = '\ud800", "", language) in ("line", "block")  # a lone surrogate
     assert decide("def f():\r\n    ", "\r\n", language) == "block"  # CRLF line ends
     assert decide("\x00\x01(", "", language) == "line"
+
+
+def test_the_window_never_starts_inside_a_docstring() -> None:
+    """A docstring's lines at column 0 are no place to start a parse: from there its closing
+    quotes would open a string over the cursor (the replay's flask files)."""
+    doc = "text at column zero\n" * (WINDOW_CHARS // 20 + 100)
+    before = 'def h():\n    """Doc.\n' + doc + '    """\n    x = 1\n    '
+    assert len(before) > WINDOW_CHARS
+    assert decide(before, '\n\n\ndef k():\n    """Other."""\n', "python") == "block"
