@@ -735,7 +735,12 @@ def test_block_report_reads_the_targets_from_a_small_run() -> None:
     assert "at least 0.3 over all blocks (n = 2): **met** (auto 2.00 [2.00, 2.00]" in text
     assert "at least 2.0 over repeat blocks (n = 1): **met**" in text
     assert "no loss of EM@3 at the line start (auto - single): **met**" in text
-    assert "block p50 at most 2x line p50: **not met** (30 ms for blocks / 10 ms" in text
+    assert (
+        "block p50 at most 2x line p50: **not met** (the same run, the same block positions: "
+        in text
+    )
+    assert "auto 30 ms / single, one line each, 10 ms = 3.00x)" in text
+    assert "auto's blocks / single's line-start requests 30 ms / 10 ms = 3.00x" in text
     assert "| blocks | auto | 2 | 0 (0%) | 0 (0%) | 2 (100%) |" in text
     assert "| lines (line start) | single | 2 | 0 (0%) | 2 (100%) | 0 (0%) |" in text
     assert set(report_blocks.SHOWN_SUBSETS) <= set(replay_blocks.SUBSETS)
