@@ -306,13 +306,17 @@ def line_kind(context: CursorContext, settings: DecodingSettings) -> Decision:
 def block_stop(context: CursorContext, settings: DecodingSettings) -> StopCondition:
     """Where a block draft at ``context`` ends (StopCondition's block rules).
 
-    floor: at the end of a line with code (a block opener), the draft's lines must be deeper
-    than that line; on a blank line, no shallower than the cursor's indentation. repeat: the
+    floor: at the end of a line that opens a block (its code ends with ``:``, ``{``, ``do``
+    or ``then``), the draft's lines must be deeper than that line; elsewhere (a blank line,
+    or ``multi`` after any other line) no shallower than the cursor's line. repeat: the
     first non-blank line after the cursor's line.
     """
     line = context.before[context.before.rfind("\n") + 1 :]
     width = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
-    floor = width + 1 if line.strip() else width
+    code = line[: _code_end(line)].rstrip()
+    opens = code.endswith((":", "{")) or code.split()[-1:] in (["do"], ["then"])
+    floor = width + 1 if opens else width
+    body = line[: len(line) - len(line.lstrip())] + indent_unit(context.before) if opens else ""
     rows = context.following.split("\n", REPEAT_SCAN_LINES + 1)[1 : REPEAT_SCAN_LINES + 1]
     repeat = next((r.strip() for r in rows if r.strip()), "")
     return StopCondition(
@@ -322,7 +326,19 @@ def block_stop(context: CursorContext, settings: DecodingSettings) -> StopCondit
         repeat=repeat,
         blank_lines=BLOCK_BLANK_LINES,
         max_lines=settings.max_lines,
+        body=body,
     )
+
+
+def indent_unit(before: str, lines: int = 200) -> str:
+    """One level of the document's indentation: a tab where its lines indent with tabs, else
+    the smallest step by which a line is deeper than the one above (4 spaces if none)."""
+    rows = [r for r in before.split("\n")[-lines:] if r.strip()]
+    if any(r.startswith("\t") for r in rows):
+        return "\t"
+    widths = [len(r) - len(r.lstrip(" ")) for r in rows]
+    steps = [b - a for a, b in zip(widths, widths[1:], strict=False) if b > a]
+    return " " * (min(steps) if steps else INDENT_UNIT)
 
 
 def block_budget(settings: DecodingSettings) -> int:

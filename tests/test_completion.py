@@ -16,6 +16,7 @@ from lsp_server.completion import (
     block_stop,
     decode,
     first_line,
+    indent_unit,
     line_kind,
     near_key,
     postprocess,
@@ -287,3 +288,16 @@ def test_an_automatic_request_where_nothing_belongs_gets_nothing(
     assert not engine.calls  # the model was not asked
     assert decode(engine, asked, settings).suggestions  # type: ignore[arg-type]
     assert engine.calls[0]["stop"].single_line  # type: ignore[attr-defined]
+
+
+def test_a_block_floor_is_deeper_only_after_an_opener() -> None:
+    settings = DecodingSettings(line_mode="multi")
+    after_statement = block_stop(CursorContext.at("    x = 1", 9), settings)
+    assert after_statement.floor == 4 and after_statement.body == ""  # a sibling may follow
+    opener = block_stop(CursorContext.at("    if x:  # why", 16), settings)
+    assert opener.floor == 5 and opener.body == "        "
+    two = "function f() {\n  if (x) {"
+    assert block_stop(CursorContext.at(two, len(two)), settings).body == "    "
+    tabs = "def f():\n\tif x:"
+    assert block_stop(CursorContext.at(tabs, len(tabs)), settings).body == "\t\t"
+    assert indent_unit("a\n    b\n        c\n") == "    " and indent_unit("x = 1\n") == "    "

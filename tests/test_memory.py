@@ -727,3 +727,34 @@ def test_a_draft_out_of_steps_is_finished_from_its_match(tiny_engine: Engine) ->
         d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=memory).drafts
     ]
     assert line in drafts
+
+
+@pytest.mark.parametrize(
+    ("above", "opener", "body"),
+    [
+        # a method's body after a function's opener: one level out
+        (
+            "class Store:\n    " + TWIN.replace("\n", "\n    ").rstrip(" "),
+            "async def aget(self, key):",
+            "\n    value = self._store[key]\n    return value",
+        ),
+        # a function's body after a method's opener: one level in (it fell below the floor)
+        (
+            TWIN,
+            "class Async:\n    async def aget(self, key):",
+            "\n        value = self._store[key]\n        return value",
+        ),
+    ],
+)
+def test_a_twin_body_after_the_opener_takes_the_openers_block(
+    tiny_engine: Engine, tokenizer: Any, above: str, opener: str, body: str
+) -> None:
+    """The cursor at the end of ``async def aget(self, key):``: the copied body comes at the
+    opener's indentation and one level, wherever the twin was found."""
+    text = above + "\n\n" + opener
+    uri = "file:///store.py"
+    memory = Memory(tokenizer).source(uri, len(text), {uri: text})
+    context = CursorContext.at(text, len(text), language="python")
+    settings = DecodingSettings(first_prompt_tokens=0)
+    shown = [s.text for s in decode(tiny_engine, context, settings, memory=memory).suggestions]
+    assert body in shown

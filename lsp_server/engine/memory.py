@@ -151,6 +151,28 @@ def realign(continuation: list[int], heal: bytes, vocab: Vocab) -> list[int] | N
     return None
 
 
+def reopen(continuation: list[int], heal: bytes, body: str, vocab: Vocab) -> list[int] | None:
+    """At the end of a block opener, a copied body moved to the cursor's block: its first
+    line at ``body`` (the opener's indentation and one level) and every later line by the same
+    step; None where nothing needs moving.
+
+    The match ends at the opener's end, so its continuation's lines keep the indentation of
+    where they were found: a method's body copied after a function's ``def`` came one level
+    too deep, and a function's body after a method's fell below the block's floor and was
+    lost. (A cursor after a line break heals it: ``realign`` does that case.)"""
+    if not body or b"\n" in heal:
+        return None
+    data = vocab.decode(continuation)
+    if not data.startswith(heal + b"\n"):  # the healed end of the opener, then its body
+        return None
+    first = data[len(heal) + 1 :].split(b"\n", 1)[0]
+    old = first[: len(first) - len(first.lstrip(b" \t"))]
+    if not first.strip() or not old or old == body.encode():
+        return None
+    moved = reindent(continuation, old, body.encode(), vocab)
+    return None if moved is continuation else moved
+
+
 def _indentation(whitespace: bytes) -> bytes:
     """The indentation a run of line breaks and indentation ends with."""
     return whitespace[whitespace.rfind(b"\n") + 1 :]
@@ -191,7 +213,11 @@ def seed(
     At a line start, the continuation's next line is re-indented to the cursor's (realign).
     """
     ended = len(continuation) < cfg.memory_follow  # the copied file ends there
-    continuation = realign(continuation, finisher.heal, vocab) or continuation
+    continuation = (
+        realign(continuation, finisher.heal, vocab)
+        or reopen(continuation, finisher.heal, finisher.stop.body, vocab)
+        or continuation
+    )
     hyp = finisher.start()
     for token in continuation:  # no model steps: max_new_tokens does not bound a copy
         if token in vocab.eos_ids:

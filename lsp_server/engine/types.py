@@ -142,6 +142,9 @@ class StopCondition:
     repeat: str = ""
     blank_lines: int = 0
     max_lines: int = 0
+    # At the end of a block opener: the indentation of the block's body (the opener's and one
+    # level); a body copied from the memory is moved to it (memory.reopen). "": none.
+    body: str = ""
 
     @property
     def block(self) -> bool:
