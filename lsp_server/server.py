@@ -892,6 +892,17 @@ async def inline_completion(
     )
 
 
+def _snippet_body(text: str, line: str) -> str:
+    """The draft as a snippet that inserts it as drafted on the line ``line`` (the cursor
+    line's text before the cursor): literal, and its later lines written relative to that
+    line's indentation, which every snippet engine adds to them (vim.snippet, LuaSnip, VS
+    Code). A later line that starts with less stays as it is (a snippet cannot dedent)."""
+    indentation = line[: len(line) - len(line.lstrip())]
+    first, *later = text.split("\n")
+    relative = [r.removeprefix(indentation) for r in later]
+    return _snippet_escape("\n".join([first, *relative]))
+
+
 def _snippet_escape(text: str) -> str:
     """The draft as a snippet that inserts itself literally."""
     return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
@@ -928,7 +939,7 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
                 sort_text=f"{i:04d}",
                 filter_text=s.text,
                 text_edit=types.TextEdit(
-                    range=here, new_text=_snippet_escape(s.text) if snippet else s.text
+                    range=here, new_text=_snippet_body(s.text, line) if snippet else s.text
                 ),
                 insert_text_format=types.InsertTextFormat.Snippet
                 if snippet

@@ -239,12 +239,6 @@ def test_blink_cmp_lists_and_accepts_a_block(blink_run: dict[str, Any]) -> None:
     assert [s.strip() for s in inserted] == [s.strip() for s in BLOCK.split("\n")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="blink.cmp expands a multi-line snippet with vim.snippet.expand, which adds the "
-    "cursor line's indentation to every line after the first; the server sends blocks as "
-    "drafted (a server change is asked for: a snippet's later lines without that indentation)",
-)
 def test_blink_cmp_accepts_a_block_indented_as_drafted(blink_run: dict[str, Any]) -> None:
     block = blink_run["block"]
     # The block went in whole, its indentation as drafted, the cursor at its end.
