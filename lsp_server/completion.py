@@ -22,7 +22,7 @@ Models trained for fill-in-the-middle also see the text after the cursor in thei
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lsp_server.engine import fim
 from lsp_server.engine.api import Completion, Engine
@@ -119,10 +119,13 @@ class CursorContext:
 
 @dataclass(frozen=True)
 class Suggestion:
-    """One draft as shown to the user: the text to insert at the cursor, and its score."""
+    """One draft as shown to the user: the text to insert at the cursor, its score, and
+    where it came from (``Draft.source``; "model+store" where the stores' n-grams were mixed
+    into the model's)."""
 
     text: str
     score: float
+    source: str = "model"
 
 
 @dataclass
@@ -275,7 +278,7 @@ def postprocess(
         if rest and rest.startswith(core):
             continue  # it would only type again what already follows the cursor
         seen.add(key)
-        out.append(Suggestion(text, draft.score))
+        out.append(Suggestion(text, draft.score, draft.source))
     return distinct_first_lines(out) if block else out
 
 
@@ -497,6 +500,8 @@ def decode(
         merge_near=settings.distinct_drafts,
         stop=stop,
     )
+    if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
+        suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     return Answer(
         suggestions[: settings.k],
         completion.timing_ms,
@@ -542,7 +547,7 @@ class TypingCache:
             return None
         typed = context.before[len(shown.before) :]
         rest = [
-            Suggestion(s.text[len(typed) :], s.score)
+            Suggestion(s.text[len(typed) :], s.score, s.source)
             for s in shown.suggestions
             if s.text.startswith(typed) and s.text[len(typed) :].strip()
         ]

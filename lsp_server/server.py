@@ -857,11 +857,18 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
 # -- completion -----------------------------------------------------------------------------
 
 
-def _accept_command(uri: str, line: str, text: str, at: types.Position) -> types.Command:
+def _accept_command(uri: str, line: str, s: Suggestion, at: types.Position) -> types.Command:
     """Runs when the user accepts a draft: the user store learns it (after its line's start),
-    and the next draft is decoded at once after ``text``, inserted at ``at``."""
-    position = {"line": at.line, "character": at.character}
-    argument = {"uri": uri, "context": line, "text": text, "position": position}
+    and the next draft is decoded at once after it, inserted at ``at``. Its score and source
+    ride along for the editors' drafts view."""
+    argument = {
+        "uri": uri,
+        "context": line,
+        "text": s.text,
+        "position": {"line": at.line, "character": at.character},
+        "score": round(s.score, 4),
+        "source": s.source,
+    }
     return types.Command(title="accept", command=CMD_ACCEPT, arguments=[argument])
 
 
@@ -885,7 +892,7 @@ async def inline_completion(
             types.InlineCompletionItem(
                 insert_text=head + s.text,
                 range=here,
-                command=_accept_command(uri, line, s.text, at),
+                command=_accept_command(uri, line, s, at),
             )
             for s in suggestions
         ]
@@ -935,7 +942,7 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
             types.CompletionItem(
                 label=label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",
                 kind=types.CompletionItemKind.Text,
-                detail=f"superposed draft {i + 1} (score {s.score:.2f})",
+                detail=f"superposed draft {i + 1} (score {s.score:.2f}, {s.source})",
                 sort_text=f"{i:04d}",
                 filter_text=s.text,
                 text_edit=types.TextEdit(
@@ -944,7 +951,7 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
                 insert_text_format=types.InsertTextFormat.Snippet
                 if snippet
                 else types.InsertTextFormat.PlainText,
-                command=_accept_command(uri, line, s.text, pos),
+                command=_accept_command(uri, line, s, pos),
             )
         )
     # Incomplete: the client asks again as the user types, and typed-along drafts answer.

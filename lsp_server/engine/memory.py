@@ -268,5 +268,5 @@ def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[
         return drafts
     at = min(rank, len(drafts))
     score = drafts[at].score if at < len(drafts) else (drafts[-1].score if drafts else 0.0)
-    placed = Draft(seeded.text, seeded.token_ids, score, seeded.finished)
+    placed = Draft(seeded.text, seeded.token_ids, score, seeded.finished, source="memory")
     return [*drafts[:at], placed, *drafts[at:]][:k]

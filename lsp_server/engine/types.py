@@ -213,6 +213,9 @@ class Draft:
     token_ids: list[int]
     score: float
     finished: bool = False
+    # Where the draft came from: "model" (decoded), "memory" (a longest match copied whole,
+    # a memory seed). The editors' drafts view shows it (issue 24).
+    source: str = "model"
 
 
 CancelCheck = Callable[[], bool]

@@ -61,7 +61,7 @@ def verify(
     best = max(scores)
     ranked = sorted(zip(scores, drafts, strict=True), key=lambda pair: -pair[0])
     return [
-        Draft(d.text, d.token_ids, s, d.finished)
+        Draft(d.text, d.token_ids, s, d.finished, d.source)
         for s, d in ranked
         if s >= best - cfg.verify_margin
     ]

@@ -19,7 +19,7 @@ export interface DraftItem {
 
 export interface DraftPick {
   label: string; // the draft's first line with text
-  description: string; // the server's detail: rank and score; the line count of a block
+  description: string; // the server's detail: rank, score and source; the line count of a block
   detail: string; // the whole draft on one line: its lines trimmed, joined by ⏎
   text: string; // what picking inserts
   command?: DraftItem['command']; // the server's accept command (the user store learns it)

@@ -27,7 +27,7 @@ function M.line_count(text)
 end
 
 --- The k drafts of a completion answer as vim.ui.select entries: the draft, its first line with
---- text, the server's detail (rank and score), its line count.
+--- text, the server's detail (rank, score and source), its line count.
 function M.entries(items)
   local entries = {}
   for _, item in ipairs(items) do
@@ -46,7 +46,7 @@ function M.entries(items)
   return entries
 end
 
---- How vim.ui.select shows an entry: "return side ** 3    superposed draft 1 (score 0.90)".
+--- How vim.ui.select shows an entry: "return side ** 3    superposed draft 1 (score 0.90, model+store)".
 function M.format(entry)
   local block = entry.lines > 1 and (', %d lines'):format(entry.lines) or ''
   return ('%s    %s%s'):format(entry.label, entry.detail, block)
