@@ -13,6 +13,7 @@ import torch
 
 from lsp_server.engine import compiled
 from lsp_server.engine.api import Engine
+from lsp_server.engine.fast_gemma import GemmaRunner
 from lsp_server.engine.fast_runner import FastRunner
 from lsp_server.engine.runner import HFRunner
 from lsp_server.engine.types import EngineError
@@ -148,6 +149,37 @@ def test_the_package_name_follows_the_weights_and_the_precision(tmp_path: Path) 
 
     assert path(0, "int4") == path(0, "int4")
     assert len({path(0, "int4"), path(1, "int4"), path(0, "int8"), path(0, "int4", 3)}) == 4
+
+
+def test_the_package_name_follows_every_source_the_step_runs(int4_runners: Any) -> None:
+    """A package is keyed by the sources it was traced from (compiled._CODE): every engine
+    module whose code the pure step runs, for either architecture, is among them."""
+    folder = Path(compiled.__file__).parent
+    ran: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        path = Path(frame.f_code.co_filename)
+        if event == "call" and path.parent == folder:
+            ran.add(path.name)
+
+    for runner in int4_runners:
+        runner.prefill(ids(6))
+        keys, values = runner.cache.views()
+        x = runner.embed(torch.tensor([[1, 2]]))
+        sys.setprofile(profile)
+        try:
+            runner.pure_step(x, torch.tensor([runner.length]), keys, values)
+        finally:
+            sys.setprofile(None)
+    assert {"fast_runner.py", "blocks.py", "attention.py", "quant.py"} <= ran
+    assert ran <= set(compiled._CODE)
+
+
+@pytest.fixture
+def int4_runners() -> list[FastRunner]:
+    from tests.test_fast_gemma import tiny_gemma
+
+    return [FastRunner(tiny(), "int4"), GemmaRunner(tiny_gemma(), "int4")]
 
 
 def test_an_unknown_compile_mode_is_a_clear_error() -> None:
