@@ -409,9 +409,11 @@ def _argument(param: Param, keyword: bool, with_default: bool) -> str:
 
 
 def _member_proposals(site: Site, resolver: Resolver, before: str) -> list[str]:
-    """After ``obj.``: the resolved class's fields, then its methods as ``name(``; those
-    that the typed prefix starts, completed. Private names only when ``_`` is typed, dunder
-    ones when ``__`` is."""
+    """After ``obj.pre``: the resolved class's fields, then its methods as ``name(``, that
+    the typed prefix starts, completed (nothing right after the dot). Private names only
+    when ``_`` is typed, dunder ones when ``__`` is."""
+    if not site.typed:  # which member comes is the memory's and the model's to say: on the
+        return []  # replay, the first-declared member right after "self." cost edit similarity
     info = resolver.class_of(site.chain[-1], before) if len(site.chain) == 1 else None
     if info is None:
         return []
