@@ -53,6 +53,7 @@ from lsp_server.engine.ngram import NgramSource
 from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.memory import Memory, store_list
 from lsp_server.models import load_engine, load_store_tokenizer
+from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
@@ -102,7 +103,7 @@ class SuperposedServer(LanguageServer):
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
         self.last_prompt: dict[str, Any] = {}  # the last answer's prompt: tokens, reused, short
         self.init_options: Any = None
-        self._reported: set[str] = set()  # store errors already shown
+        self.notifier = Notifier(self, self._call_soon)  # messages, said once, progress
         self._load_started = False
         self.loop: asyncio.AbstractEventLoop | None = None
         # The engine thread (loads, decodes, warm-ups, in order), the store thread (index
@@ -137,18 +138,11 @@ class SuperposedServer(LanguageServer):
     async def start_loading(self) -> None:
         """Load the model (and open the stores) on the engine thread, reporting progress."""
         self._load_started = True
-        token = f"superposed-load-{uuid.uuid4()}"
-        progress = self._progress_supported()
-        if progress:
-            await self.work_done_progress.create_async(token)
+        progress = await self.notifier.progress("load")
         model = self.settings.model
 
-        def report(kind: str, message: str) -> None:
-            if progress:
-                self._call_soon(self._progress, token, kind, message)
-
         def load() -> None:
-            report("begin", f"loading {model.model}")
+            progress.begin(f"loading {model.model}")
             self._call_soon(self._status, "loading", f"loading {model.model}")
             # The stores need only the tokenizer (well under a second): saves made while the
             # model loads are learned at once, not lost when the editor quits before it is up.
@@ -157,8 +151,8 @@ class SuperposedServer(LanguageServer):
                 engine = load_engine(model)
             except EngineError as err:  # a problem the user must fix: say what to do
                 self.engine_error = str(err)
-                self._call_soon(self._show_error, f"superposed: {err}")
-                report("end", f"failed: {err}")
+                self.notifier.error(str(err))
+                progress.end(f"failed: {err}")
                 self._call_soon(self._status, "error", str(err))
                 self.stores_ready.set()
                 return
@@ -171,7 +165,7 @@ class SuperposedServer(LanguageServer):
             self.memory = Memory(engine.tokenizer)
             self.engine, self.engine_error = engine, None
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
-            report("end", f"ready: {engine.name}")
+            progress.end(f"ready: {engine.name}")
             self._call_soon(self._status, "ready")
             self._call_soon(self._warm_pending)
             compiler = engine.compiler
@@ -181,7 +175,7 @@ class SuperposedServer(LanguageServer):
                 ).start()
             notice = terms_notice(engine.name)
             if notice is not None:  # the user who picked the model sees its terms
-                self._call_soon(self._show_info, f"superposed: {notice}")
+                self.notifier.info(notice)
 
         self.engine = None
         self.stores_ready.clear()
@@ -199,7 +193,8 @@ class SuperposedServer(LanguageServer):
             return
         # The new stores first, then the old ones closed: a handler on the event loop (stats)
         # never finds self.stores closed; writes queued for the old run again on the new.
-        old, self.stores = self.stores, Stores(loaded, self.settings.stores, report=self._say_once)
+        stores = Stores(loaded, self.settings.stores, report=self.notifier.once)
+        old, self.stores = self.stores, stores
         if old is not None:
             old.close()
         self.stores_ready.set()
@@ -253,48 +248,6 @@ class SuperposedServer(LanguageServer):
             self._status("error", self.engine_error)
         else:
             self._status("loading")
-
-    def _progress_supported(self) -> bool:
-        window = self.client_capabilities.window
-        return bool(window and window.work_done_progress)
-
-    def _progress(self, token: str, kind: str, message: str, percentage: int | None = None) -> None:
-        value: Any
-        if kind == "begin":
-            value = types.WorkDoneProgressBegin(title="superposed", message=message)
-        elif kind == "report":
-            value = types.WorkDoneProgressReport(message=message, percentage=percentage)
-        else:
-            value = types.WorkDoneProgressEnd(message=message)
-        getattr(self.work_done_progress, kind)(token, value)
-
-    def _say_once(self, message: str) -> None:
-        """A store problem the user must fix: one message per problem per run (any thread)."""
-
-        def show() -> None:
-            if message not in self._reported:
-                self._reported.add(message)
-                log.warning("%s", message)
-                self.window_show_message(
-                    types.ShowMessageParams(
-                        type=types.MessageType.Warning, message=f"superposed: {message}"
-                    )
-                )
-
-        if self.loop is not None:
-            self._call_soon(show)
-        else:
-            log.warning("%s", message)
-
-    def _show_info(self, message: str) -> None:
-        self.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Info, message=message)
-        )
-
-    def _show_error(self, message: str) -> None:
-        self.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Error, message=message)
-        )
 
     # -- completion ---------------------------------------------------------------------
 
@@ -481,11 +434,7 @@ class SuperposedServer(LanguageServer):
         try:
             return self.stores.source_for(_path_of(uri), self._roots(), settings.decoding.lambdas)
         except NgramStoreError as err:  # the user must fix it: say so once, serve without
-            if str(err) not in self._reported and self.loop is not None:
-                self._reported.add(str(err))
-                self._call_soon(
-                    self._show_error, f"superposed: n-gram store unusable: {explain(err)}"
-                )
+            self.notifier.once(f"n-gram store unusable: {explain(err)}", types.MessageType.Error)
             return None
 
     def _memory_source(self, uri: str, context: CursorContext) -> Callable[[], Any] | None:
@@ -551,7 +500,7 @@ class SuperposedServer(LanguageServer):
             self.counters["cancelled"] += 1
             return None
         except EngineError as err:  # e.g. a method the model cannot run: say so, answer nothing
-            self._call_soon(self._show_error, f"superposed: {err}")
+            self.notifier.error(str(err))
             return None
 
     def close_document(self, uri: str) -> None:
@@ -678,18 +627,14 @@ class SuperposedServer(LanguageServer):
         stores = self.stores
         if stores is None:
             return {"indexed": [], "error": self.engine_error or "the model is still loading"}
-        token = f"superposed-index-{uuid.uuid4()}"
-        progress = self._progress_supported()
-        if progress:
-            await self.work_done_progress.create_async(token)
-            self._progress(token, "begin", "indexing the workspace")
+        progress = await self.notifier.progress("index")
+        progress.begin("indexing the workspace")
         self._status("indexing", "indexing the workspace", 0)
 
         def report(done: int, total: int, path: str) -> None:
             pct = int(100 * done / total) if total else 100
             msg = f"{done}/{total} {path}"
-            if progress:
-                self._call_soon(self._progress, token, "report", msg, pct)
+            progress.report(msg, pct)
             self._call_soon(self._status, "indexing", msg, pct)
 
         results = []
@@ -699,10 +644,9 @@ class SuperposedServer(LanguageServer):
                 results.append({"root": str(root), **summary})
         finally:
             self._status_after_work()
-        if progress:
-            failed = sum("error" in r for r in results)
-            done = f"indexed {len(results) - failed} folder(s)"
-            self._progress(token, "end", done + (f", {failed} failed" if failed else ""))
+        failed = sum("error" in r for r in results)
+        done = f"indexed {len(results) - failed} folder(s)"
+        progress.end(done + (f", {failed} failed" if failed else ""))
         self._stores_changed()
         return {"indexed": results}
 

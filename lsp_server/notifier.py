@@ -1,0 +1,86 @@
+"""What the server tells people: messages, problems said once per run, and $/progress.
+
+Callable from any thread (the engine and store threads report too): everything reaches the
+client through the event loop (``call_soon``, which drops it once the loop is closed). The
+``superposed/status`` notification stays with the server, which knows the engine's state.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+log = logging.getLogger(__name__)
+
+PREFIX = "superposed: "
+
+
+class Notifier:
+    """window/showMessage and $/progress for one server run."""
+
+    def __init__(self, server: LanguageServer, call_soon: Callable[..., None]) -> None:
+        self._server = server
+        self._call_soon = call_soon
+        self._said: set[str] = set()  # problems already shown (once per run)
+
+    def show(self, kind: types.MessageType, message: str) -> None:
+        """``message`` (prefixed with "superposed: ") in the editor."""
+        params = types.ShowMessageParams(type=kind, message=PREFIX + message)
+        self._call_soon(self._server.window_show_message, params)
+
+    def error(self, message: str) -> None:
+        self.show(types.MessageType.Error, message)
+
+    def info(self, message: str) -> None:
+        self.show(types.MessageType.Info, message)
+
+    def once(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        """A problem the user must fix (an unusable store): logged, and shown the first time
+        in this run only; a request that meets it again says nothing more."""
+        log.warning("%s", message)
+        self._call_soon(self._show_once, kind, message)
+
+    def _show_once(self, kind: types.MessageType, message: str) -> None:
+        if message not in self._said:  # on the event loop: no two threads race here
+            self._said.add(message)
+            self._server.window_show_message(
+                types.ShowMessageParams(type=kind, message=PREFIX + message)
+            )
+
+    async def progress(self, title: str) -> Progress:
+        """A $/progress token for one piece of work (no-op where the client has none)."""
+        window = self._server.client_capabilities.window
+        if not (window and window.work_done_progress):
+            return Progress(None, self._server, self._call_soon)
+        token = f"superposed-{title}-{uuid.uuid4()}"
+        await self._server.work_done_progress.create_async(token)
+        return Progress(token, self._server, self._call_soon)
+
+
+class Progress:
+    """begin, report, end of one $/progress token, from any thread."""
+
+    def __init__(
+        self, token: str | None, server: LanguageServer, call_soon: Callable[..., None]
+    ) -> None:
+        self._token = token
+        self._server = server
+        self._call_soon = call_soon
+
+    def begin(self, message: str) -> None:
+        self._send("begin", types.WorkDoneProgressBegin(title="superposed", message=message))
+
+    def report(self, message: str, percentage: int | None = None) -> None:
+        self._send("report", types.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    def end(self, message: str) -> None:
+        self._send("end", types.WorkDoneProgressEnd(message=message))
+
+    def _send(self, kind: str, value: Any) -> None:
+        if self._token is not None:
+            self._call_soon(getattr(self._server.work_done_progress, kind), self._token, value)
