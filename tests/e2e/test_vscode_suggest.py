@@ -80,3 +80,6 @@ def test_ghost_text_with_the_suggest_widget_open_continues_the_selected_item(
         assert result["ghostAfterTab"] == DRAFTS[0]
         assert result["afterSecondTab"] == typed_before + ITEM + DRAFTS[0]
         assert counter(session.user_data, "accepted") == 1
+        # The accept said where the draft went in: the server decoded the next one at once
+        # (triggerOnAccept, issue 24 item 1), before the editor asked.
+        assert counter(session.user_data, "drafted_ahead") == 1
