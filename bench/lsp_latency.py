@@ -890,8 +890,31 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Command: `{result['command']}`",
         "",
+        *(alone_sections(result["out"]) if "out" in result else []),
     ]
     return "\n".join(lines)
+
+
+def alone_sections(out: str) -> list[str]:
+    """The cases measured alone (``--cases NAME``, each its own run and server), from their
+    files beside ``out``: one report holds every case's latest numbers, each with its run."""
+    lines: list[str] = []
+    for name in ALONE:
+        path = Path(out).with_name(f"{Path(out).name}_{name}.json")
+        if path.exists():
+            alone = json.loads(path.read_text())
+            lines += [
+                f"# Measured alone: {ALONE[name][2]} (`{path.relative_to(ROOT)}`)",
+                "",
+                f"Its own run: model {alone['model']}, compiled step {alone['compiled_step']}, "
+                f"load average before {alone['loadavg_before'][0]:.2f}.",
+                *cursor_rest_table(alone),
+                *accept_table(alone),
+                "",
+                f"Command: `{alone['command']}`",
+                "",
+            ]
+    return lines
 
 
 ALONE.update(
@@ -916,9 +939,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="server settings over the defaults, e.g. '{\"prefillCopy\": true}'",
     )
+    parser.add_argument(
+        "--report", action="store_true", help="rewrite the markdown from the saved JSON only"
+    )
     parser.add_argument("--cases", choices=("all", *ALONE), default="all",
                         help="rest or accept: only that case, into lsp_latency_CASE")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.report:  # the cases measured alone may be newer than the full run
+        saved = json.loads(args.out.with_suffix(".json").read_text())
+        saved["out"] = str(args.out)
+        args.out.with_suffix(".md").write_text(markdown(saved))
+        return 0
     before = os.getloadavg()
     if args.cases in ALONE:
         runs = run_alone(args.cases, args.model, args.requests, args.k, args.settings)
@@ -927,6 +958,7 @@ def main(argv: list[str] | None = None) -> int:
         save(result, before, out, "lsp_latency.py", argv, alone_markdown)
         return 0
     result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
+    result["out"] = str(args.out)
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0
