@@ -803,15 +803,13 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
 
 def _accept_command(uri: str, line: str, s: Suggestion, at: types.Position) -> types.Command:
     """Runs when the user accepts a draft: the user store learns it (after its line's start),
-    and the next draft is decoded at once after it, inserted at ``at``. Its score and source
-    ride along for the editors' drafts view."""
+    and the next draft is decoded at once after it, inserted at ``at``. (A score and source
+    here broke Neovim 0.11's accept from the popup: the detail carries them instead.)"""
     argument = {
         "uri": uri,
         "context": line,
         "text": s.text,
         "position": {"line": at.line, "character": at.character},
-        "score": round(s.score, 4),
-        "source": s.source,
     }
     return types.Command(title="accept", command=CMD_ACCEPT, arguments=[argument])
 

@@ -43,8 +43,6 @@ async def accept_first(client: LanguageClient, uri: str, text: str) -> tuple[str
     argument = command_.arguments[0]
     position = end_of(text)
     assert argument["position"] == {"line": position.line, "character": position.character}
-    assert argument["source"] in {"model", "memory", "model+store", "memory+store"}
-    assert isinstance(argument["score"], float)
     await command(client, command_.command, argument)
     accepted = text + str(items[0].insert_text)
     client.text_document_did_change(
