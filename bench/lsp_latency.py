@@ -184,6 +184,13 @@ class Bench:
         )
 
     async def inline(self, uri: str, at: types.Position) -> tuple[float, list[str]]:
+        elapsed, items = await self.inline_items(uri, at)
+        return elapsed, [str(i.insert_text) for i in items]
+
+    async def inline_items(
+        self, uri: str, at: types.Position
+    ) -> tuple[float, list[types.InlineCompletionItem]]:
+        """An automatic inline request at ``at``: ms to the answer, and its items."""
         params = types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             position=at,
@@ -195,7 +202,7 @@ class Bench:
         result = await self.client.text_document_inline_completion_async(params)
         elapsed = (time.perf_counter() - start) * 1e3
         items = result.items if isinstance(result, types.InlineCompletionList) else []
-        return elapsed, [str(i.insert_text) for i in items]
+        return elapsed, list(items)
 
     async def stats(self) -> dict[str, Any]:
         stats = await self.client.workspace_execute_command_async(
@@ -305,15 +312,7 @@ class Bench:
         rows[line] = indentation
         uri = self.open(f"{name}.py", "\n".join(rows))
         at = types.Position(line=line, character=len(indentation))
-        params = types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=at,
-            context=types.InlineCompletionContext(
-                trigger_kind=types.InlineCompletionTriggerKind.Automatic
-            ),
-        )
-        result = await self.client.text_document_inline_completion_async(params)
-        items = result.items if isinstance(result, types.InlineCompletionList) else []
+        _, items = await self.inline_items(uri, at)
         first = items[0] if items else None
         if first is None or first.command is None or not first.command.arguments:
             self.close(uri)

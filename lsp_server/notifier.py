@@ -30,8 +30,12 @@ class Notifier:
 
     def show(self, kind: types.MessageType, message: str) -> None:
         """``message`` (prefixed with "superposed: ") in the editor."""
-        params = types.ShowMessageParams(type=kind, message=PREFIX + message)
-        self._call_soon(self._server.window_show_message, params)
+        self._call_soon(self._send, kind, message)
+
+    def _send(self, kind: types.MessageType, message: str) -> None:
+        self._server.window_show_message(
+            types.ShowMessageParams(type=kind, message=PREFIX + message)
+        )
 
     def error(self, message: str) -> None:
         self.show(types.MessageType.Error, message)
@@ -48,9 +52,7 @@ class Notifier:
     def _show_once(self, kind: types.MessageType, message: str) -> None:
         if message not in self._said:  # on the event loop: no two threads race here
             self._said.add(message)
-            self._server.window_show_message(
-                types.ShowMessageParams(type=kind, message=PREFIX + message)
-            )
+            self._send(kind, message)
 
     async def progress(self, title: str) -> Progress:
         """A $/progress token for one piece of work (no-op where the client has none)."""
