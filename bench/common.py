@@ -90,7 +90,7 @@ def run_spec(
     max_prompt_tokens: int | None = 512,
 ) -> Run:
     """Complete ``text`` with one spec (the prompt's cached prefix is reused)."""
-    from lsp_server.engine.types import DecodeConfig, StopCondition
+    from superposed.types import DecodeConfig, StopCondition
 
     cfg = DecodeConfig(
         k=spec.k, max_new_tokens=max_new_tokens, alpha=spec.alpha, temperature=spec.temperature
@@ -117,7 +117,7 @@ def run_spec(
 def warm_cache(engine: Any, text: str, max_new_tokens: int, max_prompt_tokens: int | None) -> None:
     """Prefill the prompt once, so every method's timing is its decode with the prompt cached
     (an editor's steady state while typing), not whichever method happened to run first."""
-    from lsp_server.engine.runner import prefill_reusing_cache
+    from superposed.runner import prefill_reusing_cache
 
     prompt = engine.prompt(text, max_new_tokens, True, max_prompt_tokens)
     with torch_inference():
@@ -196,8 +196,8 @@ COMPILE_TIMEOUT_S = 1200  # to build a missing compiled step (one to three minut
 def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
     """A FastRunner for ``variant``: a precision, or "<precision>-compiled", which steps
     ``rows``-row batches through the compiled step (built first if it is not cached)."""
-    from lsp_server.engine.compiled import BackgroundCompiler, builder_command
-    from lsp_server.engine.runners import fast_runner_class
+    from superposed.compiled import BackgroundCompiler, builder_command
+    from superposed.runners import fast_runner_class
 
     precision = variant.removesuffix("-compiled")
     runner = fast_runner_class(loaded.model)(loaded.model, precision)
@@ -212,7 +212,7 @@ def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
 
 def load_engine(args: argparse.Namespace) -> tuple[Any, Stamp]:
     """The engine the parsed arguments ask for, and the stamp its results carry."""
-    from lsp_server.engine.api import Engine
+    from superposed.api import Engine
 
     engine = Engine.load(threads=args.threads, runner=args.runner)
     return engine, Stamp(model=engine.name, runner=describe_runner(engine))

@@ -28,12 +28,12 @@ from bench.measure import RESULTS, Stamp, write_json
 from bench.metrics import bootstrap_ci
 from bench.split import library_files, read_text, sample_tasks, stdlib_root
 from bench.tables import table
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import PRECISIONS
-from lsp_server.engine.prompt import Prompt
-from lsp_server.engine.runner import HFRunner, ModelRunner
-from lsp_server.engine.superposed import superposed_decode
-from lsp_server.engine.types import DecodeConfig, DecodeRequest
+from superposed.api import Engine
+from superposed.fast_runner import PRECISIONS
+from superposed.prompt import Prompt
+from superposed.runner import HFRunner, ModelRunner
+from superposed.superposed import superposed_decode
+from superposed.types import DecodeConfig, DecodeRequest
 
 SIZES = {"quick": 12, "medium": 64, "full": 200}
 # The fast runner at each precision, and int4 through its compiled step (what a server serves).

@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> None:
 
     stages["import torch"] = resident_mib()
     import lsp_server.server  # noqa: F401 - what the server imports before any model
-    from lsp_server.engine import compiled
-    from lsp_server.engine.api import Engine
-    from lsp_server.engine.model import default_model_dir, load_model
+    from superposed import compiled
+    from superposed.api import Engine
+    from superposed.model import default_model_dir, load_model
 
     stages["import the server (transformers, pygls)"] = resident_mib()
     load_model(skeleton=True)  # the tokenizer and the model code, no weights (kept: imports)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from bench.measure import RESULTS, Stamp, median_ms, write_json
 from bench.tables import table
-from lsp_server.engine.quant import Int4Linear, Int8Linear
+from superposed.quant import Int4Linear, Int8Linear
 
 # SmolLM2-135M: hidden 576, intermediate 1536, 9 query and 3 KV heads of 64, 30 layers.
 LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]  # qkv, out, gate_up, down
@@ -98,8 +98,8 @@ def matmul_gflops(weights: list[torch.Tensor], rows: int, runs: int) -> dict[str
 
 def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
     """A ``tokens``-token prefill of the default model on the fast runner, int4 and bf16."""
-    from lsp_server.engine.fast_runner import FastRunner
-    from lsp_server.engine.model import load_model
+    from superposed.fast_runner import FastRunner
+    from superposed.model import load_model
 
     loaded = load_model(threads=1, skeleton=True)
     ids = loaded.tokenizer(Path(argparse.__file__).read_text())["input_ids"][:tokens]

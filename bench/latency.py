@@ -15,7 +15,7 @@ steps and prefills are timed alone (``steps``). Medians; the load average is rec
     python -m bench.latency --threads 2 --runners hf fast-int4 --settings short --runs 3 --merge
 
 A runner named fast-<precision>-compiled steps through the AOTInductor package of
-lsp_server/engine/compiled.py, for one row and for three; a missing package is built first
+superposed/compiled.py, for one row and for three; a missing package is built first
 (one to two minutes each, then cached).
 
 ``--memory`` times the memory alone instead (bench/results/latency_memory.json): building
@@ -47,13 +47,13 @@ import torch
 from bench.common import fast_runner
 from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
 from bench.tables import table
-from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import PRECISIONS
-from lsp_server.engine.model import LoadedModel, load_model
-from lsp_server.engine.runner import HFRunner, ModelRunner
-from lsp_server.engine.types import DecodeConfig, StopCondition
 from ngram_db.suffix import MatchSet, SuffixIndex
+from superposed.api import Engine
+from superposed.embedded import DEFAULT_MODEL, EMBEDDED
+from superposed.fast_runner import PRECISIONS
+from superposed.model import LoadedModel, load_model
+from superposed.runner import HFRunner, ModelRunner
+from superposed.types import DecodeConfig, StopCondition
 
 # fast-<precision>-compiled: the decode step compiled by AOTInductor (built first if needed)
 RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS), *(f"fast-{p}-compiled" for p in PRECISIONS)]

@@ -21,8 +21,8 @@ import torch
 
 from bench.measure import RESULTS, Stamp, median_ms, write_json
 from bench.tables import table
-from lsp_server.engine import quant
-from lsp_server.engine.api import Engine
+from superposed import quant
+from superposed.api import Engine
 
 
 def prefill_ms(engine: Engine, ids: list[int], runs: int, dtype: torch.dtype | None) -> float:

@@ -33,7 +33,7 @@ from bench.common import (
 from bench.measure import RESULTS, progress, write_json
 from bench.metrics import bootstrap_ci, line_metrics, paired_diff_ci
 from bench.split import LineTask, library_files, read_text, sample_tasks, stdlib_root
-from lsp_server.engine.ngram import DEFAULT_LAMBDAS
+from superposed.ngram import DEFAULT_LAMBDAS
 
 METRICS = ("em1", "emk", "es1", "esk", "cs1", "csk", "empty", "empty_any")
 SIZES = {

@@ -323,7 +323,7 @@ def write_snapshot(root: Path, files: Mapping[str, str]) -> None:
 def build_stores(data: Mapping[str, Any], repos: Sequence[str], model: str) -> dict[str, Any]:
     """Index each repository's snapshot (cached) and make an empty store; returns their paths."""
     from ngram_db import NgramStore, index_repo
-    from ngram_db.cli import load_tokenizer
+    from superposed.tokenizer import load_tokenizer
 
     base = store_dir() / "replay"
     tokenizer = load_tokenizer(model)

@@ -430,7 +430,7 @@ def hypotheses(q: dict[str, Any] | None, h: dict[str, Any] | None, c: dict[str, 
 
 def method_values() -> dict[str, Any]:
     """What the methods note says of nucleus sampling, read from the engine's defaults."""
-    from lsp_server.engine.types import DecodeConfig
+    from superposed.types import DecodeConfig
 
     d = DecodeConfig()
     return {"top_p": d.top_p, "nucleus_temperature": d.nucleus_temperature, "seed": d.seed}

@@ -18,7 +18,7 @@ from bench.metrics import paired_diff_ci
 from bench.replay import CURSORS
 from bench.report import stamp_line
 from bench.tables import diff_text, pct, table, verdict
-from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
+from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
 
 CONFIG = "superposed+store"  # the configuration both models ran
 MAX_RATIO = 1.5  # Gemma's k=3 p50 at most this times SmolLM2's
@@ -151,7 +151,7 @@ def models_section() -> str | None:
         "",
         *lines,
         "",
-        f"**Default: `{default}`** by the rule; the code's default (`lsp_server/embedded.py`) "
+        f"**Default: `{default}`** by the rule; the code's default (`superposed/embedded.py`) "
         f"is `{DEFAULT_MODEL}`" + (" (they agree)." if agrees else ": **they disagree**."),
         "",
         table(

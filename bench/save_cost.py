@@ -23,7 +23,7 @@ import tempfile
 CHILD = r"""
 import gc, json, resource, sys, time
 from pathlib import Path
-from ngram_db.cli import load_tokenizer
+from superposed.tokenizer import load_tokenizer
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores
 

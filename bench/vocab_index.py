@@ -26,8 +26,8 @@ import torch
 
 from bench.measure import RESULTS, Stamp, median_ms, write_json
 from bench.tables import table
-from lsp_server.embedded import EMBEDDED, EmbeddedModel
-from lsp_server.engine.vocab import Vocab
+from superposed.embedded import EMBEDDED, EmbeddedModel
+from superposed.vocab import Vocab
 
 # Heal prefixes as requests meet them: whitespace after an indentation or "x = ", a newline,
 # the start of a name (a broad one, "s", and narrower ones).
@@ -96,7 +96,7 @@ def prefix_costs(vocab: Vocab, size: int, runs: int) -> dict[str, dict[str, Any]
 def measure(model: EmbeddedModel, runs: int) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
-    from lsp_server.engine.model import embedded_model_dir
+    from superposed.model import embedded_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir(model))
     vocab = Vocab.from_tokenizer(tokenizer)

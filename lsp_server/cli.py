@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED
-from lsp_server.engine.options import METHODS, PRECISION_CHOICES, RUNNERS
+from superposed.embedded import DEFAULT_MODEL, EMBEDDED
+from superposed.options import METHODS, PRECISION_CHOICES, RUNNERS
 
 
 class CliError(Exception):
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose, getattr(args, "log_file", None))
     if args.command == "complete":
-        from lsp_server.engine.types import EngineError
+        from superposed.types import EngineError
 
         try:
             result = run_complete(args)

@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from lsp_server.engine import fim
-from lsp_server.engine.api import Completion, Engine
-from lsp_server.engine.ngram import MatchSource, NgramSource
-from lsp_server.engine.prompt import Prompt
-from lsp_server.engine.runner import reusable_prefix
-from lsp_server.engine.types import CancelCheck, DecodeConfig, StopCondition
 from lsp_server.settings import DecodingSettings
 from lsp_server.syntax import Decision, decide
 from ngram_db.tokenizer import clean_text
+from superposed import fim
+from superposed.api import Completion, Engine
+from superposed.ngram import MatchSource, NgramSource
+from superposed.prompt import Prompt
+from superposed.runner import reusable_prefix
+from superposed.types import CancelCheck, DecodeConfig, StopCondition
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
 # whitespace, merge in postprocess; superposed decoding makes the spares in the same pass.

@@ -1,7 +1,7 @@
 """Definition proposals as a MatchSource: the engine takes them like the memory's, unchanged.
 
 The engine consumes a request's memory through one call, ``MatchSource.match(context)``
-(lsp_server/engine/ngram.py): a match's next tokens weigh and join each draft's candidates
+(superposed/ngram.py): a match's next tokens weigh and join each draft's candidates
 (engine/memory.py: mix, proposals), and the prompt's match seeds whole drafts from its
 continuations (engine/memory.py: seeds). ``DefinitionSource`` wraps the request's memory:
 where the context (the prompt plus a draft) ends inside a call or after ``obj.`` whose
@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lsp_server.definitions import Lookup, Resolver, proposals, scan, scan_start, site_at, site_from
-from lsp_server.engine.ngram import Match, MatchSource
-from lsp_server.engine.types import DecodeConfig
 from ngram_db.symbols import Symbol
+from superposed.ngram import Match, MatchSource
+from superposed.types import DecodeConfig
 
 log = logging.getLogger(__name__)
 

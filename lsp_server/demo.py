@@ -20,9 +20,9 @@ from typing import Any
 
 import ngram_db
 from lsp_server.completion import CursorContext, decode
-from lsp_server.embedded import DEFAULT_MODEL
 from lsp_server.models import load_engine
 from lsp_server.settings import DecodingSettings, ModelSettings
+from superposed.embedded import DEFAULT_MODEL
 
 SAMPLE_CODEBASE = Path(ngram_db.__file__).parent
 

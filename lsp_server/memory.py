@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from lsp_server.engine.ngram import Match, MatchSource
 from lsp_server.stores import Stores, root_for
 from ngram_db import languages
 from ngram_db.errors import NgramStoreError
@@ -55,6 +54,7 @@ from ngram_db.suffix_store import (
     write_base,
 )
 from ngram_db.tokenizer import as_tokenizer
+from superposed.ngram import Match, MatchSource
 
 log = logging.getLogger(__name__)
 

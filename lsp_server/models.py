@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from lsp_server.engine.api import Engine
-from lsp_server.engine.model import LoadedModel, default_model_dir, resolve_device
-from lsp_server.engine.vocab import Vocab
 from lsp_server.settings import ModelSettings
+from superposed.api import Engine
+from superposed.model import LoadedModel, default_model_dir, resolve_device
+from superposed.vocab import Vocab
 
 TINY_MODEL = "tiny-random"
 TINY_ENV = "SUPERPOSED_TEST_TINY_MODEL"
@@ -68,8 +68,8 @@ def tiny_engine(device: str = "cpu", seed: int = 0) -> Engine:
 def load_store_tokenizer(settings: ModelSettings) -> Any:
     """The model's tokenizer alone, as the stores count with it (index-repo's loader: a
     tokenizer.json loads in a fraction of a second, without the model or torch)."""
-    from lsp_server.embedded import DEFAULT_MODEL
-    from ngram_db.cli import load_tokenizer
+    from superposed.embedded import DEFAULT_MODEL
+    from superposed.tokenizer import load_tokenizer
 
     return load_tokenizer(DEFAULT_MODEL if tiny_requested(settings.model) else settings.model)
 

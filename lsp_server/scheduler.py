@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from lsp_server.engine.types import CancelCheck
+from superposed.types import CancelCheck
 
 log = logging.getLogger(__name__)
 

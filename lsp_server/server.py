@@ -47,10 +47,6 @@ from lsp_server.completion import (
     request_prompt,
 )
 from lsp_server.definition_source import with_definitions
-from lsp_server.embedded import terms_notice
-from lsp_server.engine.api import Engine
-from lsp_server.engine.ngram import NgramSource
-from lsp_server.engine.types import Cancelled, EngineError
 from lsp_server.memory import Memory, store_list
 from lsp_server.models import load_engine, load_store_tokenizer
 from lsp_server.notifier import Notifier
@@ -63,6 +59,10 @@ from lsp_server.warmup import WARM_IDLE_S, prefill_missing
 from ngram_db.errors import NgramStoreError, StoreClosed
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import as_tokenizer
+from superposed.api import Engine
+from superposed.embedded import terms_notice
+from superposed.ngram import NgramSource
+from superposed.types import Cancelled, EngineError
 
 log = logging.getLogger(__name__)
 

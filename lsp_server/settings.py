@@ -15,9 +15,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_server.embedded import DEFAULT_MODEL
-from lsp_server.engine.ngram import DEFAULT_LAMBDAS
-from lsp_server.engine.options import (
+from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
+from ngram_db.files import DEFAULT_MAX_FILE_BYTES
+from superposed.embedded import DEFAULT_MODEL
+from superposed.ngram import DEFAULT_LAMBDAS
+from superposed.options import (
     COMPILE_MODES,
     DEVICES,
     DTYPES,
@@ -27,8 +29,6 @@ from lsp_server.engine.options import (
     PRECISION_CHOICES,
     RUNNERS,
 )
-from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
-from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
@@ -39,7 +39,7 @@ DEFAULT_DEBOUNCE_MS = 0
 class ModelSettings:
     """Which language model runs, and where."""
 
-    # An embedded model (lsp_server/embedded.py), a local directory, or "tiny-random"
+    # An embedded model (superposed/embedded.py), a local directory, or "tiny-random"
     model: str = DEFAULT_MODEL
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16

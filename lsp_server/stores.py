@@ -30,12 +30,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from lsp_server.engine.ngram import NgramResult, NgramSource
 from lsp_server.settings import StoreSettings
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
 from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
 from ngram_db.files import save_skip_reason
 from ngram_db.tokenizer import as_tokenizer
+from superposed.ngram import NgramResult, NgramSource
 
 log = logging.getLogger(__name__)
 

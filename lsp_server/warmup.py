@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from lsp_server.engine.runner import ModelRunner, reusable_prefix
-from lsp_server.engine.types import CancelCheck
+from superposed.runner import ModelRunner, reusable_prefix
+from superposed.types import CancelCheck
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests

@@ -19,7 +19,7 @@ The language server's API::
     codebase.symbols_named(["f"])      # definitions (ngram_db.symbols.Symbol): kept by the same
                                        # saves, index-repo runs and forgetting as the counts
 
-    # engine's NgramSource (lsp_server.engine.ngram): default lambdas, or others via .source()
+    # engine's NgramSource (superposed.ngram): default lambdas, or others via .source()
     source = CombinedSource(codebase.source(lambdas), user.source(lambdas), user_weight=0.3)
     result = source.probabilities(contexts, candidates)   # NgramResult(probs[D, C], supported[D])
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED, embedded
 from ngram_db import errors
 from ngram_db.errors import Advice, NgramStoreError, advised
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from ngram_db.indexer import index_repo
-from ngram_db.paths import cache_root, codebase_db_path, user_db_path
+from ngram_db.paths import codebase_db_path, user_db_path
 from ngram_db.store import NgramStore, parse_orders
+from superposed.embedded import DEFAULT_MODEL, EMBEDDED
+from superposed.tokenizer import load_tokenizer as embedded_tokenizer
 
 # What to do about each store error, with this command's flags (subclasses first).
 ADVICE: Advice = (
@@ -89,25 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_tokenizer(model: str) -> Any:
-    """The tokenizer of an embedded model, a local model folder or a hub id.
-
-    A folder with a tokenizer.json loads through ``tokenizers`` alone (no torch import).
-    """
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    named = embedded(model)
-    folder = cache_root() / "models" / named.folder if named is not None else Path(model)
-    if named is not None and not (folder / "tokenizer.json").is_file():
-        from lsp_server.engine.model import embedded_model_dir  # converts the model once
-
-        folder = embedded_model_dir(named)
-    if (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        return Tokenizer.from_file(str(folder / "tokenizer.json"))
-    from transformers import AutoTokenizer
-
+    """The tokenizer of ``model`` (see ``superposed.embedded.load_tokenizer``), or a store error."""
     try:
-        return AutoTokenizer.from_pretrained(model)
+        return embedded_tokenizer(model)
     except (OSError, ValueError) as err:
         raise NgramStoreError(f"cannot load the tokenizer of {model!r}: {err}") from err
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lsp_server.engine.ngram import NgramResult, NgramSource
+from superposed.ngram import NgramResult, NgramSource
 
 
 class CombinedSource:

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import platformdirs
 
+from superposed.embedded import cache_dir
+
 APP = "superposed-lsp"
 
 
-def cache_root() -> Path:
-    """The user cache directory (``SUPERPOSED_CACHE_DIR`` overrides)."""
-    override = os.environ.get("SUPERPOSED_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir(APP))
+cache_root = cache_dir  # one cache folder for models and stores
 
 
 def data_root() -> Path:

@@ -45,7 +45,6 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from lsp_server.engine.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
 from ngram_db import keys as K
 from ngram_db import suffix_store, symbols
 from ngram_db.errors import (
@@ -70,6 +69,7 @@ from ngram_db.records import (
 )
 from ngram_db.symbols import Symbol
 from ngram_db.tokenizer import Tokenizer, as_tokenizer
+from superposed.ngram import DEFAULT_LAMBDAS, NgramResult, interpolate
 
 __all__ = ["FileTokens", "NgramStore", "StoreSource", "content_hash", "parse_orders", "path_key"]
 

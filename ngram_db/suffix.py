@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydivsufsort import divsufsort
 
-from lsp_server.engine.ngram import Match
+from superposed.ngram import Match
 
 _SEPARATOR = -1  # between streams: never equal to a token id, so no match crosses it
 _VECTOR_RANGE = 4096  # narrow ranges at most this long with numpy, longer ones by bisection

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from lsp_server import models
-from lsp_server.engine.api import Engine
-from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
-from lsp_server.engine.vocab import Vocab
+from superposed.api import Engine
+from superposed.model import LoadedModel, default_model_dir, load_model
+from superposed.vocab import Vocab
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from lsp_server import models
-from lsp_server.engine.runner import ModelRunner
+from superposed.runner import ModelRunner
 
 VOCAB = 512
 

@@ -134,7 +134,7 @@ def test_sample_tasks_is_deterministic_and_smaller_samples_are_prefixes() -> Non
 
 
 def test_run_spec_times_the_ngram_lookups(tiny_engine: Any, tokenizer: Any) -> None:
-    from lsp_server.engine.ngram import InMemoryNgramSource
+    from superposed.ngram import InMemoryNgramSource
 
     ids = tokenizer.encode("def add(a, b):\n    return a + b\n" * 3, add_special_tokens=False)
     sources = {"codebase": InMemoryNgramSource.from_sequences([ids])}

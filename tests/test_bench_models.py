@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report_models import CONFIG, MAX_RATIO, decision, paired
-from lsp_server.embedded import GEMMA3, SMOLLM2
+from superposed.embedded import GEMMA3, SMOLLM2
 
 
 def run(esk: list[float], skip: int | None = None) -> dict[str, Any]:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import torch
 
-from lsp_server.engine import compiled
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_gemma import GemmaRunner
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.runner import HFRunner
-from lsp_server.engine.types import EngineError
+from superposed import compiled
+from superposed.api import Engine
+from superposed.fast_gemma import GemmaRunner
+from superposed.fast_runner import FastRunner
+from superposed.runner import HFRunner
+from superposed.types import EngineError
 from tests.runner_harness import ids, script, tiny
 
 

@@ -23,9 +23,9 @@ from lsp_server.completion import (
     prompt_text,
     whole_lines,
 )
-from lsp_server.engine.api import Completion
-from lsp_server.engine.types import Draft, StopCondition
 from lsp_server.settings import DecodingSettings
+from superposed.api import Completion
+from superposed.types import Draft, StopCondition
 
 
 def drafts(*texts: str) -> Completion:
@@ -122,7 +122,7 @@ def tokenizer_engine() -> SimpleNamespace:
     """Just what prompt_text needs from an Engine: the real tokenizer and a context size."""
     from transformers import AutoTokenizer
 
-    from lsp_server.engine.model import default_model_dir
+    from superposed.model import default_model_dir
 
     return SimpleNamespace(
         tokenizer=AutoTokenizer.from_pretrained(default_model_dir()), max_context=2048

@@ -13,13 +13,13 @@ import copy
 import pytest
 import torch
 
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.model import LoadedModel
-from lsp_server.engine.runner import HFRunner
-from lsp_server.engine.runners import make_runner
-from lsp_server.engine.types import DecodeConfig
-from lsp_server.engine.vocab import Vocab
+from superposed.api import Engine
+from superposed.fast_runner import FastRunner
+from superposed.model import LoadedModel
+from superposed.runner import HFRunner
+from superposed.runners import make_runner
+from superposed.types import DecodeConfig
+from superposed.vocab import Vocab
 from tests.runner_harness import ids, script, tiny
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

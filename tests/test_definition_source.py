@@ -11,11 +11,11 @@ from lsp_server.definition_source import (
     with_definitions,
 )
 from lsp_server.definitions import Resolver
-from lsp_server.engine.api import Engine
-from lsp_server.engine.ngram import Match
-from lsp_server.engine.types import DecodeConfig, StopCondition
 from ngram_db import ByteTokenizer, NgramStore
 from ngram_db.symbols import Symbol, extract
+from superposed.api import Engine
+from superposed.ngram import Match
+from superposed.types import DecodeConfig, StopCondition
 
 WIDGETS = "def frobnicate_widget(widget, *, force=False, retries=3) -> bool:\n    pass\n"
 STORED = extract("/ws/pkg/widgets.py", WIDGETS)

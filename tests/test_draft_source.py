@@ -4,9 +4,9 @@ engine marks memory seeds, completion keeps the mark and adds the stores' share.
 from __future__ import annotations
 
 from lsp_server.completion import CursorContext, Suggestion, TypingCache, postprocess
-from lsp_server.engine.api import Completion
-from lsp_server.engine.memory import place
-from lsp_server.engine.types import Draft
+from superposed.api import Completion
+from superposed.memory import place
+from superposed.types import Draft
 
 
 def test_a_memory_seed_placed_among_the_drafts_says_memory() -> None:

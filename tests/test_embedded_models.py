@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from lsp_server.embedded import EMBEDDED, GEMMA3, SMOLLM2, embedded, terms_notice
-from lsp_server.engine.model import ModelNotFound, load_model
-from lsp_server.engine.prompt import adds_bos, build_prompt
-from lsp_server.engine.vocab import Vocab
+from superposed.embedded import EMBEDDED, GEMMA3, SMOLLM2, embedded, terms_notice
+from superposed.model import ModelNotFound, load_model
+from superposed.prompt import adds_bos, build_prompt
+from superposed.vocab import Vocab
 
 
 def test_names_resolve_to_the_embedded_models() -> None:

@@ -9,19 +9,19 @@ import numpy as np
 import pytest
 import torch
 
-from lsp_server.engine.api import METHODS, Engine
-from lsp_server.engine.hypotheses import Hypothesis
-from lsp_server.engine.ngram import InMemoryNgramSource
-from lsp_server.engine.prompt import Prompt
-from lsp_server.engine.runner import HFRunner, ModelRunner
-from lsp_server.engine.superposed import (
+from superposed.api import METHODS, Engine
+from superposed.hypotheses import Hypothesis
+from superposed.ngram import InMemoryNgramSource
+from superposed.prompt import Prompt
+from superposed.runner import HFRunner, ModelRunner
+from superposed.superposed import (
     rescore,
     select,
     superposed_decode,
     superposed_input,
     superposition_weights,
 )
-from lsp_server.engine.types import (
+from superposed.types import (
     Cancelled,
     DecodeConfig,
     DecodeRequest,
@@ -263,7 +263,7 @@ def test_unknown_method(tiny_engine: Engine) -> None:
 
 
 def test_non_finite_logits_are_a_clear_error(tokenizer, vocab, make_tiny_llama) -> None:
-    from lsp_server.engine.model import LoadedModel
+    from superposed.model import LoadedModel
 
     model = make_tiny_llama(len(tokenizer), seed=1)
     with torch.no_grad():
@@ -381,7 +381,7 @@ def test_timings_split_the_prompt_prefill_from_the_drafts_steps(tiny_loaded) -> 
 def test_superposed_returns_once_settle_k_drafts_are_final(tiny_engine: Any) -> None:
     """settle_k: decoding ends when that many finished drafts beat every live one, not k
     (completion asks for the k shown, the spares decoded beside them need not finish)."""
-    from lsp_server.engine.types import DecodeConfig, StopCondition
+    from superposed.types import DecodeConfig, StopCondition
 
     runner = tiny_engine.runner
     calls = {"n": 0}

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from lsp_server.engine import model
-from lsp_server.engine.api import Engine
-from lsp_server.engine.types import DecodeConfig, StopCondition
+from superposed import model
+from superposed.api import Engine
+from superposed.types import DecodeConfig, StopCondition
 
 pytestmark = pytest.mark.model
 
@@ -72,7 +72,7 @@ def test_a_cold_cache_converts_the_gguf_in_a_child_process(
     directory = model.default_model_dir()
     assert (directory / "config.json").is_file() and (directory / "model.safetensors").is_file()
     assert directory.is_relative_to(tmp_path)
-    assert [c[1:3] for c in commands] == [["-m", "lsp_server.engine.model"]]
+    assert [c[1:3] for c in commands] == [["-m", "superposed.model"]]
     assert model.default_model_dir() == directory and len(commands) == 1  # converted once
     loaded = model.load_model(skeleton=True)
     assert loaded.checkpoint is not None  # the converted weights stream tensor by tensor

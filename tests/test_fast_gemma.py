@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from lsp_server.engine.fast_gemma import GemmaRunner
-from lsp_server.engine.hypotheses import Hypothesis
-from lsp_server.engine.runner import HFRunner
-from lsp_server.engine.runners import make_runner
-from lsp_server.engine.superposed import superposed_input
+from superposed.fast_gemma import GemmaRunner
+from superposed.hypotheses import Hypothesis
+from superposed.runner import HFRunner
+from superposed.runners import make_runner
+from superposed.superposed import superposed_input
 from tests.runner_harness import VOCAB, ids, script
 
 WINDOW = 8

@@ -9,19 +9,19 @@ from typing import Any
 import pytest
 import torch
 
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import (
+from lsp_server.warmup import WARM_CHUNK
+from superposed.api import Engine
+from superposed.fast_runner import (
     DequantizedBlocks,
     FastRunner,
     UnsupportedModel,
 )
-from lsp_server.engine.model import LoadedModel, default_model_dir, load_model
-from lsp_server.engine.quant import DenseLinear, prefill_dtype
-from lsp_server.engine.runner import HFRunner, prefill_reusing_cache
-from lsp_server.engine.runners import make_runner
-from lsp_server.engine.types import DecodeConfig, EngineError
-from lsp_server.engine.vocab import Vocab
-from lsp_server.warmup import WARM_CHUNK
+from superposed.model import LoadedModel, default_model_dir, load_model
+from superposed.quant import DenseLinear, prefill_dtype
+from superposed.runner import HFRunner, prefill_reusing_cache
+from superposed.runners import make_runner
+from superposed.types import DecodeConfig, EngineError
+from superposed.vocab import Vocab
 from tests.runner_harness import VOCAB, ids, script, tiny
 
 
@@ -243,7 +243,7 @@ def test_a_checkpoint_reads_a_big_tensor_in_blocks_of_rows(
 ) -> None:
     """A tensor over _READ_BYTES (the default model's embedding) is read a block of rows at a
     time, the file closed between blocks: the same values, in the dtype asked for."""
-    import lsp_server.engine.model as model_module
+    import superposed.model as model_module
 
     skeleton = load_model(saved(tiny(), tmp_path), "cpu", "float32", skeleton=True)
     checkpoint = skeleton.checkpoint

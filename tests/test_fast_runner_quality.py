@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from bench.fidelity import greedy, nll
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.runner import HFRunner
+from superposed.api import Engine
+from superposed.fast_runner import FastRunner
+from superposed.runner import HFRunner
 
 pytestmark = pytest.mark.model
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lsp_server.engine import quant
-from lsp_server.engine.quant import (
+from superposed import quant
+from superposed.quant import (
     INT4_GROUP,
     DenseLinear,
     Int4Linear,

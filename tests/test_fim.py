@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from lsp_server.completion import CursorContext, decode, postprocess, stop_at_suffix
-from lsp_server.engine import fim
-from lsp_server.engine.api import Completion, Engine
-from lsp_server.engine.model import LoadedModel, default_model_dir
-from lsp_server.engine.prompt import Prompt, encode_healed
-from lsp_server.engine.types import DecodeConfig, Draft
-from lsp_server.engine.vocab import Vocab
 from lsp_server.settings import DecodingSettings, parse_settings
+from superposed import fim
+from superposed.api import Completion, Engine
+from superposed.model import LoadedModel, default_model_dir
+from superposed.prompt import Prompt, encode_healed
+from superposed.types import DecodeConfig, Draft
+from superposed.vocab import Vocab
 
 STARCODER = fim.FIM_SPELLINGS[0]
 BEFORE = "import os\n\n\ndef size(path):\n    return os.path.get"

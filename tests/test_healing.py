@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lsp_server.engine.api import Engine
-from lsp_server.engine.prompt import build_prompt
-from lsp_server.engine.types import DecodeConfig
-from lsp_server.engine.vocab import advance
+from superposed.api import Engine
+from superposed.prompt import build_prompt
+from superposed.types import DecodeConfig
+from superposed.vocab import advance
 
 CURSORS = {
     "after indentation": "def f(x):\n    ",

@@ -18,23 +18,23 @@ from pygls.workspace import Workspace
 
 from lsp_server import memory as memory_module
 from lsp_server.completion import CursorContext, decode
-from lsp_server.engine import memory as mem
-from lsp_server.engine.api import Engine
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.hypotheses import Finisher, Hypothesis, heal_masks
-from lsp_server.engine.ngram import InMemoryNgramSource, Match
-from lsp_server.engine.prompt import encode_healed
-from lsp_server.engine.runner import HFRunner
-from lsp_server.engine.superposed import rescore
-from lsp_server.engine.types import DecodeConfig, Draft, StopCondition
-from lsp_server.engine.verify import draft_logprobs, verify
-from lsp_server.engine.vocab import Vocab
 from lsp_server.memory import Memory
 from lsp_server.server import SuperposedServer
 from lsp_server.settings import DecodingSettings
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
 from ngram_db.tokenizer import as_tokenizer
+from superposed import memory as mem
+from superposed.api import Engine
+from superposed.fast_runner import FastRunner
+from superposed.hypotheses import Finisher, Hypothesis, heal_masks
+from superposed.ngram import InMemoryNgramSource, Match
+from superposed.prompt import encode_healed
+from superposed.runner import HFRunner
+from superposed.superposed import rescore
+from superposed.types import DecodeConfig, Draft, StopCondition
+from superposed.verify import draft_logprobs, verify
+from superposed.vocab import Vocab
 
 # --- the suffix index against a brute-force reference --------------------------------------
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lsp_server.engine.ngram import InMemoryNgramSource, count_ngrams
 from ngram_db import (
     ByteTokenizer,
     CombinedSource,
@@ -28,6 +27,7 @@ from ngram_db import keys as K
 from ngram_db.errors import BadOrders, advised
 from ngram_db.store import content_hash, parse_orders
 from ngram_db.tokenizer import clean_text
+from superposed.ngram import InMemoryNgramSource, count_ngrams
 
 BYTES = ByteTokenizer()
 

@@ -6,18 +6,18 @@ from collections.abc import Callable
 
 from lsp_server import settings
 from lsp_server.cli import build_parser
-from lsp_server.engine import options
+from superposed import options
 
 
 def test_options_settings_and_cli_import_without_torch(
     heavy_imports: Callable[..., list[str]],
 ) -> None:
-    modules = ("lsp_server.engine.options", "lsp_server.settings", "lsp_server.cli")
+    modules = ("superposed.options", "lsp_server.settings", "lsp_server.cli")
     assert heavy_imports(*modules) == []
 
 
 def test_the_engine_serves_every_name_it_offers() -> None:
-    from lsp_server.engine import api, model
+    from superposed import api, model
 
     assert tuple(api.METHODS) == options.METHODS
     assert (options.AUTO, *model.TORCH_DTYPES) == options.DTYPES

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import lsp_server.engine
-from lsp_server.engine.attention import eager_mask, split_attention, step_masks, window_start
-from lsp_server.engine.kv_cache import KVCache
-from lsp_server.engine.types import EngineError
+import superposed
+from superposed.attention import eager_mask, split_attention, step_masks, window_start
+from superposed.kv_cache import KVCache
+from superposed.types import EngineError
 
 
 @pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_the_eager_and_the_pure_attention_see_the_same_keys(
 
 def _runtime_imports(path: Path) -> set[str]:
     """The engine modules ``path`` imports when it runs (not under TYPE_CHECKING)."""
-    package = lsp_server.engine.__name__
+    package = superposed.__name__
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
@@ -140,7 +140,7 @@ def _runtime_imports(path: Path) -> set[str]:
 def test_no_engine_modules_import_each_other() -> None:
     """fast_runner.py imported fast_gemma.py, which imports it (issue 26): the runners now
     build on one another one way (runners.py picks between them)."""
-    folder = Path(lsp_server.engine.__file__).parent
+    folder = Path(superposed.__file__).parent
     graph = {path.stem: _runtime_imports(path) for path in folder.glob("*.py")}
     assert "fast_gemma" in graph["runners"] and "fast_gemma" not in graph["fast_runner"]
     try:

@@ -16,7 +16,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from lsp_server.engine.model import cache_dir
+from superposed.embedded import cache_dir
 
 K = 3
 INITIALIZED: dict[int, types.InitializeResult] = {}  # id(client) -> the server's answer

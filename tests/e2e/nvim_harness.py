@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from lsp_server.engine.model import cache_dir
+from superposed.embedded import cache_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "neovim"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.engine.model import cache_dir
+from superposed.embedded import cache_dir
 
 pytestmark = pytest.mark.slow  # every test runs the CLI as a process that loads a model
 

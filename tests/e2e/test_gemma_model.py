@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.embedded import GEMMA3
-from lsp_server.engine.model import embedded_model_dir
+from superposed.embedded import GEMMA3
+from superposed.model import embedded_model_dir
 from tests.e2e.lsp_harness import K, command, end_of, inline, open_doc, session, wait_until_ready
 
 pytestmark = [

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.engine.model import cache_dir
+from superposed.embedded import cache_dir
 
 pytestmark = pytest.mark.editor
 

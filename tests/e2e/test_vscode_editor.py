@@ -108,7 +108,7 @@ def logged_parts(user_data: Path) -> list[str]:
 @functools.cache
 def tokenizer() -> Any:
     """The default model's tokenizer: stores refuse to open with another."""
-    from lsp_server.engine.model import load_model
+    from superposed.model import load_model
 
     return load_model().tokenizer
 

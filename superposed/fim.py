@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.engine.options import FIM_MODES
-from lsp_server.engine.prompt import Prompt, adds_bos, encode_healed, truncate
-from lsp_server.engine.vocab import Vocab
+from superposed.options import FIM_MODES
+from superposed.prompt import Prompt, adds_bos, encode_healed, truncate
+from superposed.vocab import Vocab
 
 # (prefix, suffix, middle) markers, in PSM order.
 FIM_SPELLINGS: tuple[tuple[str, str, str], ...] = (

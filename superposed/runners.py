@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
-from lsp_server.engine.fast_gemma import GEMMA_MODEL_TYPES, GemmaRunner
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.model import Checkpoint
-from lsp_server.engine.options import RUNNERS
-from lsp_server.engine.runner import HFRunner, ModelRunner
-from lsp_server.engine.types import EngineError
+from superposed.fast_gemma import GEMMA_MODEL_TYPES, GemmaRunner
+from superposed.fast_runner import FastRunner
+from superposed.model import Checkpoint
+from superposed.options import RUNNERS
+from superposed.runner import HFRunner, ModelRunner
+from superposed.types import EngineError
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lsp_server.engine.attention import rms_norm, rotate
-from lsp_server.engine.quant import Linear, quantize
+from superposed.attention import rms_norm, rotate
+from superposed.quant import Linear, quantize
 
 # A model parameter -> its values in memory of the caller's own (a model.Checkpoint, or
 # copy_parameter).

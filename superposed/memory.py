@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 import torch
 
-from lsp_server.engine.hypotheses import Finisher, Hypothesis
-from lsp_server.engine.ngram import Match, MatchSource
-from lsp_server.engine.types import DecodeConfig, Draft
-from lsp_server.engine.vocab import Vocab
+from superposed.hypotheses import Finisher, Hypothesis
+from superposed.ngram import Match, MatchSource
+from superposed.types import DecodeConfig, Draft
+from superposed.vocab import Vocab
 
 LOOKUP_TOKENS = 256  # context tokens a lookup reads at most
 

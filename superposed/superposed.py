@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lsp_server.engine import memory as mem
-from lsp_server.engine.hypotheses import (
+from superposed import memory as mem
+from superposed.hypotheses import (
     Finisher,
     Hypothesis,
     best_drafts,
@@ -30,15 +30,15 @@ from lsp_server.engine.hypotheses import (
     heal_masks,
     settled,
 )
-from lsp_server.engine.ngram import Match, NgramSource
-from lsp_server.engine.runner import ModelRunner, prefill_reusing_cache
-from lsp_server.engine.types import (
+from superposed.ngram import Match, NgramSource
+from superposed.runner import ModelRunner, prefill_reusing_cache
+from superposed.types import (
     Cancelled,
     DecodeConfig,
     DecodeRequest,
     Draft,
 )
-from lsp_server.engine.vocab import Vocab
+from superposed.vocab import Vocab
 
 
 def superposition_weights(hyps: list[Hypothesis]) -> torch.Tensor:

@@ -7,7 +7,11 @@ a GGUF file inside a PyPI package, converted once into the model cache (engine/m
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
 
 
 @dataclass(frozen=True)
@@ -55,3 +59,9 @@ def terms_notice(name: str) -> str | None:
     if model is None or model.license == SMOLLM2.license:
         return None
     return f"{model.name}: its weights are under the {model.license}"
+
+
+def cache_dir() -> Path:
+    """Where converted models live (``SUPERPOSED_CACHE_DIR`` overrides)."""
+    override = os.environ.get("SUPERPOSED_CACHE_DIR")
+    return Path(override) if override else Path(platformdirs.user_cache_dir("superposed-lsp"))

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from lsp_server.engine.types import Draft, StopCondition
-from lsp_server.engine.vocab import Vocab, advance
+from superposed.types import Draft, StopCondition
+from superposed.vocab import Vocab, advance
 
 
 @dataclass

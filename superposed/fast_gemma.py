@@ -26,11 +26,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lsp_server.engine.blocks import Block, Fetch, GemmaBlock, gemma_norm
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.model import Checkpoint
-from lsp_server.engine.prefill import Weights
-from lsp_server.engine.quant import Linear
+from superposed.blocks import Block, Fetch, GemmaBlock, gemma_norm
+from superposed.fast_runner import FastRunner
+from superposed.model import Checkpoint
+from superposed.prefill import Weights
+from superposed.quant import Linear
 
 GEMMA_MODEL_TYPES = ("gemma3_text",)
 _GELU = ("gelu_pytorch_tanh", "gelu_tanh")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from lsp_server.engine.runner import ModelRunner
-from lsp_server.engine.types import DecodeConfig, Draft
+from superposed.runner import ModelRunner
+from superposed.types import DecodeConfig, Draft
 
 
 @torch.inference_mode()

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import torch
 
-from lsp_server.engine.types import NonFiniteLogits
+from superposed.types import NonFiniteLogits
 
 
 class ModelRunner(Protocol):

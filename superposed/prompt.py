@@ -12,7 +12,7 @@ import codecs
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.engine.vocab import Vocab
+from superposed.vocab import Vocab
 
 MAX_HEAL_BYTES = 16  # heal at most this many bytes back from the cursor (whitespace: any run)
 MAX_WHITESPACE_HEAL = 128  # a trailing whitespace run over several tokens: healed whole up to this

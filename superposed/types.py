@@ -6,14 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lsp_server.engine.ngram import DEFAULT_LAMBDAS
-from lsp_server.engine.options import MIXES
+from superposed.ngram import DEFAULT_LAMBDAS
+from superposed.options import MIXES
 
 if TYPE_CHECKING:  # runner.py imports this module (for its errors): names for annotations only
-    from lsp_server.engine.ngram import MatchSource, NgramSource
-    from lsp_server.engine.prompt import Prompt
-    from lsp_server.engine.runner import ModelRunner
-    from lsp_server.engine.vocab import Vocab
+    from superposed.ngram import MatchSource, NgramSource
+    from superposed.prompt import Prompt
+    from superposed.runner import ModelRunner
+    from superposed.vocab import Vocab
 
 
 class EngineError(Exception):

@@ -9,19 +9,19 @@ from typing import Any, cast
 
 import torch
 
-from lsp_server.embedded import DEFAULT_MODEL
-from lsp_server.engine import baselines
-from lsp_server.engine.compiled import BackgroundCompiler, builder_command, unsupported_reason
-from lsp_server.engine.fast_runner import FastRunner
-from lsp_server.engine.fim import FimTokens, build_fim_prompt, fim_tokens
-from lsp_server.engine.model import LoadedModel, compact_loading, load_model
-from lsp_server.engine.ngram import MatchSource, NgramSource
-from lsp_server.engine.options import COMPILE_MODES
-from lsp_server.engine.prompt import Prompt, build_prompt
-from lsp_server.engine.runner import HFRunner, ModelRunner, reusable_prefix
-from lsp_server.engine.runners import fast_runner_class, make_runner
-from lsp_server.engine.superposed import superposed_decode
-from lsp_server.engine.types import (
+from superposed import baselines
+from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
+from superposed.embedded import DEFAULT_MODEL
+from superposed.fast_runner import FastRunner
+from superposed.fim import FimTokens, build_fim_prompt, fim_tokens
+from superposed.model import LoadedModel, compact_loading, load_model
+from superposed.ngram import MatchSource, NgramSource
+from superposed.options import COMPILE_MODES
+from superposed.prompt import Prompt, build_prompt
+from superposed.runner import HFRunner, ModelRunner, reusable_prefix
+from superposed.runners import fast_runner_class, make_runner
+from superposed.superposed import superposed_decode
+from superposed.types import (
     CancelCheck,
     DecodeConfig,
     DecodeRequest,
@@ -30,7 +30,7 @@ from lsp_server.engine.types import (
     Method,
     StopCondition,
 )
-from lsp_server.engine.verify import verify
+from superposed.verify import verify
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from zero: on a busy 2-core machine, servers that lived two to three minutes nev
 step, and one build took 397 s). It holds ``<package>.lock`` while it builds; a server that
 finds the lock held starts no second build and waits for the package to appear.
 
-    python -m lsp_server.engine.compiled --model smollm2-135m --precision int4   # build
+    python -m superposed.compiled --model smollm2-135m --precision int4   # build
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ try:
 except ImportError:  # Windows: no build lock; a second server may build the same package
     fcntl = None  # type: ignore[assignment]
 
-from lsp_server.engine.fast_runner import FastRunner, StepFn
-from lsp_server.engine.model import cache_dir, load_model
-from lsp_server.engine.runners import fast_runner_class
+from superposed.fast_runner import FastRunner, StepFn
+from superposed.model import cache_dir, load_model
+from superposed.runners import fast_runner_class
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,7 @@ def builder_command(model: str, device: str, dtype: str, precision: str) -> list
     return [
         sys.executable,
         "-m",
-        "lsp_server.engine.compiled",
+        "superposed.compiled",
         *("--model", model, "--device", device, "--dtype", dtype, "--precision", precision),
     ]
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from lsp_server.engine.hypotheses import (
+from superposed.hypotheses import (
     Finisher,
     Hypothesis,
     best_drafts,
@@ -16,10 +16,10 @@ from lsp_server.engine.hypotheses import (
     heal_masks,
     settled,
 )
-from lsp_server.engine.prompt import Prompt
-from lsp_server.engine.runner import prefill_reusing_cache
-from lsp_server.engine.superposed import superposed_decode
-from lsp_server.engine.types import Cancelled, DecodeRequest, Draft
+from superposed.prompt import Prompt
+from superposed.runner import prefill_reusing_cache
+from superposed.superposed import superposed_decode
+from superposed.types import Cancelled, DecodeRequest, Draft
 
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:

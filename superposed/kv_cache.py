@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from lsp_server.engine.types import EngineError
+from superposed.types import EngineError
 
 LENGTH_QUANTUM = 128  # a growing cache's K and V tensors grow to a multiple of this many positions
 
