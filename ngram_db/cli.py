@@ -4,6 +4,7 @@
                [--exclude GLOB] [--max-file-bytes N] [--model NAME] [--rebuild] [--stats]
     index-repo PATH --forget [--scope user | --db FILE]   # erase a file or folder from a store
     index-repo --clear [--scope user | --db FILE | PATH]   # erase everything a store holds
+    index-repo --engine infini-gram --out DIR PATH...      # a shared index, a shard a repo
 
 The command opens the store, calls ``index_repo`` and turns the library's errors into one
 message and exit status 1.
@@ -22,6 +23,7 @@ from ngram_db import errors
 from ngram_db.errors import Advice, NgramStoreError, advised
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from ngram_db.indexer import index_repo
+from ngram_db.infini import build_index
 from ngram_db.paths import codebase_db_path, user_db_path
 from ngram_db.store import NgramStore, parse_orders
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
@@ -54,8 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="index-repo",
         description="Index the token n-grams of a source tree into an SQLite store.",
     )
-    p.add_argument("path", type=Path, nargs="?",
-                   help="the folder to index (--forget: the file or folder to forget)")  # fmt: skip
+    p.add_argument("path", type=Path, nargs="*",
+                   help="the folder to index (--forget: the file or folder to forget; "
+                   "--engine infini-gram: one or more repositories)")  # fmt: skip
+    p.add_argument("--engine", choices=("store", "infini-gram"), default="store",
+                   help="store: an SQLite store (default); infini-gram: a read-only shared "
+                   "index in --out with one shard per PATH (ngram_db/infini.py)")  # fmt: skip
+    p.add_argument("--out", type=Path, help="--engine infini-gram: the index folder")
     p.add_argument("--db", type=Path, help="store file (default: chosen by --scope)")
     p.add_argument(
         "--scope",
@@ -100,7 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    root: Path | None = args.path
+    if args.engine == "infini-gram":
+        return _infini(parser, args)
+    if len(args.path) > 1:
+        parser.error("give one PATH (several only with --engine infini-gram)")
+    root: Path | None = args.path[0] if args.path else None
     chosen = args.db is not None or args.scope == "user"
     if root is None and not (args.clear and chosen):
         parser.error("give PATH (or, with --clear, --db FILE or --scope user)")
@@ -156,6 +167,24 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:
         print(summary.format())
+    return 0
+
+
+def _infini(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """--engine infini-gram: build or refresh the shared index in --out, a shard per PATH."""
+    if args.out is None or not args.path:
+        parser.error("--engine infini-gram needs --out DIR and at least one PATH")
+    say = (lambda _: None) if args.json else (lambda line: print(line, flush=True))
+    try:
+        summary = build_index(
+            args.out, args.path, load_tokenizer(args.model), args.model,
+            max_file_bytes=args.max_file_bytes, skip_secrets=not args.index_secrets,
+            progress=say,
+        )  # fmt: skip
+    except NgramStoreError as err:
+        print(f"index-repo: error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(summary.as_dict(), indent=2) if args.json else summary.format())
     return 0
 
 
