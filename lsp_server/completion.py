@@ -74,6 +74,9 @@ class CursorContext:
     # The user did not ask (ghost text as you type): where the syntax wants nothing there
     # (syntax.decide's "none"), such a request is answered with no drafts.
     automatic: bool = False
+    # The codebase in the prompt (the ``context`` setting, lsp_server/context.py): text laid
+    # before the window, stable across requests so the KV cache keeps it; "": none.
+    preamble: str = ""
 
     @property
     def blank_line(self) -> bool:
@@ -398,7 +401,8 @@ def prompt_window(
 ) -> tuple[str, fim.FimTokens | None]:
     """The text before the cursor that the prompt holds, and the FIM markers (None: none)."""
     room = engine.max_context - settings.max_new_tokens - 1
-    limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: the start token
+    preamble, extra = context_preamble(engine, context, room)
+    limit = min(room - extra, max_prompt_tokens or room) - 1 - PROMPT_MARGIN  # 1: start token
     markers = fim.choose(
         settings.fim,
         engine.fim_tokens,
@@ -406,7 +410,27 @@ def prompt_window(
     )
     if markers is not None:  # the window of text before the cursor is the FIM prefix's share
         limit = fim.budgets(limit)[0]
-    return prompt_text(engine, context.before, limit), markers
+    return preamble + prompt_text(engine, context.before, limit), markers
+
+
+def context_preamble(engine: Engine, context: CursorContext, room: int) -> tuple[str, int]:
+    """The context preamble and its tokens; none when it would take over half the room."""
+    if not context.preamble:
+        return "", 0
+    tokens = len(engine.tokenizer(context.preamble, add_special_tokens=False)["input_ids"])
+    return (context.preamble, tokens) if tokens <= room // 2 else ("", 0)
+
+
+def prompt_budget(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    max_prompt_tokens: int | None,
+) -> int | None:
+    """The prompt's tokens at most: the window's, plus the preamble's (it comes on top)."""
+    room = engine.max_context - settings.max_new_tokens - 1
+    extra = context_preamble(engine, context, room)[1]
+    return max_prompt_tokens + extra if max_prompt_tokens and extra else max_prompt_tokens
 
 
 def request_prompt(
@@ -420,7 +444,7 @@ def request_prompt(
     return engine.prompt(
         text,
         settings.max_new_tokens,
-        max_prompt_tokens=max_prompt_tokens,
+        max_prompt_tokens=prompt_budget(engine, context, settings, max_prompt_tokens),
         fim=markers,
         after=context.following,
     )
@@ -488,7 +512,7 @@ def decode(
         ngram=ngram,
         stop=stop,
         cancel=cancel,
-        max_prompt_tokens=max_prompt_tokens,
+        max_prompt_tokens=prompt_budget(engine, context, settings, max_prompt_tokens),
         fim=markers,
         text_after_cursor=context.following,
         memory=memory if settings.memory else None,

@@ -32,6 +32,7 @@ from superposed.options import (
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
+CONTEXT_MODES = ("off", "definitions", "definitions+recent")  # lsp_server/context.py
 DEFAULT_DEBOUNCE_MS = 0
 
 
@@ -86,6 +87,13 @@ class DecodingSettings:
     # members are proposals that weigh in with this share against the model, like a memory
     # match (lsp_server/definition_source.py); 0: off.
     definition_weight: float = 0.0
+    # The codebase in the prompt (lsp_server/context.py), before the window: the headers of
+    # the definitions the document uses from other files (definitions), then chunks of the
+    # other open documents where drafts were last asked (definitions+recent), at most
+    # context_tokens tokens. Off: the small embedded models did not draft better with it
+    # (docs/benchmarks.md, "the codebase in the prompt").
+    context: str = "off"
+    context_tokens: int = 256
     # Score the final drafts under the model (one batched forward) and order them by it:
     # off by default, it costs about as much as the decoding itself on a CPU
     # (bench/results/latency_memory.json).
@@ -273,6 +281,8 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "memory": ("decoding", "memory", _bool),
     "memorySeed": ("decoding", "memory_seed", _bool),
     "definitionWeight": ("decoding", "definition_weight", _float(0.0, 0.85)),
+    "context": ("decoding", "context", _choice(CONTEXT_MODES)),
+    "contextTokens": ("decoding", "context_tokens", _int(16, 4096)),
     "verify": ("decoding", "verify", _bool),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
