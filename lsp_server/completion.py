@@ -355,16 +355,11 @@ def block_budget(settings: DecodingSettings) -> int:
 
 
 def decode_config(settings: DecodingSettings) -> DecodeConfig:
-    """The engine's config: k plus spare drafts, since post-processing merges some away."""
-    return DecodeConfig(
+    """The settings as one request's engine config (they are one: DecodingSettings extends
+    DecodeConfig): k plus spare drafts, since post-processing merges some away."""
+    return replace(
+        settings,
         k=settings.k + SPARE_DRAFTS,
-        max_new_tokens=settings.max_new_tokens,
-        alpha=settings.alpha,
-        mix=settings.mix,
-        temperature=settings.temperature,
-        lambdas=dict(settings.lambdas),
-        verify=settings.verify,
-        memory_seed=settings.memory_seed,
         memory_seed_rank=max(0, settings.k - 1),  # the last of the k shown
     )
 

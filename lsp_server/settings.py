@@ -29,6 +29,7 @@ from superposed.options import (
     PRECISION_CHOICES,
     RUNNERS,
 )
+from superposed.types import DecodeConfig
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
@@ -58,30 +59,18 @@ class ModelSettings:
 
 
 @dataclass
-class DecodingSettings:
-    """How the k drafts are decoded."""
+class DecodingSettings(DecodeConfig):
+    """How the k drafts are decoded: the engine's DecodeConfig (its fields and defaults are
+    the settings' own: k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...),
+    and what the server decides around the engine. ``k`` is the drafts shown
+    (completion.decode_config asks the engine for spares)."""
 
-    k: int = 3  # drafts per request
     method: str = "superposed"  # one of METHODS
-    # Tokens per draft (a draft ends at its line's end before that). On the replay's
-    # validation split 10 tokens cut many lines short; 24 and 32 scored alike
-    # (bench/results/replay_memory_validation.json).
-    max_new_tokens: int = 24
-    alpha: float = 0.54  # weight of the n-gram probability in the re-score
-    # interpolate: (1 - alpha) p_model + alpha p_ngram (an unseen token keeps the model's
-    # word); loglinear: the paper's mix of log-probabilities, which vetoes unseen tokens.
-    # With a small codebase store the veto drops the new names a line introduces; the
-    # memory (below) carries the store's idioms instead (bench/results/replay*.json).
-    mix: str = "interpolate"
     # Longest matches over the stores' files and the open documents propose and weigh
     # candidates (lsp_server/memory.py, engine/memory.py). On the replay it lifts edit
     # similarity@3 at the line start and mid-line over the same server without it
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True
-    # The text before the cursor's longest match, copied to the end of its line, is one of
-    # the k drafts (the last shown, unless decoding found the same); a second occurrence
-    # that goes on differently seeds the draft before it.
-    memory_seed: bool = True
     # With memory on: inside a call or after ``obj.`` whose definition resolves (the
     # document's own, then the stores' symbols tables, imports deciding), its parameters and
     # members are proposals that weigh in with this share against the model, like a memory
@@ -94,15 +83,10 @@ class DecodingSettings:
     # (docs/benchmarks.md, "the codebase in the prompt").
     context: str = "off"
     context_tokens: int = 256
-    # Score the final drafts under the model (one batched forward) and order them by it:
-    # off by default, it costs about as much as the decoding itself on a CPU
-    # (bench/results/latency_memory.json).
-    verify: bool = False
     # Drafts that differ only in a trailing comment, whitespace or punctuation count as one
     # (the better-ranked kept) and the next distinct draft takes the freed slot; off: the
     # paper's drafts as decoded, which stay close by design.
     distinct_drafts: bool = True
-    temperature: float = 0.06  # superposed decoding's tau
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     # single: each draft ends at the end of its first line; multi: every draft may be a
     # block of lines; auto: the syntax at the cursor decides (lsp_server/syntax.py): a block

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from superposed.ngram import DEFAULT_LAMBDAS
 from superposed.options import MIXES
 
 if TYPE_CHECKING:  # runner.py imports this module (for its errors): names for annotations only
@@ -33,17 +32,20 @@ class DecodeConfig:
     """Parameters of one decoding request (defaults from Shen et al., 2024)."""
 
     k: int = 3  # number of drafts returned
-    max_new_tokens: int = 10  # per draft
+    # Tokens per draft (a single-line draft ends at its line's end before that). On the
+    # replay's validation split 10 tokens cut many lines short; 24 and 32 scored alike
+    # (bench/results/replay_memory_validation.json).
+    max_new_tokens: int = 24
     alpha: float = 0.54  # weight of the n-gram probability in the re-score
     # How the n-gram probability joins the model's: "interpolate" mixes probabilities,
     # (1 - alpha) p_theta + alpha p_ngram, so a candidate the store never saw keeps the
     # model's word; "loglinear" is the paper's (1 - alpha) log p_theta + alpha log p_ngram,
-    # which vetoes it (log 0).
+    # which vetoes it (log 0). With a small codebase store the veto drops the new names a
+    # line introduces; the memory carries the store's idioms instead (bench/results/replay*.json).
     mix: str = "interpolate"
     temperature: float = 0.06  # tau: the tempered distribution superposed candidates come from
     n_candidates: int | None = None  # c: candidates per draft per step; None -> k
     delta: float = 200.0  # penalty (log space) for a draft none of whose candidates has support
-    lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     reset_every: int | None = None  # resets (paper 5.3): restart from the best draft every s steps
     top_p: float = 0.9  # nucleus sampling
     nucleus_temperature: float = 0.6
@@ -74,7 +76,8 @@ class DecodeConfig:
     # request asks for more (completion.decode).
     memory_follow: int = 64
     # Verified drafts: score the final drafts under the model in one batched forward, order
-    # them by it and drop drafts more than verify_margin nats per token below the best.
+    # them by it and drop drafts more than verify_margin nats per token below the best. Off:
+    # it costs about as much as the decoding itself on a CPU (bench/results/latency_memory.json).
     verify: bool = False
     verify_margin: float = 2.0
     # Superposed decoding returns once this many finished drafts beat every live one (None:
