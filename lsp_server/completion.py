@@ -22,6 +22,7 @@ Models trained for fill-in-the-middle also see the text after the cursor in thei
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 from lsp_server.settings import DecodingSettings
@@ -433,12 +434,14 @@ def request_prompt(
     context: CursorContext,
     settings: DecodingSettings,
     max_prompt_tokens: int | None = None,
+    max_new_tokens: int | None = None,
 ) -> Prompt:
-    """The prompt token ids a request at ``context`` decodes from (what warm-ups prefill)."""
+    """The prompt a request at ``context`` decodes from (what warm-ups prefill), leaving
+    room for ``max_new_tokens`` (None: the setting's; a block asks for more)."""
     text, markers = prompt_window(engine, context, settings, max_prompt_tokens)
     return engine.prompt(
         text,
-        settings.max_new_tokens,
+        settings.max_new_tokens if max_new_tokens is None else max_new_tokens,
         max_prompt_tokens=prompt_budget(engine, context, settings, max_prompt_tokens),
         fim=markers,
         after=context.following,
@@ -450,8 +453,10 @@ def cold_cache(
     context: CursorContext,
     settings: DecodingSettings,
     max_prompt_tokens: int | None = None,
+    prompt: Prompt | None = None,
 ) -> bool:
-    """Whether the KV cache lacks more than ``first_prompt_tokens`` of the request's prompt.
+    """Whether the KV cache lacks more than ``first_prompt_tokens`` of the request's prompt
+    (``prompt``, if the caller built it already).
 
     Then the request answers from the short recent window instead (a fresh file costs a
     prefill of that window, not of the full one); 0 turns this off.
@@ -459,8 +464,27 @@ def cold_cache(
     first = settings.first_prompt_tokens
     if not first or (max_prompt_tokens and max_prompt_tokens <= first):
         return False
-    ids = request_prompt(engine, context, settings, max_prompt_tokens).ids
+    ids = (prompt or request_prompt(engine, context, settings, max_prompt_tokens)).ids
     return len(ids) - reusable_prefix(engine.runner.cached_ids, ids) > first
+
+
+def choose_prompt(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    max_prompt_tokens: int | None,
+    max_new_tokens: int,
+) -> tuple[Prompt, bool]:
+    """The prompt a request decodes from, and whether it is the short recent window.
+
+    The full window's prompt, unless the cache is cold for it (``cold_cache``): then the
+    most recent ``first_prompt_tokens`` tokens' (the only second prompt a request builds).
+    """
+    full = request_prompt(engine, context, settings, max_prompt_tokens, max_new_tokens)
+    if not cold_cache(engine, context, settings, max_prompt_tokens, full):
+        return full, False
+    first = settings.first_prompt_tokens
+    return request_prompt(engine, context, settings, first, max_new_tokens), True
 
 
 def decode(
@@ -474,7 +498,9 @@ def decode(
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed.
 
-    memory: longest matches over the user's code (used when settings.memory is on).
+    memory: longest matches over the user's code, or None; whoever reads the settings
+    decides (None when ``memory`` is off), and the method takes it if it can.
+    max_prompt_tokens: None: the setting's (0 there: all the model's context).
     What is drafted, a line or a block, is ``line_kind``'s; "none" answers an automatic
     request with no drafts (an asked-for one drafts a line).
     When the cache is cold (``cold_cache``), the prompt is the short recent window and the
@@ -483,10 +509,8 @@ def decode(
     kind = line_kind(context, settings)
     if kind == "none" and context.automatic:
         return Answer([])  # nothing belongs here, and no one asked
-    short = cold_cache(engine, context, settings, max_prompt_tokens)
-    if short:
-        max_prompt_tokens = settings.first_prompt_tokens
-    text, markers = prompt_window(engine, context, settings, max_prompt_tokens)
+    if max_prompt_tokens is None:
+        max_prompt_tokens = settings.max_prompt_tokens or None
 
     cfg = decode_config(settings)
     if kind == "block":
@@ -500,18 +524,20 @@ def decode(
             continue_line=context.blank_line,
             indented=context.indentation_complete,
         )
+    start = time.perf_counter()
+    prompt, short = choose_prompt(engine, context, settings, max_prompt_tokens, cfg.max_new_tokens)
+    prompt_ms = (time.perf_counter() - start) * 1e3
     completion = engine.complete(
-        text,
+        prompt,
         method=settings.method,
         cfg=cfg,
         ngram=ngram,
         stop=stop,
         cancel=cancel,
-        max_prompt_tokens=prompt_budget(engine, context, settings, max_prompt_tokens),
-        fim=markers,
-        text_after_cursor=context.following,
-        memory=memory if settings.memory else None,
+        memory=memory,
     )
+    timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
+    timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms
     suggestions = postprocess(
         completion,
         context.after,
@@ -523,7 +549,7 @@ def decode(
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     return Answer(
         suggestions[: settings.k],
-        completion.timing_ms,
+        timing_ms,
         short_window=short,
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,

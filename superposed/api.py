@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -9,18 +10,16 @@ from typing import Any, cast
 
 import torch
 
-from superposed import baselines
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt, fim_tokens
 from superposed.model import LoadedModel, compact_loading, load_model
 from superposed.ngram import MatchSource, NgramSource
-from superposed.options import COMPILE_MODES
+from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
 from superposed.runners import fast_runner_class, make_runner
-from superposed.superposed import superposed_decode
 from superposed.types import (
     CancelCheck,
     DecodeConfig,
@@ -34,14 +33,13 @@ from superposed.verify import verify
 
 log = logging.getLogger(__name__)
 
-METHODS: dict[str, Method] = {
-    "superposed": superposed_decode,
-    "greedy": baselines.greedy,
-    "nucleus": baselines.nucleus_batched,
-    "nucleus-sequential": baselines.nucleus_sequential,
-    "beam": baselines.beam_search,
-    "nucleus-superposed": baselines.nucleus_superposed,
-}
+
+def find_method(name: str) -> Method:
+    """The decoding function registered as ``name`` (options.METHOD_TABLE)."""
+    if name not in METHOD_TABLE:
+        raise EngineError(f"unknown method {name!r}: use one of {', '.join(METHODS)}")
+    module, function = METHOD_TABLE[name].function.split(":")
+    return cast(Method, getattr(importlib.import_module(module), function))
 
 
 class PrefillClock:
@@ -176,37 +174,28 @@ class Engine:
 
     def complete(
         self,
-        text_before_cursor: str,
+        prompt: Prompt | str,
         method: str = "superposed",
         cfg: DecodeConfig | None = None,
         ngram: NgramSource | None = None,
         stop: StopCondition | None = None,
         cancel: CancelCheck | None = None,
-        heal: bool = True,
-        max_prompt_tokens: int | None = None,
-        fim: FimTokens | None = None,
-        text_after_cursor: str = "",
         memory: MatchSource | None = None,
     ) -> Completion:
-        """Decode drafts for the cursor at the end of ``text_before_cursor``.
+        """Decode drafts for the cursor at the end of ``prompt``.
 
-        ``fim``: the markers of a fill-in-the-middle prompt that also shows the model
-        ``text_after_cursor`` (``fim.choose`` decides); None: left to right.
-        memory: longest matches over the user's code (superposed decoding only).
+        ``prompt``: built by the caller (``Engine.prompt``: its window, healing and FIM are
+        the caller's choice, lsp_server/completion.py's for a request), or the text before
+        the cursor, for which ``Engine.prompt``'s defaults build it here.
+        memory: longest matches over the user's code, for a method that takes them
+        (``MethodEntry.takes_memory``); the caller decides whether the memory is on.
         """
-        if method not in METHODS:
-            raise EngineError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+        run = find_method(method)
         cfg = cfg or DecodeConfig()
         cfg.validate()
         start = time.perf_counter()
-        prompt = self.prompt(
-            text_before_cursor,
-            cfg.max_new_tokens,
-            heal,
-            max_prompt_tokens,
-            fim=fim,
-            after=text_after_cursor,
-        )
+        if isinstance(prompt, str):
+            prompt = self.prompt(prompt, cfg.max_new_tokens)
         reused = reusable_prefix(self.runner.cached_ids, prompt.ids)
         encoded = time.perf_counter()
         clock = PrefillClock(self.runner)
@@ -219,9 +208,9 @@ class Engine:
             ngram=ngram,
             stop=stop or StopCondition(),
             cancel=cancel,
-            memory=memory if method == "superposed" else None,
+            memory=memory if METHOD_TABLE[method].takes_memory else None,
         )
-        drafts = METHODS[method](request)
+        drafts = run(request)
         decoded = time.perf_counter()
         if cfg.verify:
             drafts = verify(self.runner, prompt.ids, drafts, cfg)

@@ -7,9 +7,35 @@ torch. "auto" is spelled out where a setting accepts it and the engine resolves 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 AUTO = "auto"
-# Decoding methods (api.METHODS maps each to its function).
-METHODS = ("superposed", "greedy", "nucleus", "nucleus-sequential", "beam", "nucleus-superposed")
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """A decoding method as registered: where its function lives and what it can use.
+
+    The function is named, not imported, so that this module stays torch-free;
+    ``api.method`` imports it when a request asks for it.
+    """
+
+    function: str  # "module:name", a ``types.Method``
+    # It reads DecodeRequest.memory (longest matches over the user's code: proposals and
+    # seeds); other methods get no memory, so none is looked up for them.
+    takes_memory: bool = False
+
+
+# The decoding methods, the one registry: settings, the command line and the engine read it.
+METHOD_TABLE: dict[str, MethodEntry] = {
+    "superposed": MethodEntry("superposed.superposed:superposed_decode", takes_memory=True),
+    "greedy": MethodEntry("superposed.baselines:greedy"),
+    "nucleus": MethodEntry("superposed.baselines:nucleus_batched"),
+    "nucleus-sequential": MethodEntry("superposed.baselines:nucleus_sequential"),
+    "beam": MethodEntry("superposed.baselines:beam_search"),
+    "nucleus-superposed": MethodEntry("superposed.baselines:nucleus_superposed"),
+}
+METHODS = tuple(METHOD_TABLE)
 DEVICES = (AUTO, "cpu", "cuda", "mps")  # auto: cuda, then mps, then cpu
 DTYPES = (AUTO, "float32", "bfloat16", "float16")  # auto: bfloat16 on a GPU, else float32
 # The fast runner's decode weights; auto (int4 on a CPU, bf16 on a GPU) is resolved by

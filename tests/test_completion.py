@@ -247,8 +247,11 @@ class _Recorder:
         self.tokenizer, self.max_context, self.fim_tokens, self.name = tokenizer, 2048, None, "t"
         self.texts, self.calls = texts, []  # type: ignore[var-annotated]
 
-    def complete(self, text: str, **kwargs: object) -> Completion:
-        self.calls.append(kwargs)
+    def prompt(self, text: str, max_new_tokens: int, **kwargs: object) -> SimpleNamespace:
+        return SimpleNamespace(text=text, ids=[])
+
+    def complete(self, prompt: SimpleNamespace, **kwargs: object) -> Completion:
+        self.calls.append({"prompt": prompt, **kwargs})
         return Completion(drafts=[Draft(t, [], -float(i), True) for i, t in enumerate(self.texts)])
 
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from superposed.api import METHODS, Engine
+from superposed.api import Engine, find_method
 from superposed.hypotheses import Hypothesis
 from superposed.ngram import InMemoryNgramSource
+from superposed.options import METHODS
 from superposed.prompt import Prompt
 from superposed.runner import HFRunner, ModelRunner
 from superposed.superposed import (
@@ -70,8 +71,9 @@ def test_gamma_is_a_distribution() -> None:
 @pytest.mark.parametrize("heal", [False, True])
 def test_k1_without_ngrams_is_greedy(tiny_engine: Engine, heal: bool) -> None:
     cfg = DecodeConfig(k=1, alpha=0.0, max_new_tokens=12)
-    superposed = tiny_engine.complete(CODE, "superposed", cfg, heal=heal).drafts
-    greedy = tiny_engine.complete(CODE, "greedy", cfg, heal=heal).drafts
+    prompt = tiny_engine.prompt(CODE, cfg.max_new_tokens, heal=heal)
+    superposed = tiny_engine.complete(prompt, "superposed", cfg).drafts
+    greedy = tiny_engine.complete(prompt, "greedy", cfg).drafts
     assert len(superposed) == len(greedy) == 1
     assert superposed[0].token_ids == greedy[0].token_ids
     assert superposed[0].text == greedy[0].text
@@ -193,7 +195,7 @@ class StepFailsAt:
         return getattr(self.runner, name)
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("fails", ["cancel", "step"])
 def test_a_method_raising_mid_decode_leaves_the_prompt_cached(
     tiny_engine: Engine, method: str, fails: str
@@ -213,7 +215,7 @@ def test_a_method_raising_mid_decode_leaves_the_prompt_cached(
     cfg, vocab = DecodeConfig(k=3, max_new_tokens=10), tiny_engine.vocab
     request = DecodeRequest(cast(ModelRunner, runner), vocab, prompt, cfg, cancel=cancel)
     with pytest.raises(Cancelled if fails == "cancel" else NonFiniteLogits):
-        METHODS[method](request)
+        find_method(method)(request)
     assert (len(checks) == 3) if fails == "cancel" else (runner.calls == 2)
     assert tiny_engine.runner.cached_ids == prompt.ids
     assert tiny_engine.runner.length == len(prompt.ids)
@@ -335,12 +337,15 @@ def test_ngram_source_steers_superposed_drafts(tiny_engine: Engine) -> None:
     """With alpha close to 1 the drafts follow the n-gram statistics of a 'codebase'."""
     tok = tiny_engine.tokenizer
     # The first token comes from the model alone; the codebase decides what follows it.
-    first = tiny_engine.complete(CODE, "greedy", DecodeConfig(k=1, max_new_tokens=1), heal=False)
+    first = tiny_engine.complete(
+        tiny_engine.prompt(CODE, 1, heal=False), "greedy", DecodeConfig(k=1, max_new_tokens=1)
+    )
     continuation = first.drafts[0].token_ids + tok.encode(" Zebra_xyzzy(a)")
     source = InMemoryNgramSource.from_sequences([tok.encode(CODE) + continuation], {2: 1.0})
     every_token = len(tiny_engine.vocab)
     cfg = DecodeConfig(k=2, alpha=0.99, max_new_tokens=4, n_candidates=every_token)
-    drafts = tiny_engine.complete(CODE, "superposed", cfg, ngram=source, heal=False).drafts
+    unhealed = tiny_engine.prompt(CODE, 4, heal=False)
+    drafts = tiny_engine.complete(unhealed, "superposed", cfg, ngram=source).drafts
     assert drafts[0].token_ids == continuation[:4]
 
 

@@ -198,11 +198,10 @@ def test_cache_is_reused_when_only_the_prefix_grows(
     assert tokens is not None
     cfg = DecodeConfig(k=2, max_new_tokens=4)
     before = "import os\n\n\ndef size(path):\n"
-    first = engine.complete(before, cfg=cfg, fim=tokens, text_after_cursor=AFTER)
+    first = engine.complete(engine.prompt(before, 4, fim=tokens, after=AFTER), cfg=cfg)
     prefix_len = len(encode_healed(fim_tokenizer, fim_vocab, before)[0])
-    second = engine.complete(
-        before + "    return os.path.getsize(path)\n", cfg=cfg, fim=tokens, text_after_cursor=AFTER
-    )
+    typed = before + "    return os.path.getsize(path)\n"
+    second = engine.complete(engine.prompt(typed, 4, fim=tokens, after=AFTER), cfg=cfg)
     assert first.reused_tokens == 0
     assert second.reused_tokens >= 1 + prefix_len  # the marker and the old prefix: not again
     assert second.prompt_tokens > second.reused_tokens  # the suffix is prefilled again

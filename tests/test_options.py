@@ -19,7 +19,8 @@ def test_options_settings_and_cli_import_without_torch(
 def test_the_engine_serves_every_name_it_offers() -> None:
     from superposed import api, model
 
-    assert tuple(api.METHODS) == options.METHODS
+    for name in options.METHODS:  # every registered method's function is there
+        assert callable(api.find_method(name)), name
     assert (options.AUTO, *model.TORCH_DTYPES) == options.DTYPES
 
 
