@@ -441,6 +441,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="report the quick results only")
     args = parser.parse_args(argv)
     from bench.report_blocks import blocks_section, load_results, merge
+    from bench.report_context import context_section
     from bench.report_models import models_section  # these import this module's helpers
     from bench.report_replay import distinct_section, replay_section
 
@@ -471,6 +472,9 @@ def main(argv: list[str] | None = None) -> None:
     models = None if args.quick else models_section()  # both embedded models; the default
     if models is not None:
         sections.append(models)
+    context = None if args.quick else context_section()  # issue 22 part 3's verdict
+    if context is not None:
+        sections.append(context)
     if q is not None:
         images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
         plot_methods(q, ROOT / "docs" / images[0])

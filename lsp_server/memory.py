@@ -460,10 +460,14 @@ class PendingSource:
         self.documents = documents
         self.language = language  # the requesting document's (None: unknown, no filter)
 
-    def with_stores(self, stores: Sequence[NgramStore] = ()) -> MatchSource:
-        """The request's source: the stores' indexes now (on the caller's thread), the
-        documents' when first matched."""
+    def with_stores(
+        self, stores: Sequence[NgramStore] = (), shared: Sequence[MatchSource] = ()
+    ) -> MatchSource:
+        """The request's source: the stores' indexes now (on the caller's thread), and the
+        ``shared`` indexes (Stores.shared), the documents' when first matched."""
         indexes = [self.memory.store_index(s) for s in stores if s is not None]
+        if shared:  # after the stores: of equally long matches, the own code continues
+            indexes.append(MatchSet(list(shared)))
         return _Deferred(indexes, self.documents, self.language)
 
 

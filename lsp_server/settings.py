@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lsp_server.shared import index_folders
 from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from superposed.embedded import DEFAULT_MODEL
@@ -138,6 +139,9 @@ class StoreSettings:
     # Saved files larger than this (UTF-8 bytes) are not learned: index-repo's default limit.
     # Uncapped, one 20 MB save took 45 s, 2.8 GB at peak and kept 1.8 GB (bench/save_cost.py).
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    # Read-only infini-gram indexes of other repositories (index-repo --engine infini-gram),
+    # more memory sources beside the stores (lsp_server/shared.py); docs/scale.md.
+    shared_indexes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -284,6 +288,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "userWeight": ("stores", "user_weight", _float(0.0, 1.0)),
     "indexOnSave": ("stores", "index_on_save", _bool),
     "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
+    "sharedIndexes": ("stores", "shared_indexes", index_folders),
     "trigger": ("triggers", "trigger", _choice(TRIGGERS)),
     "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
     "midLine": ("triggers", "mid_line", _choice(MID_LINE)),

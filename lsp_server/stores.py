@@ -31,11 +31,12 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lsp_server.settings import StoreSettings
+from lsp_server.shared import SharedIndexes
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
 from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
 from ngram_db.files import save_skip_reason
 from ngram_db.tokenizer import as_tokenizer
-from superposed.ngram import NgramResult, NgramSource
+from superposed.ngram import MatchSource, NgramResult, NgramSource
 
 log = logging.getLogger(__name__)
 
@@ -170,11 +171,16 @@ class Stores:
         self._broken: dict[Path, NgramStoreError] = {}  # store file -> why it is not used
         self._lock = threading.RLock()  # opening and swapping stores; SQLite does the rest
         self._closed = False  # close() was called: the server opened new Stores instead
+        self._shared = SharedIndexes(self._report)  # the sharedIndexes setting's indexes
 
     @functools.cached_property
     def fingerprint(self) -> str:
         """The fingerprint of the tokenizer the stores count with."""
         return str(as_tokenizer(self._tokenizer).fingerprint)
+
+    def shared(self) -> list[MatchSource]:
+        """The sharedIndexes setting's indexes (lsp_server/shared.py), usable ones only."""
+        return self._shared.sources(self._settings.shared_indexes, self.fingerprint)
 
     def configure(self, settings: StoreSettings) -> None:
         """New settings. A store closes (and reopens on next use) only when its file or its

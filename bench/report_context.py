@@ -1,0 +1,176 @@
+"""Issue 22 part 3's section of docs/benchmarks.md: the codebase in the prompt, verdict per model.
+
+The runs are ``python -m bench.replay`` with configurations made of server settings
+(``--define``): ``off`` (``context`` off) against the context assembler on
+(lsp_server/context.py), the same positions, server and run. This module reads the saved
+rows and computes, on the replay's **new** lines (not verbatim in the snapshot, not elsewhere
+in the file; bench/replay.py's ``new`` subset), the paired differences of edit similarity@3
+and EM@3 with bootstrap intervals and the p50 latency ratio, and applies the issue's rule:
+the setting goes on by default only if, for the default model, edit similarity@3 on new lines
+gains at least 3 points with an interval excluding 0 and p50 is at most 1.15x.
+
+    python -m bench.replay --split validation --define 'off={"context": "off"}' \\
+        --define 'ctx256={"context": "definitions", "contextTokens": 256}' ... \\
+        --configs off,ctx128,ctx256,ctx512 --out bench/results/replay_context-validation.json
+    python -m bench.replay --configs off,ctxN ... --out bench/results/replay_context.json
+    python -m bench.replay --model gemma-3-270m ... --out bench/results/replay_context-gemma.json
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.measure import RESULTS, percentile
+from bench.metrics import paired_diff_ci
+from bench.replay import CURSORS, SUBSETS
+from bench.tables import points, table
+
+RUNS = {  # model label -> the test split's results
+    "SmolLM2 135M (default)": RESULTS / "replay_context.json",
+    "Gemma 3 270M": RESULTS / "replay_context-gemma.json",
+}
+VALIDATION = RESULTS / "replay_context-validation.json"
+DEFAULT_MODEL_RUN = "SmolLM2 135M (default)"
+BASELINE = "off"
+GAIN = 0.03  # edit similarity@3, +3 points (issue 22)
+MAX_RATIO = 1.15  # p50, context on / off
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return None if data.get("partial") else data
+
+
+def compare_new(result: Mapping[str, Any], config: str, cursor: str) -> dict[str, Any]:
+    """``config`` against off on the new lines at ``cursor``: paired ES@3 and EM@3, p50s."""
+    new = SUBSETS["new"]
+    rows = [r for r in result["rows"] if r["cursor"] == cursor and new(r)]
+    off = {r["task"]: r for r in rows if r["config"] == BASELINE}
+    on = {r["task"]: r for r in rows if r["config"] == config}
+    tasks = [t for t in off if t in on]
+    p50_off = percentile([off[t]["ms"] for t in tasks], 50)
+    p50_on = percentile([on[t]["ms"] for t in tasks], 50)
+    return {
+        "n": len(tasks),
+        "es_off": sum(off[t]["esk"] for t in tasks) / max(1, len(tasks)),
+        "es_on": sum(on[t]["esk"] for t in tasks) / max(1, len(tasks)),
+        "esk": paired_diff_ci([on[t]["esk"] for t in tasks], [off[t]["esk"] for t in tasks]),
+        "emk": paired_diff_ci([on[t]["emk"] for t in tasks], [off[t]["emk"] for t in tasks]),
+        "p50_off": p50_off,
+        "p50_on": p50_on,
+        "ratio": p50_on / p50_off if p50_off else float("nan"),
+    }
+
+
+def met(c: Mapping[str, Any]) -> bool:
+    """The issue's rule on one cursor's comparison."""
+    return c["esk"]["mean"] >= GAIN and c["esk"]["lo"] > 0 and c["ratio"] <= MAX_RATIO
+
+
+def candidates(result: Mapping[str, Any]) -> list[str]:
+    return [name for name in result["configs"] if name != BASELINE]
+
+
+def settings_of(result: Mapping[str, Any], name: str) -> str:
+    options = result["configs"][name]["options"]
+    return ", ".join(f"`{k}` {json.dumps(v)}" for k, v in options.items())
+
+
+def rows_for(result: Mapping[str, Any], label: str, names: Sequence[str]) -> list[list[Any]]:
+    out = []
+    for name in names:
+        for cursor in CURSORS:
+            c = compare_new(result, name, cursor)
+            out.append([
+                label, f"{name} ({settings_of(result, name)})", cursor, c["n"],
+                f"{100 * c['es_off']:.1f} → {100 * c['es_on']:.1f}", points(c["esk"]),
+                points(c["emk"]), f"{c['p50_off']:.0f} / {c['p50_on']:.0f} ms = {c['ratio']:.2f}x",
+                "met" if met(c) else "missed",
+            ])  # fmt: skip
+    return out
+
+
+HEADER = ["model", "configuration", "cursor", "new lines", "ES@3 off → on",
+          "ES@3 on − off", "EM@3 on − off", "p50 off / on", "rule"]  # fmt: skip
+
+
+def context_section() -> str | None:
+    """The section, or None before the runs exist."""
+    runs = {label: data for label, path in RUNS.items() if (data := load(path)) is not None}
+    if not runs:
+        return None
+    parts = [
+        "### Issue 22 part 3: the codebase in the prompt: verdict per model",
+        "",
+        "The setting `context` lays the headers of the definitions a file uses from other "
+        "files (and, with `definitions+recent`, the lines where drafts were last asked in "
+        "other open files) before the prompt's window, at most `contextTokens` tokens "
+        "(`lsp_server/context.py`). Each run below is `python -m bench.replay` through the "
+        "language server, `off` against the setting on over the same positions in the same "
+        "run (the server of the commit named in each file), on the replay's **new** lines "
+        "(not verbatim in the snapshot, not elsewhere in the file). Paired bootstrap "
+        "intervals (2,000 resamples); p50 over the same new-line requests of each "
+        "configuration. The rule (issue 22): on by default only if, for the default model, "
+        f"edit similarity@3 on new lines gains at least {100 * GAIN:.0f} points with an "
+        f"interval excluding 0 and p50 is at most {MAX_RATIO:.2f}x. The replay opens one file "
+        "at a time, so `definitions+recent` has no other open file to take chunks from there: "
+        "only `definitions` is measured.",
+        "",
+    ]
+    validation = load(VALIDATION)
+    if validation is not None:
+        parts += [
+            f"**The budget, tuned on the validation split** (`{VALIDATION.name}`, "
+            f"{validation['stamp']['model']}, commit {validation['server_commit'][:10]}):",
+            "",
+            table(
+                HEADER,
+                rows_for(validation, validation["stamp"]["model"], candidates(validation)),
+                "lllrlllll",
+            ),  # fmt: skip
+            "",
+        ]
+    test_rows: list[list[Any]] = []
+    verdicts = []
+    for label, data in runs.items():
+        names = candidates(data)
+        test_rows += rows_for(data, label, names)
+        wins = [n for n in names if all(met(compare_new(data, n, c)) for c in CURSORS)]
+        verdicts.append(
+            f"- **{label}** (`{RUNS[label].name}`, commit {data['server_commit'][:10]}): "
+            + (
+                f"the rule is met by {', '.join(wins)} at both cursors."
+                if wins
+                else "the rule is missed: no measured gain worth its cost; `context` stays off."
+            )
+        )
+    parts += [
+        "**Test split:**",
+        "",
+        table(HEADER, test_rows, "lllrlllll"),
+        "",
+        "**Verdict per model:**",
+        "",
+        *verdicts,
+    ]
+    default = runs.get(DEFAULT_MODEL_RUN)
+    on = default is not None and any(
+        all(met(compare_new(default, n, c)) for c in CURSORS) for n in candidates(default)
+    )
+    parts += [
+        "",
+        f"The default stays `context: {'definitions' if on else 'off'}`"
+        + (
+            "."
+            if on
+            else ": the small embedded models do not draft new lines better with other "
+            "files' headers before the window. The setting is the path for a larger code "
+            "model (on a GPU), where it is to be measured again with the same runs."
+        ),
+    ]
+    return "\n".join(parts) + "\n"
