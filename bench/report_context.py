@@ -1,19 +1,13 @@
 """Issue 22 part 3's section of docs/benchmarks.md: the codebase in the prompt, verdict per model.
 
-The runs are ``python -m bench.replay`` with configurations made of server settings
-(``--define``): ``off`` (``context`` off) against the context assembler on
-(lsp_server/context.py), the same positions, server and run. This module reads the saved
-rows and computes, on the replay's **new** lines (not verbatim in the snapshot, not elsewhere
-in the file; bench/replay.py's ``new`` subset), the paired differences of edit similarity@3
-and EM@3 with bootstrap intervals and the p50 latency ratio, and applies the issue's rule:
-the setting goes on by default only if, for the default model, edit similarity@3 on new lines
-gains at least 3 points with an interval excluding 0 and p50 is at most 1.15x.
-
-    python -m bench.replay --split validation --define 'off={"context": "off"}' \\
-        --define 'ctx256={"context": "definitions", "contextTokens": 256}' ... \\
-        --configs off,ctx128,ctx256,ctx512 --out bench/results/replay_context-validation.json
-    python -m bench.replay --configs off,ctxN ... --out bench/results/replay_context.json
-    python -m bench.replay --model gemma-3-270m ... --out bench/results/replay_context-gemma.json
+The runs are ``python -m bench.replay_context`` (bench.replay's machinery on its new lines
+only): ``off`` (``context`` off) against the context assembler on (lsp_server/context.py),
+the same positions, server and run. This module reads the saved rows and computes, on the
+replay's **new** lines (not verbatim in the snapshot, not elsewhere in the file;
+bench/replay.py's ``new`` subset), the paired differences of edit similarity@3 and EM@3 with
+bootstrap intervals and the p50 latency ratio, and applies the issue's rule: the setting goes
+on by default only if, for the default model, edit similarity@3 on new lines gains at least 3
+points with an interval excluding 0 and p50 is at most 1.15x.
 """
 
 from __future__ import annotations
@@ -110,10 +104,11 @@ def context_section() -> str | None:
         "The setting `context` lays the headers of the definitions a file uses from other "
         "files (and, with `definitions+recent`, the lines where drafts were last asked in "
         "other open files) before the prompt's window, at most `contextTokens` tokens "
-        "(`lsp_server/context.py`). Each run below is `python -m bench.replay` through the "
-        "language server, `off` against the setting on over the same positions in the same "
-        "run (the server of the commit named in each file), on the replay's **new** lines "
-        "(not verbatim in the snapshot, not elsewhere in the file). Paired bootstrap "
+        "(`lsp_server/context.py`). Each run below is `python -m bench.replay_context` (the "
+        "replay's machinery through the language server), `off` against the setting on over "
+        "the same positions in the same run (the server of the commit named in each file), "
+        "on the replay's **new** lines only (not verbatim in the snapshot, not elsewhere in "
+        "the file). Paired bootstrap "
         "intervals (2,000 resamples); p50 over the same new-line requests of each "
         "configuration. The rule (issue 22): on by default only if, for the default model, "
         f"edit similarity@3 on new lines gains at least {100 * GAIN:.0f} points with an "
