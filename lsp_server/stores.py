@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -157,6 +157,16 @@ class _Guarded:
             self._failed(err)
             d, c = np.asarray(candidates).shape
             return NgramResult(probs=np.zeros((d, c)), supported=np.zeros(d, dtype=bool))
+
+
+class StoresHere(NamedTuple):
+    """The stores that apply in one file (Stores.for_path); None: none, or not usable."""
+
+    codebase: NgramStore | None
+    user: NgramStore | None
+
+    def present(self) -> list[NgramStore]:
+        return [s for s in self if s is not None]
 
 
 class Stores:
@@ -319,25 +329,33 @@ class Stores:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def source_for(
-        self, path: Path | None, roots: Sequence[Path], lambdas: Mapping[int, float]
-    ) -> NgramSource | None:
-        """The n-gram source for completing in ``path``: its codebase store and the user store.
+    def for_path(self, path: Path | None, roots: Sequence[Path]) -> StoresHere:
+        """The stores that apply to a request or a match in ``path``: the one answer to "which
+        stores apply here" (the n-gram source and the memory both ask it).
 
-        A file outside the workspace reads its repository's store only if one exists.
+        The codebase store is the innermost workspace folder's (created on first use); a file
+        outside the workspace reads its repository's store only if one exists; no path: the
+        first folder's. The user store unless it is off. None where a store is not usable
+        (reported once). StoreBusy passes through: creating a store waits for a writer.
         """
         if path is None:
             root, create = (roots[0] if roots else None), True
         else:
             inside = workspace_root(path, roots)
             root, create = (inside, True) if inside else (root_for(path, roots), False)
+        codebase = self.codebase(root, create) if root is not None else None
+        return StoresHere(codebase, self.user())
+
+    def source_for(
+        self, path: Path | None, roots: Sequence[Path], lambdas: Mapping[int, float]
+    ) -> NgramSource | None:
+        """The n-gram source for completing in ``path``: its stores (``for_path``) combined."""
         try:
-            store = self.codebase(root, create) if root is not None else None
-            user_store = self.user()
+            here = self.for_path(path, roots)
         except StoreBusy:  # creating a store waits for a writer: serve without it this time
             return None
-        codebase = self._guarded(store, lambdas) if store is not None else None
-        user = self._guarded(user_store, lambdas) if user_store is not None else None
+        codebase = self._guarded(here.codebase, lambdas) if here.codebase is not None else None
+        user = self._guarded(here.user, lambdas) if here.user is not None else None
         if codebase is None:
             return user
         if user is None:

@@ -88,6 +88,27 @@ def test_paths_outside_the_workspace_are_not_learned(
     assert not (tmp_path / "cache" / "ngrams").exists()  # no store for the other repository
 
 
+def test_one_answer_to_which_stores_apply_to_a_file(
+    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stores.for_path, which the n-gram source and the memory both ask: a workspace file's
+    codebase store (made on first use) and the user store; a file of another repository
+    reads that repository's store only once it exists; no user store when it is off."""
+    monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path / "cache"))
+    stores, _ = make_stores(tmp_path, codebase_db=None)  # a store per repository
+    here = stores.for_path(ws / "a.py", [ws])
+    assert here.codebase is stores.codebase(ws, create=False) is not None
+    assert here.user is stores.user() is not None
+    assert here.present() == [here.codebase, here.user]
+    other = tmp_path / "other"
+    (other / ".git").mkdir(parents=True)
+    assert stores.for_path(other / "b.py", [ws]).codebase is None  # none made for it
+    made = stores.codebase(other)  # index-repo made one
+    assert stores.for_path(other / "b.py", [ws]).codebase is made is not None
+    off, _ = make_stores(tmp_path, codebase_db=None, user_store=False)
+    assert off.for_path(ws / "a.py", [ws]).user is None
+
+
 def test_accepted_drafts_are_bounded(
     tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
