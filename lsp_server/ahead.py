@@ -19,17 +19,21 @@ prompt up to the accepted text, so this costs a few prefill tokens and the decod
   or undone the accept, meanwhile.
 
 No pygls and no model here: the server says what to run (server.py), this keeps which job
-still matters.
+still matters. ``Drafts`` puts the typing-along cache and these jobs together: the drafts a
+request gets before, or instead of, a model call of its own.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.completion import CursorContext
+from lsp_server.completion import CursorContext, Suggestion, TypingCache
+from lsp_server.scheduler import Scheduler
 
 
 def after_accept(source: str, offset: int, text: str, language: str = "") -> CursorContext:
@@ -116,3 +120,71 @@ def _continues(context: CursorContext, place: CursorContext) -> bool:
     """A request at ``context`` continues the place ``place``: the text before its cursor
     extends ``place``'s and the rest of the line is the same."""
     return context.before.startswith(place.before) and context.after == place.after
+
+
+class Drafts:
+    """Per document: the drafts shown (typing-along cache) and the accept's job (Ahead)."""
+
+    def __init__(
+        self, scheduler: Scheduler, counters: Counter[str], call_soon: Callable[..., None]
+    ) -> None:
+        self.cache = TypingCache()
+        self.ahead = Ahead()
+        self._scheduler = scheduler
+        self._counters = counters
+        self._call_soon = call_soon  # onto the event loop, from any thread
+
+    async def without_model(self, key: str, context: CursorContext) -> list[Suggestion] | None:
+        """The drafts for a request at ``context`` that need no model call of its own: the
+        shown ones typed along, or the accept's job's; None: the request decodes."""
+        along = self.cache.along(key, context)
+        if along is not None:
+            self._counters["typed_along"] += 1
+            self.ahead.leave(key, context)  # an accept's job for another place is stale
+            return along
+        if (taken := self.ahead.take(key, context)) is None:
+            return None
+        where, job = taken
+        answer = await self._scheduler.adopt(key, job)
+        if answer is None:  # a newer request came meanwhile
+            return None
+        self.cache.remember(key, where.before, answer.suggestions)
+        along = self.cache.along(key, context)  # None: none fit, the request decodes its own
+        if along is not None:
+            self._counters["answered_ahead"] += 1
+        return along
+
+    def remember(self, key: str, before: str, suggestions: list[Suggestion]) -> None:
+        self.cache.remember(key, before, suggestions)
+
+    def draft_ahead(
+        self, key: str, context: CursorContext, job: Callable[[threading.Event], Any]
+    ) -> None:
+        """On accept: run ``job(cancel)`` (a decode at ``context``) on the engine thread next;
+        the next request there takes its drafts, or they wait in the typing-along cache."""
+        cancel = threading.Event()
+        self._scheduler.stop_warming()  # the engine thread is this job's next
+        future = self._scheduler.submit(job, cancel)
+        self.ahead.start(key, context, cancel, future, self.cache.entry(key))
+        self._counters["drafted_ahead"] += 1
+        future.add_done_callback(lambda _: self._call_soon(self._done, key, future))
+
+    def _done(self, key: str, job: Future[Any]) -> None:
+        """On the event loop: an accept's job finished; if no request took it, its drafts
+        answer the next request there through the typing-along cache."""
+        where = self.ahead.finished(key, job, self.cache.entry(key))
+        if where is None or job.cancelled() or job.exception() is not None:
+            return
+        if (answer := job.result()) is not None:
+            self.cache.remember(key, where.before, answer.suggestions)
+            self._counters["ahead_ready"] += 1
+
+    def forget(self, key: str) -> None:
+        """The document closed: its drafts and its job go."""
+        self.cache.forget(key)
+        self.ahead.cancel(key)
+
+    def clear(self) -> None:
+        """The settings changed: drafts shown under the old ones (k, method) are stale."""
+        self.cache.clear()
+        self.ahead.clear()

@@ -31,12 +31,10 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lsp_server.stores import Stores, root_for
 from ngram_db import languages
 from ngram_db.errors import NgramStoreError
 from ngram_db.store import NgramStore
@@ -545,11 +543,3 @@ def _match_set(
         if near.any():
             then.append(_Filtered(index, near))
     return _Tiered(MatchSet(first), MatchSet(then)) if then else MatchSet(first)
-
-
-def store_list(stores: Stores, path: Path | None, roots: Sequence[Path]) -> list[NgramStore]:
-    """The stores a request in ``path`` matches against: its codebase's (if it has one on
-    disk) and the user store. Raises NgramStoreError when one cannot be opened."""
-    root = root_for(path, roots) if path is not None else (roots[0] if roots else None)
-    codebase = stores.codebase(root, create=False) if root is not None else None
-    return [s for s in (codebase, stores.user()) if s is not None]

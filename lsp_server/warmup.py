@@ -14,14 +14,29 @@ full-window prompt that a request at that position would decode from
 request that needs the engine sets the warm-up's cancel event: it waits at most one chunk,
 and what was prefilled so far stays in the cache (a later request or warm-up resumes from
 that prefix). The next request near that position then prefills only the few new tokens.
+
+``Warmer`` queues them (the scheduler runs them); ``prefill_missing`` is the prefill.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
+
 import torch
 
+from lsp_server.completion import CursorContext, cold_cache, request_prompt
+from lsp_server.scheduler import Scheduler
+from lsp_server.settings import Settings
 from superposed.runner import ModelRunner, reusable_prefix
 from superposed.types import CancelCheck
+
+if TYPE_CHECKING:
+    from lsp_server.context import ContextAssembler
+    from lsp_server.session import Session, Where
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests
@@ -51,3 +66,63 @@ def prefill_missing(
             return None
         runner.prefill(ids[offset : offset + chunk])
     return len(ids) - start
+
+
+class Warmer:
+    """Warm-ups of the KV cache, queued on the scheduler's engine thread."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        counters: Counter[str],
+        current: Callable[[], Session | None],
+        assembler: ContextAssembler,
+    ) -> None:
+        self._scheduler = scheduler
+        self._counters = counters
+        self._current = current  # the server's session as it is when a warm-up runs
+        self._assembler = assembler  # the codebase in the prompt: warmed too
+        # (uri, offset, resting): where to warm once a session is in (the server's to set)
+        self.waiting: tuple[str, int | None, bool] | None = None
+
+    def warm(
+        self, where: Where, context: CursorContext, settings: Settings, resting: bool = False
+    ) -> None:
+        """Queue a warm-up for a request at ``context`` in ``where``'s document.
+
+        It runs on the engine thread after what is queued there; a newer warm-up or any
+        request that needs the engine cancels it between chunks. ``resting``: the cursor
+        rests there (superposed/cursorRest), so no pause is waited for, and what is warmed
+        is the prompt a request there would decode from now: the short window when the
+        cache lacks more than ``firstPromptTokens`` of the full one (the full window would
+        take over a second, and a request coming sooner could use none of it).
+        """
+        if self._current() is None or not settings.decoding.first_prompt_tokens:
+            return
+        self._scheduler.warm(partial(self._warm_up, where, context, settings, resting))
+
+    def _warm_up(
+        self,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        resting: bool,
+        event: threading.Event,
+    ) -> None:
+        """On the engine thread: prefill the prompt at ``context``, chunk by chunk."""
+        session = self._current()
+        if event.wait(0 if resting else WARM_IDLE_S) or session is None:  # a request came
+            self._counters["warmups_cancelled"] += 1
+            return
+        engine, decoding = session.engine, settings.decoding
+        context = session.with_preamble(self._assembler, where, context, decoding)
+        max_prompt = decoding.max_prompt_tokens or None
+        if resting and cold_cache(engine, context, decoding, max_prompt):
+            max_prompt = decoding.first_prompt_tokens  # what a request would use
+        prompt = request_prompt(engine, context, decoding, max_prompt)
+        done = prefill_missing(engine.runner, prompt.ids, self._scheduler.cancel_check(event))
+        if done is None:
+            self._counters["warmups_cancelled"] += 1
+        else:
+            self._counters["warmups_done"] += 1
+            self._counters["warmup_tokens"] += done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from lsp_server.definition_source import (
     DefinitionSource,
@@ -140,28 +141,23 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
 
 
 def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: Engine) -> None:
-    from lsprotocol import types
-    from pygls.workspace import Workspace
-
     from lsp_server.completion import CursorContext
     from lsp_server.memory import Memory
-    from lsp_server.server import SuperposedServer
+    from lsp_server.session import Session, Where
+    from lsp_server.settings import StoreSettings
+    from lsp_server.stores import Stores
 
-    server = SuperposedServer()
-    server.protocol._workspace = Workspace(None)
-    server.memory = Memory(tiny_engine.tokenizer)
-    server.engine = tiny_engine
+    tokenizer = tiny_engine.tokenizer
+    stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here
+    session = Session(tiny_engine, stores, Memory(tokenizer))
     here = "file:///ws/here.py"
     text = "def frob(widget, *, force=False):\n    pass\n\n\nfrob("
-    server.workspace.put_text_document(
-        types.TextDocumentItem(uri=here, language_id="python", version=1, text=text)
-    )
+    context = CursorContext.at(text, len(text))
     encode_, decode_ = token_functions(tiny_engine.tokenizer)
     # off: the memory's match (the def line's own text); on: the definition's proposal
     for weight, expected in ((0.0, "widget, *, force=False):\n    pass\n\n\n"), (0.5, "widget)")):
-        server.settings.decoding.definition_weight = weight
-        build = server._memory_source(here, CursorContext.at(text, len(text)))
-        assert build is not None
+        where = Where(here, Path("/ws/here.py"), [], {here: text})
+        build = session.matches_later(where, context, weight)
         found = build().match(encode_(text))
         proposed = decode_(found.continuation) if found is not None else None
         assert proposed == expected

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -13,14 +15,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lsprotocol import types
-from pygls.workspace import Workspace
 
 from lsp_server import memory as memory_module
 from lsp_server.completion import CursorContext, decode
 from lsp_server.memory import Memory
-from lsp_server.server import SuperposedServer
-from lsp_server.settings import DecodingSettings
+from lsp_server.session import Session, Where
+from lsp_server.settings import DecodingSettings, StoreSettings
+from lsp_server.stores import Stores
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
 from ngram_db.tokenizer import as_tokenizer
@@ -390,16 +391,13 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     prefill can start) while the open documents are still being tokenized and indexed; the
     first lookup then matches the same indexes as ever (the current document's own text)."""
     held = _HeldTokenizer(tokenizer)
-    server = SuperposedServer()
-    server.protocol._workspace = Workspace(None)
-    server.memory = Memory(held)
+    stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here
+    engine_stub: Any = SimpleNamespace(tokenizer=tokenizer)  # definitions off: not called
+    session = Session(engine_stub, stores, Memory(held))
     here = "file:///here.py"
     text = "result = frobnicate_widgets(alpha, beta)\nres"
-    server.workspace.put_text_document(
-        types.TextDocumentItem(uri=here, language_id="python", version=1, text=text)
-    )
-    build = server._memory_source(here, CursorContext.at(text, len(text)))
-    assert build is not None
+    where = Where(here, Path("/here.py"), [], {here: text})
+    build = session.matches_later(where, CursorContext.at(text, len(text)), 0.0)
     built: list[Any] = []
     engine = threading.Thread(target=lambda: built.append(build()), name="engine")
     engine.start()

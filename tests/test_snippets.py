@@ -1,9 +1,9 @@
 """A draft sent as a snippet completion item goes in as drafted once a snippet engine has
-added the cursor line's indentation to its later lines (server._snippet_body)."""
+added the cursor line's indentation to its later lines (items.snippet_body)."""
 
 from __future__ import annotations
 
-from lsp_server.server import _snippet_body
+from lsp_server.items import snippet_body
 
 
 def expand(body: str, line: str) -> str:
@@ -15,9 +15,9 @@ def expand(body: str, line: str) -> str:
 def test_a_block_goes_in_as_drafted() -> None:
     line = "    def perimeter(self):"
     draft = '\n        """The perimeter."""\n        return 4 * self.side'
-    assert expand(_snippet_body(draft, line), line) == draft
+    assert expand(snippet_body(draft, line), line) == draft
 
 
 def test_one_line_and_unindented_lines_are_unchanged() -> None:
-    assert _snippet_body("return x", "    ") == "return x"
-    assert _snippet_body("if x:\n    y = $1", "") == "if x:\n    y = \\$1"
+    assert snippet_body("return x", "    ") == "return x"
+    assert snippet_body("if x:\n    y = $1", "") == "if x:\n    y = \\$1"

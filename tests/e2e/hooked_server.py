@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from lsp_server import cli, server
+from lsp_server import cli, server, session
 from lsp_server.completion import Answer, CursorContext, Suggestion
 
 
@@ -48,19 +48,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--drafts", default=None, metavar="FILE")
     hooks, rest = parser.parse_known_args(argv)
     if hooks.load_delay:
-        load_engine = server.load_engine
+        load_engine = session.load_engine
 
         @functools.wraps(load_engine)
         def slow_load(*args: Any, **kwargs: Any) -> Any:
             time.sleep(hooks.load_delay)
             return load_engine(*args, **kwargs)
 
-        server.load_engine = slow_load  # type: ignore[assignment]
+        session.load_engine = slow_load  # type: ignore[assignment]
     if hooks.step_delay:
         server.SERVER.scheduler.step_hook = functools.partial(time.sleep, hooks.step_delay)
     if hooks.drafts:
         with open(hooks.drafts, encoding="utf-8") as f:
-            server.decode = fixed_drafts(json.load(f), server.decode)  # type: ignore[assignment]
+            session.decode = fixed_drafts(json.load(f), session.decode)  # type: ignore[assignment]
     return cli.main([a for a in rest if a != "--"])
 
 

@@ -1,0 +1,237 @@
+"""The stores' side of the server: the stores open now, and the writes to them.
+
+The stores open before the model, with its tokenizer alone (``Learning.open``, on the engine
+thread): saves made while the model loads are learned at once, not lost when the editor quits
+before it is up; saves made before any store opened are kept and queued once one is. A
+loaded session (session.py) serves with the same stores; a model switch reopens them.
+
+Writes (saves, accepted drafts, forgetting) go through one queue (stores.WriteQueue) on a
+thread of its own, which keeps and retries a write that meets another process's lock, so no
+save is lost and no request waits for the lock. Each write runs on the stores open when it
+runs, not when it was queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pygls.uris import to_fs_path
+from pygls.workspace import Workspace
+
+from lsp_server.completion import clean_text
+from lsp_server.notifier import Notifier
+from lsp_server.scheduler import Scheduler
+from lsp_server.settings import StoreSettings
+from lsp_server.stores import Stores, WriteQueue, accepted_name
+from ngram_db.errors import StoreClosed
+
+if TYPE_CHECKING:
+    from lsp_server.session import Session
+
+log = logging.getLogger(__name__)
+
+ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
+FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
+SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
+
+
+class Learning:
+    """The stores open now, and the writes to them: saves, accepted drafts, forgetting."""
+
+    def __init__(
+        self,
+        notifier: Notifier,
+        counters: Counter[str],
+        roots: Callable[[], list[Path]],
+        current: Callable[[], Session | None],
+    ) -> None:
+        self.stores: Stores | None = None
+        self.ready = threading.Event()  # the stores are open (or cannot be: the load failed)
+        self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
+        self._notifier = notifier
+        self._counters = counters
+        self._roots = roots
+        self._current = current  # the server's session now (its memory indexes the stores)
+        self._early: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
+
+    def open(self, tokenizer: Callable[[], Any], settings: StoreSettings) -> Stores | None:
+        """On the engine thread: (re)open the stores with ``tokenizer()``, then learn the
+        files saved meanwhile. A tokenizer that cannot load leaves it to the model's."""
+        try:
+            loaded = tokenizer()
+        except Exception:  # e.g. a hub id without network: the model's load says what to do
+            log.warning(
+                "the stores wait for the model: its tokenizer did not load alone", exc_info=True
+            )
+            return None
+        # The new stores first, then the old ones closed: a handler on the event loop (stats)
+        # never finds the stores closed; writes queued for the old run again on the new.
+        stores = Stores(loaded, settings, report=self._notifier.once)
+        old, self.stores = self.stores, stores
+        if old is not None:
+            old.close()
+        self.ready.set()
+        self._notifier.call_soon(self._apply_early_saves)
+        return stores
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def save(self, uri: str, path: Path, text: str, loading: bool) -> None:
+        """Queue a saved file's text for its stores; ``loading``: none open yet, but they
+        will (the model loads): learn it once they are."""
+        if self.stores is None:
+            if loading:
+                self._early[uri] = (path, text)
+            return
+        self._queue_save(path, text)
+
+    def _queue_save(self, path: Path, text: str) -> None:
+        roots = self._roots()
+        future = self.writes.submit(
+            f"save:{path}", partial(self._on_stores, "update_file", path, text, roots)
+        )
+        future.add_done_callback(lambda f: self._notifier.call_soon(self._saved, path, f))
+
+    def _saved(self, path: Path, future: Future[Any]) -> None:
+        """A queued save has run: count it (a replaced or failed one is not counted)."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        reason = future.result()
+        if reason is None:
+            self._counters["saves_indexed"] += 1
+            self._changed(False)
+        else:
+            log.info("not learned: %s (%s)", path, reason)
+            self._counters["saves_skipped"] += 1
+
+    def _apply_early_saves(self) -> None:
+        """The stores are ready: learn the files saved while the model was loading."""
+        early, self._early = self._early, {}
+        for path, text in early.values():
+            self._queue_save(path, text)
+
+    async def accept(self, item: Mapping[str, Any], user_store: bool) -> dict[str, Any]:
+        """superposed.accept: the accepted draft (with the line before it) into the user store.
+
+        Answers within ACCEPT_WAIT_S: a write that waits for another writer's lock stays queued.
+        """
+        text = item.get("text")
+        if not isinstance(text, str) or not text.strip() or self.stores is None:
+            return {"learned": False}
+        if not user_store:
+            return {"learned": False}
+        self._counters["accepted"] += 1
+        learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
+        future = self.writes.submit(name, partial(self._on_stores, "learn_text", learned, name))
+        future.add_done_callback(lambda _: self._changed(False))
+        finished, ok = await written(future, ACCEPT_WAIT_S)
+        return {"learned": bool(ok)} if finished else {"learned": True, "queued": True}
+
+    async def forget(self, item: Any) -> dict[str, Any]:
+        """superposed.forget: erase a file or folder (``{"path"}``, ``{"uri"}`` or either as a
+        string) from the stores, or with no argument (None) clear the user store."""
+        path: Path | None = None
+        if isinstance(item, str):
+            path = path_of(item) if item.startswith("file:") else Path(item)
+        elif isinstance(item, dict) and isinstance(item.get("path"), str):
+            path = Path(item["path"])
+        elif isinstance(item, dict) and isinstance(item.get("uri"), str):
+            path = path_of(item["uri"])
+        if item is not None and path is None:
+            return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
+        roots = self._roots()
+        future = self.writes.submit(
+            f"forget:{uuid.uuid4()}", partial(self._on_stores, "forget", path, roots)
+        )
+        future.add_done_callback(lambda _: self._changed(True))
+        finished, result = await written(future, FORGET_WAIT_S)
+        return result if finished else {"queued": True}
+
+    async def index(
+        self, scheduler: Scheduler, roots: Sequence[Path], status_now: Callable[[], None]
+    ) -> dict[str, Any]:
+        """superposed.indexWorkspace: index every folder on the store thread, reporting
+        $/progress and superposed/status (``status_now`` says the model's state after)."""
+        stores = self.stores
+        assert stores is not None
+        progress = await self._notifier.progress("index")
+        progress.begin("indexing the workspace")
+        self._notifier.status("indexing", "indexing the workspace", 0)
+
+        def report(done: int, total: int, path: str) -> None:
+            pct = int(100 * done / total) if total else 100
+            msg = f"{done}/{total} {path}"
+            progress.report(msg, pct)
+            self._notifier.status("indexing", msg, pct)
+
+        results = []
+        try:
+            for root in roots:
+                summary = await scheduler.on_store_thread(stores.index_root, root, report)
+                results.append({"root": str(root), **summary})
+        finally:
+            status_now()
+        failed = sum("error" in r for r in results)
+        done = f"indexed {len(results) - failed} folder(s)"
+        progress.end(done + (f", {failed} failed" if failed else ""))
+        self._changed(False)
+        return {"indexed": results}
+
+    def _changed(self, forgotten: bool = False) -> None:
+        """A store was written (any thread): the memory's indexes of it are out of date.
+
+        After a forget they are dropped, so that nothing erased is ever proposed again."""
+        if (session := self._current()) is not None:
+            session.memory.stores_changed(forgotten=forgotten)
+
+    def _on_stores(self, method: str, *args: Any) -> Any:
+        """On the write thread: ``method`` of the stores open when the write runs, not when it
+        was queued (a model switch reopens them; a write for closed ones is run again)."""
+        stores = self.stores
+        if stores is None:
+            raise StoreClosed("the stores are being opened")
+        return getattr(stores, method)(*args)
+
+    async def drain(self) -> None:
+        """Shutdown: queued saves are written before the server exits (a lock may have held
+        them back, or the stores were still opening: saves made just after the start are
+        kept too)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.ready.wait, SHUTDOWN_WAIT_S)
+        if self.stores is not None:
+            self._apply_early_saves()
+        if not await loop.run_in_executor(None, self.writes.drain, SHUTDOWN_WAIT_S):
+            log.warning("shutdown: %d store write(s) not written", self.writes.pending())
+        if self._early:
+            log.warning("shutdown: %d save(s) not written: no store opened", len(self._early))
+
+
+async def written(future: Future[Any], wait_s: float) -> tuple[bool, Any]:
+    """Wait up to ``wait_s`` for a queued write: (finished, result); it goes on regardless."""
+    try:
+        return True, await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), wait_s)
+    except TimeoutError:
+        return False, None
+
+
+def roots_of(workspace: Workspace) -> list[Path]:
+    """The workspace's folders (else its root path): where codebase stores belong."""
+    roots = [Path(to_fs_path(f.uri) or "") for f in workspace.folders.values()]
+    if not roots and workspace.root_path:
+        roots.append(Path(workspace.root_path))
+    return roots
+
+
+def path_of(uri: str) -> Path | None:
+    """The file a ``file:`` URI names; None for any other URI."""
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    return Path(path) if path else None

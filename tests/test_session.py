@@ -1,0 +1,126 @@
+"""The server's session (lsp_server/session.py): swapped in whole once the model is loaded,
+None before and after a failed load, and built with the stores opened before the model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from lsp_server import session as session_module
+from lsp_server.learning import Learning
+from lsp_server.scheduler import Scheduler
+from lsp_server.session import Loader, Session
+from lsp_server.settings import ModelSettings, Settings, StoreSettings
+from superposed.types import EngineError
+
+
+class FakeNotifier:
+    """What the loader and the stores' side say, recorded; the event loop is the caller's."""
+
+    def __init__(self) -> None:
+        self.statuses: list[tuple[Any, ...]] = []
+        self.errors: list[str] = []
+
+    def call_soon(self, callback: Any, *args: Any) -> None:
+        callback(*args)
+
+    def status(self, state: str, message: str | None = None, percent: int | None = None) -> None:
+        self.statuses.append((state, message))
+
+    def error(self, message: str) -> None:
+        self.errors.append(message)
+
+    def info(self, message: str) -> None:
+        pass
+
+    def once(self, message: str, kind: Any = None) -> None:
+        self.errors.append(message)
+
+    async def progress(self, title: str) -> Any:
+        return self
+
+    def begin(self, message: str) -> None:
+        pass
+
+    def end(self, message: str) -> None:
+        pass
+
+
+def make_loader(tmp_path: Path) -> tuple[Loader, Learning, Scheduler, FakeNotifier, list[str]]:
+    settings = Settings(
+        model=ModelSettings(model="tiny-random"),
+        stores=StoreSettings(codebase_db=str(tmp_path / "codebase.sqlite"), user_store=False),
+    )
+    notifier: Any = FakeNotifier()
+    scheduler = Scheduler()
+    ready: list[str] = []
+    loader: Loader
+    learning = Learning(notifier, Counter(), lambda: [], lambda: loader.session)
+    loader = Loader(scheduler, notifier, learning, lambda: settings, lambda: ready.append("ready"))
+    return loader, learning, scheduler, notifier, ready
+
+
+def engine_stub(tokenizer: Any) -> Any:
+    """What the loader reads of an engine (no model: the swap is under test, not decoding)."""
+    return SimpleNamespace(
+        name="tiny-random",
+        tokenizer=tokenizer,
+        max_context=2048,
+        compiler=None,
+        decode_step=lambda: "eager",
+    )
+
+
+def load(loader: Loader, scheduler: Scheduler) -> None:
+    asyncio.run(loader.start())
+    scheduler.submit(lambda: None).result(timeout=120)  # the load has run
+
+
+def test_the_session_is_swapped_in_whole_once_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokenizer: Any
+) -> None:
+    loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
+    seen: list[Any] = []
+
+    def load_engine(model: ModelSettings) -> Any:
+        seen.append((loader.session, learning.stores))  # while the model loads
+        return engine_stub(tokenizer)
+
+    monkeypatch.setattr(session_module, "load_engine", load_engine)
+    load(loader, scheduler)
+    session = loader.session
+    assert isinstance(session, Session)
+    ((during, early_stores),) = seen
+    assert during is None  # nothing half-loaded is ever seen
+    assert early_stores is not None  # saves made while the model loads are learned
+    # the stores count with the model's tokenizer: the ones opened early are the session's
+    assert session.stores is early_stores is learning.stores
+    assert learning.ready.is_set() and ready == ["ready"]
+    assert [state for state, _ in notifier.statuses] == ["loading", "ready"]
+    assert loader.describe() == (session.engine.name, session.engine.decode_step())
+    # a reload empties the slot until the new session is in, whole again
+    load(loader, scheduler)
+    assert seen[-1][0] is None
+    assert isinstance(loader.session, Session) and loader.session is not session
+
+
+def test_a_failed_load_leaves_no_session_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
+
+    def load_engine(model: ModelSettings) -> Any:
+        raise EngineError("no model named x: check superposed.model")
+
+    monkeypatch.setattr(session_module, "load_engine", load_engine)
+    load(loader, scheduler)
+    assert loader.session is None and loader.error == "no model named x: check superposed.model"
+    assert notifier.errors == [loader.error]
+    assert notifier.statuses[-1] == ("error", loader.error)
+    assert learning.ready.is_set() and ready == []  # shutdown does not wait for stores
+    assert loader.describe() == ("tiny-random", None)
