@@ -248,7 +248,8 @@ class _Recorder:
         self.texts, self.calls = texts, []  # type: ignore[var-annotated]
 
     def prompt(self, text: str, max_new_tokens: int, **kwargs: object) -> SimpleNamespace:
-        return SimpleNamespace(text=text, ids=[])
+        self.prompts = getattr(self, "prompts", 0) + 1
+        return SimpleNamespace(text=text, ids=[], max_new_tokens=max_new_tokens)
 
     def complete(self, prompt: SimpleNamespace, **kwargs: object) -> Completion:
         self.calls.append({"prompt": prompt, **kwargs})
@@ -277,6 +278,21 @@ def test_decode_drafts_a_block_with_a_block_budget(tokenizer_engine: SimpleNames
     assert engine.calls[1]["stop"].single_line  # type: ignore[attr-defined]
     assert engine.calls[1]["cfg"].max_new_tokens == 24  # type: ignore[attr-defined]
     assert engine.calls[1]["cfg"].settle_k is None  # type: ignore[attr-defined]
+
+
+def test_a_request_builds_its_prompt_once_for_the_engine(
+    tokenizer_engine: SimpleNamespace,
+) -> None:
+    """completion builds the prompt (leaving room for the request's own budget) and the
+    engine decodes from that very prompt; the text is tokenized once, not once per step."""
+    engine = _Recorder(tokenizer_engine.tokenizer, ["bar"])
+    settings = DecodingSettings(first_prompt_tokens=0, line_mode="multi", max_new_tokens=24)
+    answer = decode(engine, CursorContext.at("def f():\n    ", 13), settings)  # type: ignore[arg-type]
+    assert engine.prompts == 1  # type: ignore[attr-defined]
+    prompt = engine.calls[0]["prompt"]
+    assert prompt.text.endswith("def f():\n    ")  # type: ignore[attr-defined]
+    assert prompt.max_new_tokens == block_budget(settings)  # type: ignore[attr-defined]
+    assert {"prompt", "total"} <= set(answer.timing_ms)  # completion times the prompt now
 
 
 def test_an_automatic_request_where_nothing_belongs_gets_nothing(

@@ -26,6 +26,7 @@ from superposed.types import (
     Cancelled,
     DecodeConfig,
     DecodeRequest,
+    Draft,
     EngineError,
     NonFiniteLogits,
     StopCondition,
@@ -409,3 +410,22 @@ def test_superposed_returns_once_settle_k_drafts_are_final(tiny_engine: Any) -> 
     finally:
         runner.step = step
     assert steps[1] < steps[None], steps
+
+
+def _probe(request: DecodeRequest) -> list[Draft]:
+    """A registered method that reports the memory it was given (as its first draft's text)."""
+    return [Draft(repr(request.memory), [], 0.0, True)]
+
+
+@pytest.mark.parametrize("takes_memory", [True, False])
+def test_the_memory_goes_to_a_method_that_takes_it(
+    tiny_engine: Engine, monkeypatch: pytest.MonkeyPatch, takes_memory: bool
+) -> None:
+    """Whether a method gets the memory is its registered capability, not its name."""
+    from superposed import options
+
+    entry = options.MethodEntry(f"{__name__}:_probe", takes_memory=takes_memory)
+    monkeypatch.setitem(options.METHOD_TABLE, "probe", entry)
+    memory: Any = "the memory"
+    drafts = tiny_engine.complete(CODE, "probe", memory=memory).drafts
+    assert drafts[0].text == (repr("the memory") if takes_memory else "None")
