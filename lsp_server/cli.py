@@ -4,10 +4,14 @@ prints the drafts for one cursor position of a file.
     superposed-lsp                       # server on stdio (what editors run)
     superposed-lsp --tcp --port 2087     # server on 127.0.0.1:2087, for debugging
     superposed-lsp complete FILE --line L --col C [-k 3] [--method superposed] [--json]
+    superposed-lsp complete FILE --line L --col C --settings '{"lineMode": "single"}'
 
 ``--line`` and ``--col`` are 0-based, like LSP positions; ``--col`` counts characters
-(Unicode code points) of the line. ``complete`` re-scores with the codebase store of the
-file's git repository when that store exists (build it with ``index-repo``).
+(Unicode code points) of the line. ``complete`` answers as the server would at that place,
+with the same settings and defaults (``--settings`` takes any of them, as the editors send
+them; the flags are shorthands) and the same completion path: the codebase store of the
+file's git repository when that store exists (build it with ``index-repo``), the user
+store, and the memory over both and the file.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lsp_server.settings import LINE_MODES, Settings, parse_settings
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
 from superposed.options import METHODS, PRECISION_CHOICES, RUNNERS
 
@@ -47,31 +52,37 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("file", type=Path)
     complete.add_argument("--line", type=int, required=True, help="0-based line of the cursor")
     complete.add_argument("--col", type=int, required=True, help="0-based column (characters)")
-    complete.add_argument("-k", type=int, default=3, help="number of drafts (default 3)")
-    complete.add_argument("--method", choices=METHODS, default="superposed")
-    complete.add_argument("--max-new-tokens", type=int, default=10)
+    # Flags left out (None) keep the server's default (lsp_server/settings.py).
+    complete.add_argument("-k", type=int, help="number of drafts (setting k)")
+    complete.add_argument("--method", choices=METHODS)
+    complete.add_argument("--max-new-tokens", type=int, help="setting maxNewTokens")
     complete.add_argument(
         "--model",
-        default=DEFAULT_MODEL,
         help=f"{' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), or a model directory",
     )
-    complete.add_argument("--device", default="auto")
-    complete.add_argument("--dtype", default="auto")
+    complete.add_argument("--device")
+    complete.add_argument("--dtype")
     complete.add_argument(
         "--precision",
         choices=PRECISION_CHOICES,
-        default="auto",
         help="decode weights of the fast runner (auto: int4 on CPU)",
     )
     complete.add_argument(
         "--runner",
         choices=RUNNERS,
-        default="auto",
         help="fast (Llama family), hf (the reference) or auto",
     )
-    complete.add_argument("--threads", type=int, default=1, help="CPU threads (default 1)")
-    complete.add_argument("--multi-line", action="store_true", help="keep multi-line drafts")
+    complete.add_argument("--threads", type=int, help="CPU threads (default 1)")
+    complete.add_argument("--line-mode", choices=LINE_MODES, help="setting lineMode (auto)")
+    complete.add_argument("--multi-line", action="store_true", help="--line-mode multi")
     complete.add_argument("--db", type=Path, help="codebase store (default: the repo's, if any)")
+    complete.add_argument(
+        "--settings",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help="any server settings, as the editors send them: '{\"memory\": false}'",
+    )
     complete.add_argument("--json", action="store_true", help="print JSON")
     complete.add_argument("-v", "--verbose", action="count", default=0)
     return parser
@@ -95,50 +106,77 @@ def cursor_offset(text: str, line: int, col: int) -> int:
     return sum(len(s) + 1 for s in lines[:line]) + col
 
 
-def run_complete(args: argparse.Namespace) -> dict[str, object]:
-    """The drafts at the cursor as the JSON object ``complete --json`` prints."""
-    from lsp_server.completion import CursorContext, decode
-    from lsp_server.models import load_engine
-    from lsp_server.settings import DecodingSettings, ModelSettings, StoreSettings
-    from lsp_server.stores import Stores, repo_root
+def cli_settings(args: argparse.Namespace) -> Settings:
+    """The server's settings from ``--settings`` and the flags (which win); an invalid one
+    is an error here, where the server would fall back to its default."""
+    if not isinstance(args.settings, dict):
+        raise CliError("--settings takes a JSON object, e.g. '{\"memory\": false}'")
+    flags = {
+        "k": args.k,
+        "method": args.method,
+        "maxNewTokens": args.max_new_tokens,
+        "lineMode": "multi" if args.multi_line else args.line_mode,
+        "model": args.model,
+        "device": args.device,
+        "dtype": args.dtype,
+        "precision": args.precision,
+        "runner": args.runner,
+        "threads": args.threads,
+        "codebaseDb": str(args.db) if args.db else None,
+        "compile": "off",  # one request: nothing to compile for
+    }
+    options = {**args.settings, **{k: v for k, v in flags.items() if v is not None}}
+    settings, errors = parse_settings(options)
+    if errors:
+        raise CliError("; ".join(errors))
+    return settings
 
+
+def run_complete(args: argparse.Namespace) -> dict[str, object]:
+    """The drafts at the cursor as the JSON object ``complete --json`` prints: the server's
+    request (lsp_server/session.py, completion.decode) for one file, which is the only open
+    document; a file outside a git repository has no codebase store."""
+    from lsp_server.completion import CursorContext, decode
+    from lsp_server.memory import Memory
+    from lsp_server.models import load_engine
+    from lsp_server.session import Session, Where
+    from lsp_server.stores import Stores, root_for
+
+    settings = cli_settings(args)
+    path = args.file.resolve()
     try:
-        data = args.file.read_bytes()
+        data = path.read_bytes()
     except OSError as err:
         raise CliError(f"cannot read {args.file}: {err.strerror}") from err
     text = data.decode("utf-8", errors="surrogateescape")
-    context = CursorContext.at(text, cursor_offset(text, args.line, args.col))
+    context = CursorContext.at(text, cursor_offset(text, args.line, args.col), path.name)
     started = time.perf_counter()
-    engine = load_engine(
-        ModelSettings(  # one request: nothing to compile for
-            args.model, args.device, args.dtype, args.precision, args.runner, args.threads, "off"
-        )
-    )
+    engine = load_engine(settings.model)
     load_ms = (time.perf_counter() - started) * 1e3
-    root = repo_root(args.file.resolve().parent)
-    ngram, store_path = None, None
-    if args.db is not None or root is not None:
-        stores = Stores(
-            engine.tokenizer,
-            StoreSettings(codebase_db=str(args.db) if args.db else None, user_store=False),
-        )
-        store = stores.codebase(root or args.file.resolve().parent, create=False)
-        if store is not None:
-            ngram, store_path = store, str(args.db or root)
-    decoding = DecodingSettings(
-        k=args.k,
-        method=args.method,
-        max_new_tokens=args.max_new_tokens,
-        line_mode="multi" if args.multi_line else "single",
-    )
-    answer = decode(engine, context, decoding, ngram)
+    session = Session(engine, Stores(engine.tokenizer, settings.stores), Memory(engine.tokenizer))
+    # No workspace: the repository's codebase store, only where it exists; the file is the
+    # one open document.
+    where = Where(path.as_uri(), path, [], {path.as_uri(): text})
+    here = session.stores.for_path(path, where.roots)
+    decoding = settings.decoding
+    ngram = session.stores.source_for(path, where.roots, decoding.lambdas)
+    memory = None
+    if decoding.memory:
+        for store in here.present():  # index the stores now, as a running server has
+            session.memory.store_index(store)
+        session.memory.wait()
+        memory = session.matches_later(where, context, decoding.definition_weight)()
+    answer = decode(engine, context, decoding, ngram, memory=memory)
+    session.stores.close()
     return {
-        "drafts": [{"text": s.text, "score": s.score} for s in answer.suggestions],
+        "drafts": [
+            {"text": s.text, "score": s.score, "source": s.source} for s in answer.suggestions
+        ],
         "timing_ms": {"load": load_ms, **answer.timing_ms},
         "model": engine.name,
-        "method": args.method,
-        "k": args.k,
-        "codebase_store": store_path,
+        "method": decoding.method,
+        "k": decoding.k,
+        "codebase_store": None if here.codebase is None else str(args.db or root_for(path, [])),
     }
 
 
