@@ -236,9 +236,10 @@ class Loader:
 
     def describe(self) -> tuple[str, str | None]:
         """The model for superposed/status: its name, and the decode step once loaded."""
-        if self.session is None:
+        session = self.session  # the engine thread swaps it: read it once
+        if session is None:
             return self._settings().model.model, None
-        return self.session.engine.name, self.session.engine.decode_step()
+        return session.engine.name, session.engine.decode_step()
 
     def status_now(self) -> None:
         """superposed/status with the model's state (after other work, e.g. indexing)."""
