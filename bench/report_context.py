@@ -130,6 +130,19 @@ def context_section() -> str | None:
             ),  # fmt: skip
             "",
         ]
+    else:
+        parts += [
+            "**The budget was not tuned on the validation split**: that run did not fit the "
+            "session's time on a shared 2-core CPU, so the test runs use the default "
+            "`contextTokens` (256).",
+            "",
+        ]
+    sizes = ", ".join(
+        f"{label}: the first {data['data']['positions']} new-line positions of the "
+        f"{data['data']['split']} split"
+        for label, data in runs.items()
+    )
+    parts += [f"Positions per run ({sizes}; both cursors of each line).", ""]
     test_rows: list[list[Any]] = []
     verdicts = []
     for label, data in runs.items():
