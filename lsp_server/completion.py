@@ -30,6 +30,7 @@ from lsp_server.syntax import Decision, decide
 from ngram_db.tokenizer import clean_text
 from superposed import fim
 from superposed.api import Completion, Engine
+from superposed.diversity import first_word_key
 from superposed.ngram import MatchSource, NgramSource
 from superposed.prompt import Prompt
 from superposed.runner import reusable_prefix
@@ -300,6 +301,20 @@ def distinct_first_lines(suggestions: list[Suggestion]) -> list[Suggestion]:
     return new + again
 
 
+def reserve_first_word(suggestions: list[Suggestion], k: int) -> list[Suggestion]:
+    """The suggestions with the last of the k shown slots given to the best one whose first
+    word differs, where the k shown would otherwise all begin with the same word (a line's
+    first word is its first real decision: a different name, call or keyword)."""
+    words = [first_word_key(s.text.encode()) or s.text.strip().encode() for s in suggestions]
+    if len(suggestions) <= k or len(set(words[:k])) > 1:
+        return suggestions
+    other = next((i for i in range(k, len(suggestions)) if words[i] != words[0]), None)
+    if other is None:
+        return suggestions
+    rest = [s for i, s in enumerate(suggestions) if i != other]
+    return [*rest[: k - 1], suggestions[other], *rest[k - 1 :]]
+
+
 def line_kind(context: CursorContext, settings: DecodingSettings) -> Decision:
     """What the request drafts: ``lineMode`` single -> a line, multi -> a block, auto -> what
     the syntax at the cursor wants (syntax.decide: none, line or block)."""
@@ -513,6 +528,7 @@ def decode(
         max_prompt_tokens = settings.max_prompt_tokens or None
 
     cfg = decode_config(settings)
+    cfg.first_word_cap = settings.first_word_cap if context.blank_line else 0  # a line start
     if kind == "block":
         stop = block_stop(context, settings)
         cfg.max_new_tokens = block_budget(settings)
@@ -545,6 +561,8 @@ def decode(
         merge_near=settings.distinct_drafts,
         stop=stop,
     )
+    if cfg.first_word_cap:
+        suggestions = reserve_first_word(suggestions, settings.k)
     if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     return Answer(

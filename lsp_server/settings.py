@@ -273,6 +273,8 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "contextTokens": ("decoding", "context_tokens", _int(16, 4096)),
     "verify": ("decoding", "verify", _bool),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
+    "distinctFirstLines": ("decoding", "distinct_first_lines", _bool),
+    "firstWordCap": ("decoding", "first_word_cap", _int(0, 16)),
     "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from superposed import memory as mem
+from superposed.diversity import Slots
 from superposed.hypotheses import (
     Finisher,
     Hypothesis,
@@ -60,18 +61,19 @@ def branch(
     cfg: DecodeConfig,
     vocab: Vocab,
     match: Match | None = None,
+    slots: Slots | None = None,
 ) -> list[Hypothesis]:
     """First step: the k best (allowed) tokens start k drafts from ``base``.
 
     With a memory match, its next tokens are candidates too, and scores are mixed with it.
+    slots: as ``select``'s.
     """
     logp = F.log_softmax(logits.float() / cfg.temperature, dim=-1)[None]  # [1, V]
     logp = constrain(logp, heal_masks(vocab, [base], logp.shape[-1], logp.device))
     top, ids = logp.topk(min(cfg.k, logp.shape[-1]))  # [1, k]
     top, ids = with_proposals(logp, top, ids, [match], cfg)
     scores = mem.mix(top, ids, [match], cfg)[0]
-    chosen = select([base], ids, scores[None], cfg.k, vocab)
-    return chosen
+    return select([base], ids, scores[None], cfg.k, vocab, slots)
 
 
 def with_proposals(
@@ -122,25 +124,42 @@ def select(
     scores: torch.Tensor,
     k: int,
     vocab: Vocab,
+    slots: Slots | None = None,
 ) -> list[Hypothesis]:
     """The k best extensions by cumulative score; identical texts are merged.
 
     Two drafts can spell the same bytes with different tokens ("Snd"+"Headers" and
     "S"+"nd"+"Headers"); keeping both would waste one of the k drafts on a duplicate.
+    slots: how the k slots are shared out among first lines and first words
+    (superposed/diversity.py); drafts a first word's cap holds back fill the slots left.
     """
     total = torch.tensor([h.score for h in hyps], dtype=scores.dtype)[:, None] + scores.cpu()
     order = total.flatten().argsort(descending=True).tolist()
     width = candidates.shape[1]
     chosen: list[Hypothesis] = []
     seen: set[bytes] = set()
+    rules = (slots or Slots()).round()
+    later: list[tuple[Hypothesis, int, float, bytes]] = []
     for flat in order:
         value = float(total.flatten()[flat])
         if len(chosen) == k or value == float("-inf"):
             break
         parent, token = hyps[flat // width], int(candidates.flatten()[flat])
         key = vocab.decode([*parent.tokens, token])
-        if key not in seen:  # the first occurrence has the better score
-            seen.add(key)
+        if key in seen:  # the first occurrence has the better score
+            continue
+        seen.add(key)
+        verdict = rules.verdict(key)
+        if verdict == "later":
+            later.append((parent, token, value, key))
+        elif verdict == "take":
+            rules.take(key)
+            chosen.append(parent.extend(token, value, vocab))
+    for parent, token, value, key in later:
+        if len(chosen) == k:
+            break
+        if rules.verdict(key) != "never":
+            rules.take(key)
             chosen.append(parent.extend(token, value, vocab))
     return chosen
 
@@ -155,6 +174,12 @@ class SuperposedDecoder:
         self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
         self.context_len = max(self.ngram.orders) - 1 if self.ngram is not None else 0
         self.finished: list[Draft] = []
+        distinct = self.cfg.distinct_first_lines and request.stop.block  # a block's drafts
+        self.slots = Slots(
+            lines=set() if distinct else None,
+            word_cap=self.cfg.first_word_cap,
+            skip=len(self.prompt.heal),
+        )
 
     def _sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """Set finished drafts aside; return the ones that go on."""
@@ -163,8 +188,9 @@ class SuperposedDecoder:
             draft = self.finisher.finished(hyp)
             if draft is None:
                 alive.append(hyp)
-            else:
-                self.finished.append(draft)
+                continue
+            self.finished.append(draft)
+            self.slots.finish(self.vocab.decode(hyp.tokens))
         return alive
 
     def _step(self, alive: list[Hypothesis]) -> list[Hypothesis]:
@@ -184,7 +210,7 @@ class SuperposedDecoder:
         contexts = [(self.prompt.ids + h.tokens)[-self.context_len :] for h in alive]
         scores = rescore(top, candidates, contexts, self.cfg, self.ngram)
         scores = mem.mix(scores, candidates, matches, self.cfg)
-        return select(alive, candidates, scores, self.cfg.k, self.vocab)
+        return select(alive, candidates, scores, self.cfg.k, self.vocab, self.slots)
 
     def _reset(self, alive: list[Hypothesis], prompt_len: int) -> list[Hypothesis]:
         """Paper 5.3: make the best draft the new prefix (prefill it) and branch again."""
@@ -192,7 +218,7 @@ class SuperposedDecoder:
         self.runner.rewind(prompt_len)
         logits = self.runner.prefill(best.tokens)
         match = mem.lookup(self.memory, self.prompt.ids, [best.tokens])[0]
-        return self._sort_out(branch(logits, best, self.cfg, self.vocab, match))
+        return self._sort_out(branch(logits, best, self.cfg, self.vocab, match, self.slots))
 
     def _out_of_steps(self, hyp: Hypothesis) -> Draft:
         """A draft still going when the steps ran out: finished from its memory match where
