@@ -443,11 +443,12 @@ def main(argv: list[str] | None = None) -> None:
     from bench.report_blocks import blocks_section, load_results, merge
     from bench.report_context import context_section
     from bench.report_models import models_section  # these import this module's helpers
-    from bench.report_replay import distinct_section, replay_section
+    from bench.report_replay import DIVERSITY, distinct_section, replay_section
 
     q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
     r = load("replay", args.quick)
     distinct = None if args.quick else load("replay_distinct", False)  # issue 22's run
+    diversity = None if args.quick else load("replay_diversity", False)  # issue 22 part 1
     blocks, block_lines, block_extra = (None, None, None) if args.quick else load_results()
     tag = "-quick" if args.quick else ""  # the quick report never overwrites the full one
     IMAGES.mkdir(parents=True, exist_ok=True)
@@ -456,7 +457,7 @@ def main(argv: list[str] | None = None) -> None:
         + ["load avg (1/5/15 min)", "seconds", "command"],
         [
             stamp_line(d["_file"], d["stamp"])
-            for d in (r, distinct, blocks, block_lines, block_extra, q, h, c)
+            for d in (r, distinct, diversity, blocks, block_lines, block_extra, q, h, c)
             if d is not None
         ],
     )
@@ -465,6 +466,8 @@ def main(argv: list[str] | None = None) -> None:
         sections.append(replay_section(r))
     if distinct is not None:
         sections.append(distinct_section(distinct))
+    if diversity is not None:  # first lines and first words: the default before, after
+        sections.append(distinct_section(diversity, "replay_diversity", *DIVERSITY))
     if blocks is not None:  # issue 23's runs: blocks, line tasks, a later configuration
         if block_extra is not None and not block_extra.get("partial"):
             blocks = merge(blocks, block_extra)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench.metrics import paired_diff_ci
 from bench.replay import CLOSE_PREFIX, CURSORS, SUBSETS
 from bench.report import say
 from bench.tables import code, diff_text, num, pct, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
 CLOSE = "superposed-close"  # the drafts as decoded, near-duplicates kept (issue 22's before)
+# Issue 22 part 1 (replay_diversity.json): first lines, then first words too, each against
+# the default before
+DIVERSITY = (("lines", "diverse"), "auto")
 
 
 def _comparison(r: dict[str, Any], a: str, b: str, ma: str, mb: str, cursor: str) -> Any:
@@ -100,30 +104,45 @@ def likeness_table(r: dict[str, Any]) -> str:
     return table([*header, "gain (EM@k - EM@1)"], rows) if rows else ""
 
 
-def targets_22(r: dict[str, Any]) -> list[str]:
-    """Issue 22's targets: the default (distinct drafts) against the drafts as decoded."""
+def new_lines_difference(r: dict[str, Any], a: str, b: str, metric: str) -> dict[str, float]:
+    """a - b in ``metric`` over the line-start positions of new lines (the "new" subset:
+    not verbatim in the snapshot or elsewhere in the file), paired by task."""
+    rows = [x for x in r["rows"] if x["cursor"] == "line-start" and SUBSETS["new"](x)]
+    by = {(x["config"], x["task"]): x[metric] for x in rows}
+    tasks = [t for (c, t) in by if c == a and (b, t) in by]
+    return paired_diff_ci([by[(a, t)] for t in tasks], [by[(b, t)] for t in tasks])
+
+
+def targets_22(r: dict[str, Any], new: str = MEMORY, old: str = CLOSE) -> list[str]:
+    """Issue 22's targets: ``new`` (the default: distinct drafts) against ``old`` (the
+    drafts as decoded), or a later change against the default it replaces."""
     s, line = r["summary"], "line-start"
-    if MEMORY not in s or CLOSE not in s or "gain" not in s[MEMORY][line]["all"]:
+    if new not in s or old not in s or "gain" not in s[new][line]["all"]:
         return []
-    out = [say("target22_title", distinct=MEMORY, close_config=CLOSE)]
-    gain = s[MEMORY][line]["all"]["gain"]
-    d = _difference(r, MEMORY, CLOSE, "gain", line)
-    before = pct(s[CLOSE][line]["all"]["gain"])
+    title = "target22_title" if (new, old) == (MEMORY, CLOSE) else "target22_title_change"
+    out = [say(title, distinct=new, close_config=old)]
+    gain = s[new][line]["all"]["gain"]
+    d = _difference(r, new, old, "gain", line)
+    before = pct(s[old][line]["all"]["gain"])
     ok = gain["mean"] >= 0.09
     out.append(
         say(
             "target22_gain",
             met=met(ok),
             value=pct(gain),
-            close_config=CLOSE,
+            close_config=old,
             before=before,
             diff=diff_text(d),
         )
     )
     for metric, name in (("em1", "EM@1"), ("esk", "edit similarity@3")):
-        d = _difference(r, MEMORY, CLOSE, metric, line)
+        d = _difference(r, new, old, metric, line)
         out.append(say("target22_no_loss", metric=name, met=met(d["mean"] >= 0), diff=diff_text(d)))
-    with_ms, without_ms = s[MEMORY][line]["all"]["p50_ms"], s[CLOSE][line]["all"]["p50_ms"]
+    if (new, old) != (MEMORY, CLOSE):  # a later change: new lines' edit similarity@3 too
+        d = new_lines_difference(r, new, old, "esk")
+        ok = d["mean"] >= 0.03 and d["lo"] > 0
+        out.append(say("target22_new", met=met(ok), diff=diff_text(d)))
+    with_ms, without_ms = s[new][line]["all"]["p50_ms"], s[old][line]["all"]["p50_ms"]
     if with_ms and without_ms:  # the tables' p50 (nearest rank)
         ratio = with_ms / without_ms
         out.append(
@@ -143,17 +162,20 @@ def _title_and_list(lines: list[str]) -> list[str]:
     return [lines[0].rstrip("\n"), "\n".join(lines[1:])] if lines else []
 
 
-def likeness(r: dict[str, Any]) -> str:
-    """The likeness subsection (empty for a run from before issue 22)."""
+def likeness(r: dict[str, Any], new: str | tuple[str, ...] = MEMORY, old: str = CLOSE) -> str:
+    """The likeness subsection (empty for a run from before issue 22); the targets of each
+    of ``new`` against ``old``."""
     rows = likeness_table(r)
     if not rows:
         return ""
+    news = (new,) if isinstance(new, str) else new
+    targets = [t for n in news for t in _title_and_list(targets_22(r, n, old))]
     return (
         say(
             "replay_likeness",
             close=f"{CLOSE_PREFIX:.0%}",
             likeness_table=rows,
-            targets_22="\n\n".join(_title_and_list(targets_22(r))),
+            targets_22="\n\n".join(targets),
         ).rstrip("\n")
         + "\n\n"
     )
@@ -275,8 +297,15 @@ def replay_section(r: dict[str, Any], number: int = 1) -> str:
     )
 
 
-def distinct_section(r: dict[str, Any]) -> str:
-    """Issue 22's run: the default (distinct drafts) and the drafts as decoded, one cursor."""
+def distinct_section(
+    r: dict[str, Any],
+    template: str = "replay_distinct",
+    new: str | tuple[str, ...] = MEMORY,
+    old: str = CLOSE,
+) -> str:
+    """Issue 22's run: the default (distinct drafts) and the drafts as decoded, one cursor;
+    or (``template`` "replay_diversity") a later change against the default (first
+    ``old``, then ``new``)."""
     d = r["data"]
     cursors = d.get("cursors", list(CURSORS))
     configs = "; ".join(
@@ -290,7 +319,7 @@ def distinct_section(r: dict[str, Any]) -> str:
     )
     return (
         say(
-            "replay_distinct",
+            template,
             file=r["_file"],
             split=d["split"],
             split_repos=", ".join(d["splits"][d["split"]]),
@@ -299,7 +328,7 @@ def distinct_section(r: dict[str, Any]) -> str:
             configs=configs,
             partial=say("replay_partial") + "\n\n" if r.get("partial") else "",
             metrics_table="\n\n".join(metrics_table(r, c) for c in cursors),
-            likeness=likeness(r).rstrip("\n"),
+            likeness=likeness(r, new, old).rstrip("\n"),
         )
         + "\n"
     )
