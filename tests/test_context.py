@@ -162,3 +162,27 @@ def test_the_prompt_lays_the_preamble_before_the_window(tokenizer_engine: Simple
     assert prompt_budget(engine, bare, settings, 300) == 300  # type: ignore[arg-type]
     huge = CursorContext(before, "", preamble=preamble * 400)  # over half the context: dropped
     assert prompt_window(engine, huge, settings, 300)[0] == plain  # type: ignore[arg-type]
+
+
+def test_the_session_lays_the_preamble_only_when_the_setting_is_on(
+    tokenizer_engine: SimpleNamespace,
+) -> None:
+    """The server's hook (Session.with_preamble, before a decode and a warm-up)."""
+    from pathlib import Path
+
+    from lsp_server.session import Session, Where
+
+    store = SimpleNamespace(symbols_named=lookup)
+    stores = SimpleNamespace(for_path=lambda *_: SimpleNamespace(present=lambda: [store]))
+    session = Session(tokenizer_engine, stores, None)  # type: ignore[arg-type]
+    uri = "file:///ws/app/main.py"
+    where = Where(uri, Path(HERE), [Path("/ws")], {uri: DOCUMENT})
+    context = CursorContext.at(DOCUMENT, len(DOCUMENT))
+    off = session.with_preamble(ContextAssembler(), where, context, DecodingSettings())
+    assert off.preamble == ""
+    settings = DecodingSettings(context="definitions", context_tokens=512)
+    on = session.with_preamble(ContextAssembler(), where, context, settings)
+    assert (
+        on.preamble.startswith("# file: pkg/widgets.py\n") and "def helper(x, y=2)" in on.preamble
+    )
+    assert on.before == context.before  # the window's text is unchanged
