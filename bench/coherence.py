@@ -11,9 +11,9 @@ perplexity and Self-BLEU across the k drafts (high = the drafts are alike).
 
 from __future__ import annotations
 
+import argparse
 import math
 import random
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.common import build_store, load_engine, main_specs, run_parser, run_spec, warm_cache
+from bench.common import build_store, load_engine, main_specs, run_spec, warm_cache
 from bench.humaneval import tuned
-from bench.measure import RESULTS, progress, write_json
-from bench.metrics import bootstrap_ci, distinct_ratio, paired_diff_ci, self_bleu
+from bench.measure import Stamp, progress
+from bench.metrics import distinct_ratio, self_bleu
+from bench.pipeline import Benchmark, compare_first, method_lines, run, size_of, summarize
 from bench.split import library_files, read_text, stdlib_root
 
 SIZES = {"quick": 8, "medium": 40, "full": 500}
@@ -58,25 +59,42 @@ def perplexity(model: Any, prefix: Sequence[int], draft: Sequence[int]) -> float
     return math.exp(float(nll.mean()))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = run_parser(__doc__.splitlines()[0], SIZES)
-    args = parser.parse_args(argv)
-    size = "quick" if args.quick else args.size
-    started = time.perf_counter()
+METRICS = (
+    "ppl_mean",
+    "ppl_best",
+    "log_ppl_mean",
+    "self_bleu",
+    "distinct1",
+    "distinct2",
+    "distinct3",
+)
 
-    engine, stamp = load_engine(args)
-    model, tok = engine.loaded.model, engine.tokenizer
-    root = stdlib_root()
-    parts = library_files(root)
-    train = [(str(f), read_text(root / f)) for f in parts["train"]]
-    store, store_stats = build_store("stdlib-train", tok, train)
-    sources = {"codebase": store}
-    test_ids = [tok.encode(read_text(root / f), add_special_tokens=False) for f in parts["test"]]
-    prefixes = sample_prefixes(test_ids, args.n or SIZES[size], args.seed)
 
-    alpha, tau, tuning_from = tuned(args.quick)
-    specs = main_specs(3, alpha, tau)
-    specs = [replace(s, heal=False) for s in specs]
+def draft_row(model: Any, prompt_ids: Sequence[int], run: Any) -> dict[str, float]:
+    """One prompt's metrics for one method: its drafts' perplexities and repetition."""
+    ppl = [perplexity(model, prompt_ids, t) for t in run.token_ids]
+    finite = [p for p in ppl if not math.isnan(p)]
+    nan = float("nan")
+    return {
+        "ppl_mean": float(np.mean(finite)) if finite else nan,
+        "ppl_best": min(finite) if finite else nan,
+        "log_ppl_mean": float(np.mean(np.log(finite))) if finite else nan,
+        "self_bleu": self_bleu(run.drafts) if len(run.drafts) > 1 else nan,
+        **{
+            f"distinct{n}": float(
+                np.nanmean([distinct_ratio(t, n) for t in run.token_ids] or [np.nan])
+            )
+            for n in (1, 2, 3)
+        },
+        "ms": run.total_ms,
+    }
+
+
+def draft_rows(
+    engine: Any, specs: Sequence[Any], prefixes: Sequence[Sequence[int]], sources: Any
+) -> dict[str, list[dict[str, float]]]:
+    """Every method's row on every prefix (the prefix's cache warmed first)."""
+    tok = engine.tokenizer
     rows: dict[str, list[dict[str, float]]] = {s.name: [] for s in specs}
     with progress("coherence", len(prefixes) * len(specs)) as bar:
         for prefix in prefixes:
@@ -85,81 +103,56 @@ def main(argv: list[str] | None = None) -> None:
             prompt_ids = engine.prompt(text, DRAFT_TOKENS, heal=False).ids
             for spec in specs:
                 run = run_spec(
-                    engine,
-                    spec,
-                    text,
-                    sources,
-                    DRAFT_TOKENS,
-                    single_line=False,
-                    max_prompt_tokens=None,
+                    engine, spec, text, sources, DRAFT_TOKENS, False, max_prompt_tokens=None
                 )
-                ppl = [perplexity(model, prompt_ids, t) for t in run.token_ids]
-                finite = [p for p in ppl if not math.isnan(p)]
-                rows[spec.name].append(
-                    {
-                        "ppl_mean": float(np.mean(finite)) if finite else float("nan"),
-                        "ppl_best": min(finite) if finite else float("nan"),
-                        "log_ppl_mean": float(np.mean(np.log(finite))) if finite else float("nan"),
-                        "self_bleu": self_bleu(run.drafts) if len(run.drafts) > 1 else float("nan"),
-                        **{
-                            f"distinct{n}": float(
-                                np.nanmean(
-                                    [distinct_ratio(t, n) for t in run.token_ids] or [np.nan]
-                                )
-                            )
-                            for n in (1, 2, 3)
-                        },
-                        "ms": run.total_ms,
-                    }
-                )
+                rows[spec.name].append(draft_row(engine.loaded.model, prompt_ids, run))
                 bar.update(1)
+    return rows
 
-    metrics = (
-        "ppl_mean",
-        "ppl_best",
-        "log_ppl_mean",
-        "self_bleu",
-        "distinct1",
-        "distinct2",
-        "distinct3",
-    )
-    names = list(rows)
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    engine, stamp = load_engine(args)
+    tok = engine.tokenizer
+    root = stdlib_root()
+    parts = library_files(root)
+    train = [(str(f), read_text(root / f)) for f in parts["train"]]
+    store, store_stats = build_store("stdlib-train", tok, train)
+    test_ids = [tok.encode(read_text(root / f), add_special_tokens=False) for f in parts["test"]]
+    prefixes = sample_prefixes(test_ids, args.n or SIZES[size_of(args)], args.seed)
+    alpha, tau, tuning_from = tuned(args.quick)
+    specs = [replace(s, heal=False) for s in main_specs(3, alpha, tau)]
+    rows = draft_rows(engine, specs, prefixes, {"codebase": store})
+    methods = summarize(rows, METRICS)
+    for name, r_ in rows.items():
+        methods[name]["ppl_best_median"] = float(np.nanmedian([r["ppl_best"] for r in r_]))
     results: dict[str, Any] = {
         "protocol": "coherence: 15-token prefixes from held-out stdlib packages, 10-token drafts",
-        "size": size,
+        "size": size_of(args),
         "n": len(prefixes),
         "alpha": alpha,
         "tau": tau,
         "tuning_from": tuning_from,
         "store": store_stats,
         "specs": [asdict(s) for s in specs],
-        "methods": {
-            name: {
-                **{m: bootstrap_ci([r[m] for r in r_]) for m in metrics},
-                "ppl_best_median": float(np.nanmedian([r["ppl_best"] for r in r_])),
-            }
-            for name, r_ in rows.items()
-        },
-        "comparisons": [
-            {
-                "a": names[0],
-                "b": b,
-                "metric": "ppl_best",
-                **paired_diff_ci(
-                    [r["ppl_best"] for r in rows[names[0]]], [r["ppl_best"] for r in rows[b]]
-                ),
-            }
-            for b in names[1:]
-        ],
+        "methods": methods,
+        "comparisons": compare_first(rows, "ppl_best"),
         "items": {"prefixes": prefixes, "rows": rows},
     }
-    results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / ("coherence-quick.json" if args.quick else "coherence.json"), results)
-    for name, s in results["methods"].items():
-        print(
-            f"{name:32s} best-of-k ppl {s['ppl_best']['mean']:.2f} "
-            f"mean ppl {s['ppl_mean']['mean']:.2f} self-BLEU {s['self_bleu']['mean']:.1f}"
-        )
+    return results, stamp
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    return method_lines(
+        results["methods"],
+        {"best-of-k ppl": "ppl_best", "mean ppl": "ppl_mean", "self-BLEU": "self_bleu"},
+    )
+
+
+BENCH = Benchmark("coherence", __doc__.splitlines()[0], SIZES)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, report, argv)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ holds the standard library's training split plus the MBPP reference solutions.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import random
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -27,13 +27,13 @@ from bench.common import (
     build_store,
     load_engine,
     main_specs,
-    run_parser,
     run_spec,
     store_dir,
     warm_cache,
 )
-from bench.measure import DATA, RESULTS, progress, write_json
-from bench.metrics import bootstrap_ci, line_metrics, paired_diff_ci
+from bench.measure import DATA, RESULTS, Stamp, progress
+from bench.metrics import line_metrics
+from bench.pipeline import Benchmark, compare_first, method_lines, run, size_of, summarize
 from bench.split import LineTask, library_files, read_text, stdlib_root
 
 SIZES = {"quick": 8, "medium": 60, "full": 1033}
@@ -91,45 +91,41 @@ def tuned(quick: bool) -> tuple[float, float, str]:
     return 0.54, 0.06, "paper defaults (no tuning file found)"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = run_parser(__doc__.splitlines()[0], SIZES)
-    parser.add_argument("--prompt-tokens", type=int, default=512)
-    args = parser.parse_args(argv)
-    size = "quick" if args.quick else args.size
-    started = time.perf_counter()
-
-    engine, stamp = load_engine(args)
+def humaneval_store(engine: Any) -> tuple[Any, dict[str, Any]]:
+    """The stdlib training split plus MBPP's reference solutions (built on the stdlib store)."""
     root = stdlib_root()
     train = [(str(f), read_text(root / f)) for f in library_files(root)["train"]]
     build_store("stdlib-train", engine.tokenizer, train)[0].close()
     with open(DATA / "mbpp.jsonl", encoding="utf-8") as f:
         mbpp = [json.loads(line) for line in f if line.strip()]
     extra = [(f"mbpp/{m['task_id']}.py", m["code"]) for m in mbpp]
-    store, store_stats = build_store(
+    return build_store(
         "stdlib-train-mbpp", engine.tokenizer, train + extra, base=store_dir() / "stdlib-train.db"
     )
-    sources = {"codebase": store}
 
-    items = load_items()
-    random.Random(args.seed).shuffle(items)
-    items = items[: args.n or SIZES[size]]
-    tasks = [task_of(i) for i in items]
-    alpha, tau, tuning_from = tuned(args.quick)
-    specs = main_specs(3, alpha, tau)
 
+def all_drafts(
+    engine: Any, specs: Sequence[Any], tasks: Sequence[LineTask], sources: Any, prompt_tokens: int
+) -> tuple[dict[str, list[list[str]]], dict[str, list[float]]]:
+    """Every method's drafts and milliseconds on every task."""
     drafts: dict[str, list[list[str]]] = {s.name: [] for s in specs}
     times: dict[str, list[float]] = {s.name: [] for s in specs}
     with progress("humaneval", len(tasks) * len(specs)) as bar:
         for task in tasks:
-            warm_cache(engine, task.prompt, 10, args.prompt_tokens)
+            warm_cache(engine, task.prompt, 10, prompt_tokens)
             for spec in specs:
-                run = run_spec(
-                    engine, spec, task.prompt, sources, max_prompt_tokens=args.prompt_tokens
-                )
+                run = run_spec(engine, spec, task.prompt, sources, max_prompt_tokens=prompt_tokens)
                 drafts[spec.name].append(run.drafts)
                 times[spec.name].append(run.total_ms)
                 bar.update(1)
+    return drafts, times
 
+
+def scored_rows(
+    items: Sequence[dict[str, Any]], tasks: Sequence[LineTask], drafts: dict[str, list[list[str]]]
+) -> tuple[dict[str, list[dict[str, float]]], float]:
+    """Each method's line metrics and pass@1/pass@k on each task (every program run once), and
+    the share of canonical solutions that pass (the harness's own check)."""
     canonical = [program(i, t, t.target) for i, t in zip(items, tasks, strict=True)]
     candidates = [
         program(i, t, d)
@@ -138,7 +134,6 @@ def main(argv: list[str] | None = None) -> None:
         for d in ds
     ]
     verdict = run_all(canonical + candidates)
-
     rows: dict[str, list[dict[str, float]]] = {}
     for name, per_item in drafts.items():
         rows[name] = []
@@ -147,18 +142,26 @@ def main(argv: list[str] | None = None) -> None:
             row = line_metrics(ds, t.target)
             row.update(pass1=float(bool(ok[:1] and ok[0])), passk=float(any(ok)))
             rows[name].append(row)
+    return rows, sum(verdict[c] for c in canonical) / len(canonical)
 
-    names = list(rows)
-    summary = {
-        name: {
-            m: bootstrap_ci([r[m] for r in r_])
-            for m in ("em1", "emk", "pass1", "passk", "esk", "empty")
-        }
-        for name, r_ in rows.items()
-    }
+
+METRICS = ("em1", "emk", "pass1", "passk", "esk", "empty")
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    engine, stamp = load_engine(args)
+    store, store_stats = humaneval_store(engine)
+    items = load_items()
+    random.Random(args.seed).shuffle(items)
+    items = items[: args.n or SIZES[size_of(args)]]
+    tasks = [task_of(i) for i in items]
+    alpha, tau, tuning_from = tuned(args.quick)
+    specs = main_specs(3, alpha, tau)
+    drafts, times = all_drafts(engine, specs, tasks, {"codebase": store}, args.prompt_tokens)
+    rows, canonical_pass = scored_rows(items, tasks, drafts)
     results = {
         "protocol": "HumanEval single-line infilling (left to right), pass by execution",
-        "size": size,
+        "size": size_of(args),
         "n": len(tasks),
         "alpha": alpha,
         "tau": tau,
@@ -166,28 +169,34 @@ def main(argv: list[str] | None = None) -> None:
         "store": store_stats,
         "prompt_tokens": args.prompt_tokens,
         "timeout_s": TIMEOUT_S,
-        "canonical_pass": sum(verdict[c] for c in canonical) / len(canonical),
+        "canonical_pass": canonical_pass,
         "specs": [asdict(s) for s in specs],
-        "methods": summary,
-        "comparisons": [
-            {
-                "a": names[0],
-                "b": b,
-                "metric": m,
-                **paired_diff_ci([r[m] for r in rows[names[0]]], [r[m2] for r in rows[b]]),
-            }
-            for b in names[1:]
-            for m, m2 in (("passk", "pass1" if b == "greedy" else "passk"),)
-        ],
+        "methods": summarize(rows, METRICS),
+        "comparisons": compare_first(rows, "passk", greedy_pass1),
         "items": {"task_ids": [t.source for t in tasks], "drafts": drafts, "ms": times},
     }
-    results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / ("humaneval-quick.json" if args.quick else "humaneval.json"), results)
-    for name, s in summary.items():
-        print(
-            f"{name:32s} EM@k {s['emk']['mean']:.3f} pass@1 {s['pass1']['mean']:.3f} "
-            f"pass@k {s['passk']['mean']:.3f}"
-        )
+    return results, stamp
+
+
+def greedy_pass1(name: str) -> str:
+    """Greedy has one draft: the first method's pass@k is compared with its pass@1."""
+    return "pass1" if name == "greedy" else "passk"
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    columns = {"EM@k": "emk", "pass@1": "pass1", "pass@k": "passk"}
+    return method_lines(results["methods"], columns)
+
+
+def prompt_tokens_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompt-tokens", type=int, default=512)
+
+
+BENCH = Benchmark("humaneval", __doc__.splitlines()[0], SIZES, prompt_tokens_option)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, report, argv)
 
 
 if __name__ == "__main__":

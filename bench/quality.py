@@ -11,6 +11,7 @@ test), then the methods, the healing ablation and the k / orders ablations run o
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections import Counter
@@ -26,12 +27,12 @@ from bench.common import (
     build_store,
     load_engine,
     main_specs,
-    run_parser,
     run_spec,
     warm_cache,
 )
-from bench.measure import RESULTS, progress, write_json
+from bench.measure import RESULTS, Stamp, progress, write_json
 from bench.metrics import bootstrap_ci, line_metrics, paired_diff_ci
+from bench.pipeline import Benchmark, run, save, size_of
 from bench.split import LineTask, library_files, read_text, sample_tasks, stdlib_root
 from superposed.ngram import DEFAULT_LAMBDAS
 
@@ -129,43 +130,138 @@ def comparisons(rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = run_parser(__doc__.splitlines()[0], SIZES)
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--val", type=int, help="validation positions for tuning")
     parser.add_argument("--ablate", type=int, help="test positions of the ablations")
     parser.add_argument("--tuning", type=Path, help="reuse this quality-tuning.json")
     parser.add_argument("--prompt-tokens", type=int, default=512)
-    args = parser.parse_args(argv)
-    size = "quick" if args.quick else args.size
-    n_test, n_val, n_ablate, alphas, taus = SIZES[size]
-    n_test, n_val = args.n or n_test, args.val or n_val
-    n_ablate = args.ablate or n_ablate
-    n_ablate = min(n_ablate, n_test)
-    started = time.perf_counter()
 
-    engine, stamp = load_engine(args)
+
+BENCH = Benchmark("quality", __doc__.splitlines()[0], SIZES, options)
+
+
+def stdlib_sources(engine: Any) -> tuple[Path, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The stdlib's root, its split, the texts of each part, and the training store (all
+    orders, and orders 2..4 for the ablation) with its stats."""
     root = stdlib_root()
     parts = library_files(root)
     texts = {p: {str(f): read_text(root / f) for f in files} for p, files in parts.items()}
     store, store_stats = build_store("stdlib-train", engine.tokenizer, list(texts["train"].items()))
     sources: dict[str, Any] = {"codebase": store, "codebase-2to4": store.source(orders_2to4())}
     print(f"store: {store_stats['files']} files, {store_stats['tokens']} tokens")
+    return root, parts, texts, {"sources": sources, "stats": store_stats}
 
-    suffix = "-quick" if args.quick else ""
-    if args.tuning is not None:  # reuse an earlier validation tuning (same split, same grid)
-        tuning = json.loads(args.tuning.read_text())
+
+def tuning_of(args: argparse.Namespace, engine: Any, texts: Any, sources: Any) -> dict[str, Any]:
+    """alpha and tau tuned on validation positions, or an earlier tuning reused (``--tuning``)."""
+    if args.tuning is not None:  # the same split and grid as before
+        tuning: dict[str, Any] = json.loads(args.tuning.read_text())
     else:
-        val_tasks = sample_tasks(texts["validation"], n_val, args.seed)
+        _, n_val, _, alphas, taus = SIZES[size_of(args)]
+        val_tasks = sample_tasks(texts["validation"], args.val or n_val, args.seed)
         tuning = tune(engine, val_tasks, sources, alphas, taus, args.prompt_tokens)
-        write_json(RESULTS / f"quality-tuning{suffix}.json", {**tuning, "size": size})
-    alpha, tau = tuning["alpha"], tuning["tau"]
-    print(f"tuned on {tuning['n']} validation positions: alpha={alpha} tau={tau}")
+        tuned_path = RESULTS / f"quality-tuning{'-quick' if args.quick else ''}.json"
+        write_json(tuned_path, {**tuning, "size": size_of(args)})
+    print(
+        f"tuned on {tuning['n']} validation positions: alpha={tuning['alpha']} tau={tuning['tau']}"
+    )
+    return tuning
 
-    tasks = sample_tasks(texts["test"], n_test, args.seed)
-    specs = main_specs(3, alpha, tau)
-    results: dict[str, Any] = {
+
+def methods_phase(results: dict[str, Any], rows: dict[str, Any], tasks: Sequence[LineTask]) -> None:
+    """The main methods on every test position, their drafts kept."""
+    results["methods"] = {name: summarize(r) for name, r in rows.items()}
+    results["comparisons"] = comparisons(rows)
+    results["items"] = {
+        "tasks": [{"source": t.source, "line": t.line, "target": t.target} for t in tasks],
+        "rows": rows,
+    }
+
+
+def healing_phase(run_: Any, results: dict[str, Any], specs: Sequence[Spec], rows: Any) -> None:
+    """The store method and greedy again without prompt healing, paired with the main runs."""
+    heal_specs = [replace(s, name=f"{s.name}, no healing", heal=False) for s in specs[:3:2]]
+    heal_rows = run_(heal_specs, "no healing")
+    results["specs"] += [asdict(s) for s in heal_specs]
+    results["healing"] = {name: summarize(r) for name, r in heal_rows.items()}
+    results["healing_comparisons"] = [
+        {
+            "a": s.name,
+            "b": h.name,
+            "metric": m,
+            **paired_diff_ci([r[m] for r in rows[s.name]], [r[m] for r in heal_rows[h.name]]),
+        }
+        for s, h in zip(specs[:3:2], heal_specs, strict=True)
+        for m in ("emk", "empty")
+    ]
+
+
+def ablation_specs(best: Spec) -> list[Spec]:
+    """The k sweep with and without the store, and the store at orders 2..4."""
+    k_specs = [replace(best, name=f"superposed k={k} + store", k=k) for k in K_SWEEP if k != 3]
+    k_specs += [
+        replace(best, name=f"superposed k={k}, alpha=0", k=k, alpha=0.0, store=None)
+        for k in K_SWEEP
+        if k != 3
+    ]
+    k_specs.append(replace(best, name="superposed k=3 + store, orders 2..4", store="codebase-2to4"))
+    return k_specs
+
+
+def ablation_phase(
+    run_: Any, results: dict[str, Any], specs: Sequence[Spec], rows: Any, n: int
+) -> None:
+    """The ablations on the first ``n`` test positions (the k=3 rows are the main runs')."""
+    k_specs = ablation_specs(specs[0])
+    ablation_rows = run_(k_specs, "ablations", n)
+    for spec in specs[:2]:
+        ablation_rows[spec.name] = rows[spec.name][:n]
+    results["specs"] += [asdict(s) for s in k_specs]
+    results["ablations"] = {name: summarize(r) for name, r in ablation_rows.items()}
+    results["n_ablation"] = n
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    started = time.perf_counter()
+    n_test, _, n_ablate, _, _ = SIZES[size_of(args)]
+    engine, stamp = load_engine(args)
+    root, parts, texts, store = stdlib_sources(engine)
+    sources = store["sources"]
+    tuning = tuning_of(args, engine, texts, sources)
+    tasks = sample_tasks(texts["test"], args.n or n_test, args.seed)
+    specs = main_specs(3, tuning["alpha"], tuning["tau"])
+    results = header(args, engine, root, parts, store["stats"], tuning, specs, tasks)
+
+    def run_(specs_: Sequence[Spec], label: str, n: int | None = None, keep: bool = False) -> Any:
+        return evaluate(engine, specs_, tasks[:n], sources, label, args.prompt_tokens, keep)
+
+    def checkpoint() -> None:  # a run stopped between phases still counts
+        save(results, stamp, started, BENCH.output(args.quick))
+
+    rows = run_(specs, "methods", keep=True)
+    methods_phase(results, rows, tasks)
+    checkpoint()
+    print("\n".join(report(results)))
+    healing_phase(run_, results, specs, rows)
+    checkpoint()
+    ablation_phase(run_, results, specs, rows, min(args.ablate or n_ablate, len(tasks)))
+    return results, stamp
+
+
+def header(
+    args: argparse.Namespace,
+    engine: Any,
+    root: Path,
+    parts: dict[str, Any],
+    store_stats: dict[str, Any],
+    tuning: dict[str, Any],
+    specs: Sequence[Spec],
+    tasks: Sequence[LineTask],
+) -> dict[str, Any]:
+    """What the run is: its protocol, split, store, tuning, specs and positions."""
+    return {
         "protocol": "next-line completion, CPython stdlib held-out packages",
-        "size": size,
+        "size": size_of(args),
         "stdlib": str(root),
         "split": {p: len(f) for p, f in parts.items()},
         "test_units": sorted({f.parts[0] for f in parts["test"]}),
@@ -186,56 +282,17 @@ def main(argv: list[str] | None = None) -> None:
         "n_ablation": 0,
     }
 
-    def save() -> None:
-        """Write what is measured so far: a run stopped between phases still counts."""
-        results["stamp"] = stamp.finish(started)
-        write_json(RESULTS / f"quality{suffix}.json", results)
 
-    rows = evaluate(engine, specs, tasks, sources, "methods", args.prompt_tokens, True)
-    results["methods"] = {name: summarize(r) for name, r in rows.items()}
-    results["comparisons"] = comparisons(rows)
-    results["items"] = {
-        "tasks": [{"source": t.source, "line": t.line, "target": t.target} for t in tasks],
-        "rows": rows,
-    }
-    save()
-    for spec_name, m in results["methods"].items():
-        print(
-            f"{spec_name:32s} EM@1 {m['em1']['mean']:.3f} EM@k {m['emk']['mean']:.3f} "
-            f"ES@k {m['esk']['mean']:.3f} median {m['ms_median']:.0f} ms"
-        )
-
-    heal_specs = [replace(s, name=f"{s.name}, no healing", heal=False) for s in specs[:3:2]]
-    heal_rows = evaluate(engine, heal_specs, tasks, sources, "no healing", args.prompt_tokens)
-    results["specs"] += [asdict(s) for s in heal_specs]
-    results["healing"] = {name: summarize(r) for name, r in heal_rows.items()}
-    results["healing_comparisons"] = [
-        {
-            "a": s.name,
-            "b": h.name,
-            "metric": m,
-            **paired_diff_ci([r[m] for r in rows[s.name]], [r[m] for r in heal_rows[h.name]]),
-        }
-        for s, h in zip(specs[:3:2], heal_specs, strict=True)
-        for m in ("emk", "empty")
+def report(results: dict[str, Any]) -> list[str]:
+    return [
+        f"{name:32s} EM@1 {m['em1']['mean']:.3f} EM@k {m['emk']['mean']:.3f} "
+        f"ES@k {m['esk']['mean']:.3f} median {m['ms_median']:.0f} ms"
+        for name, m in results["methods"].items()
     ]
-    save()
 
-    best, sub = specs[0], tasks[:n_ablate]
-    k_specs = [replace(best, name=f"superposed k={k} + store", k=k) for k in K_SWEEP if k != 3]
-    k_specs += [
-        replace(best, name=f"superposed k={k}, alpha=0", k=k, alpha=0.0, store=None)
-        for k in K_SWEEP
-        if k != 3
-    ]
-    k_specs.append(replace(best, name="superposed k=3 + store, orders 2..4", store="codebase-2to4"))
-    ablation_rows = evaluate(engine, k_specs, sub, sources, "ablations", args.prompt_tokens)
-    for spec in specs[:2]:  # the k=3 rows of the sweep: the main runs on the same positions
-        ablation_rows[spec.name] = rows[spec.name][:n_ablate]
-    results["specs"] += [asdict(s) for s in k_specs]
-    results["ablations"] = {name: summarize(r) for name, r in ablation_rows.items()}
-    results["n_ablation"] = len(sub)
-    save()
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, lambda results: [], argv)
 
 
 if __name__ == "__main__":

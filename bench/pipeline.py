@@ -1,0 +1,115 @@
+"""The shape every benchmark takes: spec -> run -> save -> report.
+
+A ``Benchmark`` names the script, its sizes and where its results go; ``run`` parses the command
+line, lets the script measure, stamps and saves what it measured, and prints the script's
+summary lines. A script's ``main`` is then one call, and the parts that differ between scripts
+(what is measured, how it is summarised) are functions that can be read and tested alone.
+
+The summary helpers below are the ones the quality scripts shared as copies: bootstrap intervals
+per method and metric, and the paired comparison of the first method with the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.measure import RESULTS, Stamp, write_json
+from bench.metrics import bootstrap_ci, paired_diff_ci
+
+Rows = Mapping[str, Sequence[Mapping[str, float]]]  # method name -> one row of metrics an item
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark script: its name (the results file's stem), what it measures, its sizes.
+
+    ``options`` adds the script's own arguments to the common ones (``--quick``, ``--size``,
+    ``--n``, ``--threads``, ``--runner``, ``--seed`` where there are sizes)."""
+
+    name: str
+    description: str
+    sizes: Mapping[str, Any] = field(default_factory=dict)
+    options: Callable[[argparse.ArgumentParser], object] | None = None
+
+    def parser(self) -> argparse.ArgumentParser:
+        from bench.common import run_parser
+
+        if self.sizes:
+            parser = run_parser(self.description, self.sizes)
+        else:
+            parser = argparse.ArgumentParser(description=self.description)
+        if self.options is not None:
+            self.options(parser)
+        return parser
+
+    def output(self, quick: bool) -> Path:
+        """bench/results/<name>.json, or <name>-quick.json for a quick run."""
+        return RESULTS / f"{self.name}{'-quick' if quick else ''}.json"
+
+
+def size_of(args: argparse.Namespace) -> str:
+    """The size preset the arguments ask for (``--quick`` wins over ``--size``)."""
+    return "quick" if getattr(args, "quick", False) else str(args.size)
+
+
+def save(results: dict[str, Any], stamp: Stamp, started: float, path: Path) -> dict[str, Any]:
+    """Stamp the results (commit, machine, load, seconds, command) and write them to ``path``.
+
+    A script that measures in phases calls this after each one: a run stopped between phases
+    still leaves what it measured."""
+    results["stamp"] = stamp.finish(started)
+    write_json(path, results)
+    return results
+
+
+Measure = Callable[[argparse.Namespace], tuple[dict[str, Any], Stamp]]
+Report = Callable[[dict[str, Any]], Iterable[str]]
+
+
+def run(bench: Benchmark, measure: Measure, report: Report, argv: list[str] | None = None) -> Any:
+    """Parse ``argv``, measure, save to the benchmark's output, print the report's lines."""
+    args = bench.parser().parse_args(argv)
+    started = time.perf_counter()
+    results, stamp = measure(args)
+    save(results, stamp, started, bench.output(getattr(args, "quick", False)))
+    for line in report(results):
+        print(line)
+    return results
+
+
+def summarize(rows: Rows, metrics: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each method's mean and 95% bootstrap interval in each metric."""
+    return {
+        name: {m: bootstrap_ci([r[m] for r in method_rows]) for m in metrics}
+        for name, method_rows in rows.items()
+    }
+
+
+def compare_first(
+    rows: Rows, metric: str, other_metric: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
+    """The first method against each other one, paired by item: the difference in ``metric``
+    (against ``other_metric(name)`` of the other method where given, e.g. greedy's pass@1 for
+    the first method's pass@k)."""
+    names = list(rows)
+    first = names[0]
+    out = []
+    for b in names[1:]:
+        mb = other_metric(b) if other_metric is not None else metric
+        diff = paired_diff_ci([r[metric] for r in rows[first]], [r[mb] for r in rows[b]])
+        out.append({"a": first, "b": b, "metric": metric, **diff})
+    return out
+
+
+def method_lines(methods: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str]) -> list[str]:
+    """One printed line a method: ``columns`` maps a label to a metric whose mean it shows."""
+    return [
+        f"{name:32s} "
+        + " ".join(f"{label} {m[metric]['mean']:.3f}" for label, metric in columns.items())
+        for name, m in methods.items()
+    ]

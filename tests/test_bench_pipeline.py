@@ -1,0 +1,92 @@
+"""bench/pipeline.py: the spec -> run -> save -> report shape, and the summaries the quality
+scripts share, checked against the committed results they produced before the move."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import pipeline
+from bench.measure import RESULTS, Stamp
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # means of all-nan metrics
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal as JSON (nan equals nan), which is how the results are compared when saved."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def saved(name: str) -> dict[str, Any]:
+    path = RESULTS / name
+    if not path.exists():
+        pytest.skip(f"{name} is not committed")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def test_coherence_summaries_match_the_saved_run() -> None:
+    from bench.coherence import METRICS
+
+    data = saved("coherence.json")
+    rows = data["items"]["rows"]
+    methods = pipeline.summarize(rows, METRICS)
+    for name, m in methods.items():
+        m["ppl_best_median"] = data["methods"][name]["ppl_best_median"]
+    assert same(methods, data["methods"])
+    assert same(pipeline.compare_first(rows, "ppl_best"), data["comparisons"])
+
+
+def test_quality_summaries_match_the_saved_run() -> None:
+    from bench import quality
+
+    data = saved("quality.json")
+    rows = data["items"]["rows"]
+    results: dict[str, Any] = {}
+    tasks = [
+        quality.LineTask(t["source"], t["line"], "", t["target"]) for t in data["items"]["tasks"]
+    ]
+    quality.methods_phase(results, rows, tasks)
+    assert same(results["methods"], data["methods"])
+    assert same(results["comparisons"], data["comparisons"])
+    assert [s["name"] for s in data["specs"]][-9:] == [
+        s.name for s in quality.ablation_specs(quality.Spec(**data["specs"][0]))
+    ]
+
+
+def test_compare_first_pairs_against_another_metric() -> None:
+    rows = {
+        "a": [{"passk": 1.0, "pass1": 0.0}, {"passk": 1.0, "pass1": 1.0}],
+        "greedy": [{"passk": 1.0, "pass1": 0.0}, {"passk": 1.0, "pass1": 0.0}],
+    }
+    same_metric = pipeline.compare_first(rows, "passk")
+    against_pass1 = pipeline.compare_first(rows, "passk", lambda b: "pass1")
+    assert same_metric[0]["mean"] == 0.0
+    assert against_pass1[0]["mean"] == 1.0
+    assert against_pass1[0]["a"] == "a" and against_pass1[0]["b"] == "greedy"
+
+
+def test_run_parses_measures_stamps_saves_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(pipeline, "RESULTS", tmp_path)
+    monkeypatch.setattr(Stamp, "finish", lambda self, started: {"commit": self.commit})
+    bench = pipeline.Benchmark(
+        "toy", "a toy", {"quick": 2, "full": 5}, lambda p: p.add_argument("--extra", type=int)
+    )
+    seen: dict[str, Any] = {}
+
+    def measure(args: Any) -> tuple[dict[str, Any], Stamp]:
+        seen.update(size=pipeline.size_of(args), extra=args.extra)
+        return {"n": 3}, Stamp(model="toy", commit="abc")
+
+    pipeline.run(bench, measure, lambda r: [f"n={r['n']}"], ["--quick", "--extra", "7"])
+    assert seen == {"size": "quick", "extra": 7}
+    written = json.loads((tmp_path / "toy-quick.json").read_text())
+    assert written == {"n": 3, "stamp": {"commit": "abc"}}
+    assert capsys.readouterr().out.splitlines()[-1] == "n=3"
+    pipeline.run(bench, measure, lambda r: [], ["--size", "full"])
+    assert (tmp_path / "toy.json").exists() and seen["size"] == "full"
