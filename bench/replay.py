@@ -224,7 +224,7 @@ def nan_or(value: float, then: Callable[[float], float]) -> float:
     return value if math.isnan(value) else then(value)
 
 
-METRICS = ("em1", "emk", "es1", "esk", "csk", "distinct", "empty")
+METRICS: tuple[str, ...] = ("em1", "emk", "es1", "esk", "csk", "distinct", "empty")
 LIKENESS = ("prefix", "close", "apart", "gain")  # how alike the drafts are (issue 22)
 METRICS += LIKENESS
 SUBSETS = {
@@ -365,7 +365,7 @@ async def run_configs(
     stores: Mapping[str, Any],
     model: str,
     max_new_tokens: int | None,
-    done: Callable[[list[dict[str, Any]]], None] | None = None,
+    done: Callable[[list[dict[str, Any]]], object] | None = None,
     row_of: Callable[[Any, list[str]], dict[str, Any]] | None = None,
     server_commit: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -486,6 +486,146 @@ def resummarize(path: Path) -> dict[str, Any]:
     return result
 
 
+@dataclass(frozen=True)
+class Tasks:
+    """What differs between the line replay and the block replay (bench/replay_blocks.py);
+    the run around them (configurations, stores, one server, saving as it goes) is one."""
+
+    stem: str  # the results file's stem in bench/results
+    count: str  # what the data block counts its tasks as: "targets", "blocks"
+    repo_fields: tuple[str, ...]  # each repository's fields the results carry
+    load: Callable[[Path], dict[str, Any]]
+    positions: Callable[[argparse.Namespace, Mapping[str, Any]], list[Any]]
+    row_of: Callable[[Any, list[str]], dict[str, Any]]
+    summarize: Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]
+    compare: Callable[[Sequence[Mapping[str, Any]], Sequence[str]], list[dict[str, Any]]]
+    settings: Callable[[argparse.Namespace], dict[str, Any]]
+    line: Callable[[str, str, Mapping[str, Any]], str]  # printed: a configuration at a cursor
+
+
+def line_positions(args: argparse.Namespace, data: Mapping[str, Any]) -> list[Position]:
+    per_repo = QUICK_PER_REPO if args.quick else args.limit
+    return positions(data, args.split, per_repo, [args.cursor] if args.cursor else CURSORS)
+
+
+def line_summary(name: str, cursor: str, c: Mapping[str, Any]) -> str:
+    return (
+        f"{name:24s} {cursor:10s} n={c['n']:3d} EM@1 {c['em1']['mean']:.3f} "
+        f"EM@k {c['emk']['mean']:.3f} ES@k {c['esk']['mean']:.3f} "
+        f"CS@k {c['csk']['mean']:.3f} distinct {c['distinct']['mean']:.2f} "
+        f"empty {c['empty']['mean']:.2f} p50 {c['p50_ms']:.0f} ms p95 {c['p95_ms']:.0f} ms"
+    )
+
+
+LINES = Tasks(
+    stem="replay",
+    count="targets",
+    repo_fields=REPO_FIELDS,
+    load=load_data,
+    positions=line_positions,
+    row_of=line_row,
+    summarize=summarize,
+    compare=compare,
+    settings=lambda a: {**BASE, "maxNewTokens": a.max_new_tokens, "model": a.model},
+    line=line_summary,
+)
+
+
+def data_block(
+    args: argparse.Namespace, tasks: Tasks, data: Mapping[str, Any], todo: Sequence[Any]
+) -> dict[str, Any]:
+    """What the results say of the tasks: the frozen file, its split, its repositories."""
+    repos = list(dict.fromkeys(p.repo for p in todo))
+    return {
+        "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
+        "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+        "split": args.split,
+        "repos": {r: {k: data["repos"][r][k] for k in tasks.repo_fields} for r in repos},
+        "splits": data["split"],
+        tasks.count: len({p.task for p in todo}),
+        "cursors": list(dict.fromkeys(p.cursor for p in todo)),
+        "positions": len(todo),
+    }
+
+
+def output_of(args: argparse.Namespace, tasks: Tasks) -> Path:
+    """--out, else bench/results/<stem>[-quick][-validation].json."""
+    quick = "-quick" if getattr(args, "quick", False) else ""
+    validation = "-validation" if args.split == "validation" else ""
+    return Path(args.out or RESULTS / f"{tasks.stem}{quick}{validation}.json")
+
+
+def replay(args: argparse.Namespace, tasks: Tasks) -> int:
+    """Run the configurations over the tasks on one server, saving the results after each
+    configuration (``partial`` until the server's final stats are in), and print a summary."""
+    configs = parse_configs(args.configs, args.define)
+    server_commit = resolve_commit(args.server_commit)
+    started = time.perf_counter()
+    stamp = Stamp(model=args.model)
+    data = tasks.load(args.data)
+    todo = tasks.positions(args, data)
+    stores = build_stores(data, list(dict.fromkeys(p.repo for p in todo)), args.model)
+    fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args),
+             "server_commit": server_commit}  # fmt: skip
+
+    def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
+        ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
+        if server is not None:  # the server picks the runner as the product does
+            stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
+        result = {
+            "stamp": stamp.finish(started),
+            **fixed,
+            "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
+            "stores": stores,
+            "server": server,
+            "partial": server is None,
+            "summary": tasks.summarize(rows),
+            "comparisons": tasks.compare(rows, [c.name for c in ran]),
+            "rows": rows,
+        }
+        write_json(output_of(args, tasks), result)
+        return result
+
+    rows, server = asyncio.run(
+        run_configs(configs, todo, stores, args.model, args.max_new_tokens, done=save,
+                    row_of=tasks.row_of, server_commit=server_commit)
+    )  # fmt: skip
+    result = save(rows, server)
+    for name in result["configs"]:
+        for cursor in result["data"]["cursors"]:
+            print(tasks.line(name, cursor, result["summary"][name][cursor]["all"]))
+    return 0
+
+
+def server_options(parser: argparse.ArgumentParser, default_configs: str, out: str) -> None:
+    """The options both replays take: which configurations, the model, the data, the server."""
+    parser.add_argument("--split", choices=("validation", "test"), default="test")
+    parser.add_argument("--configs", default=default_configs, help="comma-separated names")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=JSON",
+                        help="a configuration: server settings over the default ones")  # fmt: skip
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--server-commit", metavar="REF",
+                        help="the server of this commit (default: the working tree)")  # fmt: skip
+    parser.add_argument("--out", type=Path, help=f"results JSON (default: bench/results/{out}*)")
+
+
+def line_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", choices=("lines", "blocks"), default="lines",
+                        help="blocks: issue 23's block tasks (bench/replay_blocks.py)")  # fmt: skip
+    server_options(parser, ",".join(MAIN), "replay")
+    parser.add_argument("--limit", type=int, help="targets per repository (each has 2 cursors)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the first {QUICK_PER_REPO} targets per repository")  # fmt: skip
+    parser.add_argument("--cursor", choices=CURSORS,
+                        help="one cursor only (half the requests); default: both")  # fmt: skip
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--resummarize", type=Path, metavar="JSON",
+                        help="recompute a saved run's metrics from its rows")  # fmt: skip
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     tasks = argparse.ArgumentParser(add_help=False)
     tasks.add_argument("--tasks", choices=("lines", "blocks"), default="lines")
@@ -494,91 +634,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.replay_blocks import main as blocks_main
 
         return blocks_main(rest)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", choices=("lines", "blocks"), default="lines",
-                        help="blocks: issue 23's block tasks (bench/replay_blocks.py)")  # fmt: skip
-    parser.add_argument("--split", choices=("validation", "test"), default="test")
-    parser.add_argument("--configs", default=",".join(MAIN), help="comma-separated names")
-    parser.add_argument("--define", action="append", default=[], metavar="NAME=JSON",
-                        help="a configuration: server settings over the default ones")  # fmt: skip
-    parser.add_argument("--limit", type=int, help="targets per repository (each has 2 cursors)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"the first {QUICK_PER_REPO} targets per repository")  # fmt: skip
-    parser.add_argument("--cursor", choices=CURSORS,
-                        help="one cursor only (half the requests); default: both")  # fmt: skip
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/replay*)")
-    parser.add_argument("--server-commit", metavar="REF",
-                        help="the server of this commit (default: the working tree)")  # fmt: skip
-    parser.add_argument("--resummarize", type=Path, metavar="JSON",
-                        help="recompute a saved run's metrics from its rows")  # fmt: skip
-    args = parser.parse_args(argv)
+    args = line_parser().parse_args(argv)
     if args.resummarize:
         resummarize(args.resummarize)
         return 0
-    configs = parse_configs(args.configs, args.define)
-    server_commit = resolve_commit(args.server_commit)
-    started = time.perf_counter()
-    stamp = Stamp(model=args.model)
-    data = load_data(args.data)
-    per_repo = QUICK_PER_REPO if args.quick else args.limit
-    todo = positions(data, args.split, per_repo, [args.cursor] if args.cursor else CURSORS)
-    repos = list(dict.fromkeys(p.repo for p in todo))
-    stores = build_stores(data, repos, args.model)
-    default = "replay-quick" if args.quick else "replay"
-    if args.split == "validation":
-        default += "-validation"
-    out = args.out or RESULTS / f"{default}.json"
-
-    def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The results so far; ``partial`` until the server's final stats are in."""
-        ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
-        if server is not None:  # the server picks the runner as the product does
-            stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
-        result = {
-            "stamp": stamp.finish(started),
-            "data": {
-                "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
-                "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
-                "split": args.split,
-                "repos": {r: {k: data["repos"][r][k] for k in REPO_FIELDS} for r in repos},
-                "splits": data["split"],
-                "targets": len({p.task for p in todo}),
-                "cursors": list(dict.fromkeys(p.cursor for p in todo)),
-                "positions": len(todo),
-            },
-            "settings": {**BASE, "maxNewTokens": args.max_new_tokens, "model": args.model},
-            "server_commit": server_commit,
-            "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
-            "stores": stores,
-            "server": server,
-            "partial": server is None,
-            "summary": summarize(rows),
-            "comparisons": compare(rows, [c.name for c in ran]),
-            "rows": rows,
-        }
-        write_json(out, result)
-        return result
-
-    rows, server = asyncio.run(
-        run_configs(
-            configs, todo, stores, args.model, args.max_new_tokens, done=save,
-            server_commit=server_commit,
-        )
-    )  # fmt: skip
-    result = save(rows, server)
-    for name in result["configs"]:
-        for cursor in CURSORS:
-            c = result["summary"][name][cursor]["all"]
-            print(
-                f"{name:24s} {cursor:10s} n={c['n']:3d} EM@1 {c['em1']['mean']:.3f} "
-                f"EM@k {c['emk']['mean']:.3f} ES@k {c['esk']['mean']:.3f} "
-                f"CS@k {c['csk']['mean']:.3f} distinct {c['distinct']['mean']:.2f} "
-                f"empty {c['empty']['mean']:.2f} p50 {c['p50_ms']:.0f} ms p95 {c['p95_ms']:.0f} ms"
-            )
-    return 0
+    return replay(args, LINES)
 
 
 if __name__ == "__main__":

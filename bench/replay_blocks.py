@@ -35,20 +35,18 @@ positions, and the ratio of characters saved (issue 23's 1.5x target) has its ow
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gzip
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.measure import RESULTS, ROOT, Stamp, percentile, write_json
+from bench.measure import ROOT, percentile
 from bench.metrics import block_metrics, bootstrap_ci, paired_diff_ci, paired_ratio_ci
-from bench.replay import REPO_FIELDS, build_stores, parse_configs, resolve_commit, run_configs
+from bench.replay import REPO_FIELDS, Tasks, replay, server_options
 
 DATA = ROOT / "bench" / "data" / "replay_blocks.json.gz"
 BLOCK_CURSORS = ("block-start", "opener")
@@ -233,92 +231,39 @@ def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[d
     return out
 
 
+def block_summary(name: str, cursor: str, c: Mapping[str, Any]) -> str:
+    return (
+        f"{name:10s} {cursor:11s} n={c['n']:3d} lines@k {c['lak']['mean']:.2f} "
+        f"CS@k {c['csk']['mean']:.3f} EM@k {c['emk']['mean']:.3f} "
+        f"ES@k {c['esk']['mean']:.3f} multi-line drafts {c['multi']['mean']:.2f} "
+        f"p50 {c['p50_ms']:.0f} ms p95 {c['p95_ms']:.0f} ms"
+    )
+
+
+BLOCKS = Tasks(
+    stem="replay_blocks",
+    count="blocks",
+    repo_fields=(*REPO_FIELDS, "head"),
+    load=load_blocks,
+    positions=lambda a, data: block_positions(data, a.split, a.limit, a.cursor or ["block-start"]),
+    row_of=block_row,
+    summarize=summarize,
+    compare=compare,
+    settings=lambda a: {"k": 3, "model": a.model, "maxNewTokens": a.max_new_tokens},
+    line=block_summary,
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("validation", "test"), default="test")
-    parser.add_argument("--configs", default=DEFAULT_CONFIGS, help="comma-separated names")
-    parser.add_argument("--define", action="append", default=[], metavar="NAME=JSON",
-                        help="a configuration: server settings over the default ones")  # fmt: skip
+    server_options(parser, DEFAULT_CONFIGS, "replay_blocks")
     parser.add_argument("--limit", type=int, help="blocks per repository")
     parser.add_argument("--cursor", choices=BLOCK_CURSORS, action="append",
                         help="block cursors to run (repeatable; default: block-start)")  # fmt: skip
-    parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--max-new-tokens", type=int,
                         help="one budget for all (default: each its own)")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--server-commit", metavar="REF",
-                        help="the server of this commit (default: the working tree)")  # fmt: skip
-    parser.add_argument(
-        "--out", type=Path, help="results JSON (default: bench/results/replay_blocks*)"
-    )
-    args = parser.parse_args(argv)
-    configs = parse_configs(args.configs, args.define)
-    server_commit = resolve_commit(args.server_commit)
-    started = time.perf_counter()
-    stamp = Stamp(model=args.model)
-    data = load_blocks(args.data)
-    cursors = args.cursor or ["block-start"]
-    todo = block_positions(data, args.split, args.limit, cursors)
-    repos = list(dict.fromkeys(p.repo for p in todo))
-    stores = build_stores(data, repos, args.model)
-    default = "replay_blocks" + ("-validation" if args.split == "validation" else "")
-    out = args.out or RESULTS / f"{default}.json"
-
-    def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The results so far; ``partial`` until the server's final stats are in."""
-        ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
-        if server is not None:
-            stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
-        result = {
-            "stamp": stamp.finish(started),
-            "data": {
-                "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
-                "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
-                "split": args.split,
-                "repos": {
-                    r: {k: data["repos"][r][k] for k in (*REPO_FIELDS, "head")} for r in repos
-                },
-                "splits": data["split"],
-                "blocks": len({p.task for p in todo}),
-                "cursors": list(dict.fromkeys(p.cursor for p in todo)),
-                "positions": len(todo),
-            },
-            "settings": {"k": 3, "model": args.model, "maxNewTokens": args.max_new_tokens},
-            "server_commit": server_commit,
-            "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
-            "stores": stores,
-            "server": server,
-            "partial": server is None,
-            "summary": summarize(rows),
-            "comparisons": compare(rows, [c.name for c in ran]),
-            "rows": rows,
-        }
-        write_json(out, result)
-        return result
-
-    rows, server = asyncio.run(
-        run_configs(
-            configs,
-            todo,
-            stores,
-            args.model,
-            args.max_new_tokens,
-            done=save,
-            row_of=block_row,
-            server_commit=server_commit,
-        )  # fmt: skip
-    )
-    result = save(rows, server)
-    for name in result["configs"]:
-        for cursor in result["data"]["cursors"]:
-            c = result["summary"][name][cursor]["all"]
-            print(
-                f"{name:10s} {cursor:11s} n={c['n']:3d} lines@k {c['lak']['mean']:.2f} "
-                f"CS@k {c['csk']['mean']:.3f} EM@k {c['emk']['mean']:.3f} "
-                f"ES@k {c['esk']['mean']:.3f} multi-line drafts {c['multi']['mean']:.2f} "
-                f"p50 {c['p50_ms']:.0f} ms p95 {c['p95_ms']:.0f} ms"
-            )
-    return 0
+    return replay(parser.parse_args(argv), BLOCKS)
 
 
 if __name__ == "__main__":

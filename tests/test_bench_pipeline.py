@@ -90,3 +90,57 @@ def test_run_parses_measures_stamps_saves_and_reports(
     assert capsys.readouterr().out.splitlines()[-1] == "n=3"
     pipeline.run(bench, measure, lambda r: [], ["--size", "full"])
     assert (tmp_path / "toy.json").exists() and seen["size"] == "full"
+
+
+@pytest.mark.parametrize(
+    ("argv", "count", "cursor"),
+    [
+        (
+            ["--limit", "1", "--cursor", "mid-line", "--configs", "greedy,beam"],
+            "targets",
+            "mid-line",
+        ),
+        (
+            ["--tasks", "blocks", "--limit", "1", "--configs", "single,multi"],
+            "blocks",
+            "block-start",
+        ),
+    ],
+)
+def test_both_replays_run_through_one_driver(
+    argv: list[str],
+    count: str,
+    cursor: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The line and block replays share the run: positions from the frozen data, one row a
+    configuration and position, the results saved after each configuration and at the end."""
+    from bench import replay
+
+    saves: list[bool] = []
+
+    async def fake_run(
+        configs: Any, todo: Any, *args: Any, done: Any, row_of: Any, **kw: Any
+    ) -> Any:
+        rows: list[dict[str, Any]] = []
+        for config in configs:
+            rows += [{"config": config.name, "ms": 5.0, **row_of(p, ["x"])} for p in todo]
+            done(rows)
+            saves.append(json.loads(out.read_text())["partial"])
+        return rows, {"compiled_step": False, "model": args[1], "counters": {}}
+
+    monkeypatch.setattr(replay, "run_configs", fake_run)
+    monkeypatch.setattr(replay, "build_stores", lambda data, repos, model: {"repos": repos})
+    monkeypatch.setattr(Stamp, "finish", lambda self, started: {"model": self.model})
+    out = tmp_path / "r.json"
+    assert replay.main([*argv, "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert saves == [True, True] and result["partial"] is False
+    assert result["data"][count] == len(result["stores"]["repos"]) == result["data"]["positions"]
+    assert result["data"]["cursors"] == [cursor]
+    assert list(result["configs"]) == argv[-1].split(",")
+    assert len(result["rows"]) == 2 * result["data"]["positions"]
+    assert {(c["a"], c["b"]) for c in result["comparisons"]} >= {tuple(argv[-1].split(","))[::-1]}
+    assert len(capsys.readouterr().out.strip().splitlines()) >= 2
