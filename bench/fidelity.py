@@ -16,16 +16,17 @@ cursor, no healing, so both runners read the same ids), for each precision:
 
 from __future__ import annotations
 
+import argparse
 import math
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from bench.common import fast_runner, run_parser
-from bench.measure import RESULTS, Stamp, write_json
+from bench.common import fast_runner
+from bench.measure import Stamp
 from bench.metrics import bootstrap_ci
+from bench.pipeline import Benchmark, run, size_of
 from bench.split import library_files, read_text, sample_tasks, stdlib_root
 from bench.tables import table
 from superposed.api import Engine
@@ -91,79 +92,86 @@ def perplexity_change(
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = run_parser(__doc__.splitlines()[0], SIZES)
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--precisions", nargs="+", default=VARIANTS, choices=VARIANTS)
-    args = parser.parse_args(argv)
-    size = "quick" if args.quick else args.size
-    n_tasks = args.n or SIZES[size]
-    started = time.perf_counter()
+
+
+def reference_drafts(engine: Any, prompts: Sequence[Sequence[int]], n: int) -> dict[str, Any]:
+    """The reference runner's greedy and superposed drafts, and the model's NLL of each."""
+    model = engine.loaded.model
+    reference = HFRunner(model)
+    with torch.inference_mode():
+        greedy_ = [greedy(reference, p, n) for p in prompts]
+        super_ = [superposed(reference, engine, p, n) for p in prompts]
+        return {
+            "greedy": greedy_,
+            "superposed": super_,
+            "greedy_nll": [nll(model, p, g) for p, g in zip(prompts, greedy_, strict=True)],
+            "superposed_nll": [
+                sum(nll(model, p, d) for d in drafts)
+                for p, drafts in zip(prompts, super_, strict=True)
+            ],
+        }
+
+
+def precision_fidelity(
+    engine: Any, precision: str, prompts: Sequence[Sequence[int]], n: int, ref: dict[str, Any]
+) -> dict[str, Any]:
+    """One precision's agreement with the reference and the perplexity change of its drafts."""
+    model = engine.loaded.model
+    fast = fast_runner(engine.loaded, precision)
+    with torch.inference_mode():
+        forced = [greedy(fast, p, n, r) for p, r in zip(prompts, ref["greedy"], strict=True)]
+        free = [greedy(fast, p, n) for p in prompts]
+        drafts = [superposed(fast, engine, p, n) for p in prompts]
+        free_nll = [nll(model, p, g) for p, g in zip(prompts, free, strict=True)]
+        super_nll = [
+            sum(nll(model, p, d) for d in ds) for p, ds in zip(prompts, drafts, strict=True)
+        ]
+    pairs = [
+        ab for f, r in zip(forced, ref["greedy"], strict=True) for ab in zip(f, r, strict=True)
+    ]
+    lengths = [
+        max(sum(map(len, ds)), sum(map(len, rs)))
+        for ds, rs in zip(drafts, ref["superposed"], strict=True)
+    ]
+    return {
+        "agreement": sum(a == b for a, b in pairs) / len(pairs),
+        "greedy_drafts_identical": sum(f == r for f, r in zip(free, ref["greedy"], strict=True))
+        / len(prompts),
+        "greedy_perplexity": perplexity_change(free_nll, ref["greedy_nll"], [n] * len(prompts)),
+        "superposed_perplexity": perplexity_change(super_nll, ref["superposed_nll"], lengths),
+    }
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     torch.set_num_threads(args.threads)
     engine = Engine.load(threads=args.threads, runner="hf")
     stamp = Stamp(model=engine.name, runner="hf (reference) against fast at each precision")
-    model = engine.loaded.model
     root = stdlib_root()
     test = {str(f): read_text(root / f) for f in library_files(root)["test"]}
-    tasks = sample_tasks(test, n_tasks, args.seed)
-    prompts = [
-        engine.prompt(
-            t.prompt, args.new_tokens, heal=False, max_prompt_tokens=args.prompt_tokens
-        ).ids
-        for t in tasks
-    ]
-    n = args.new_tokens
-    reference = HFRunner(model)
-    with torch.inference_mode():
-        ref_greedy = [greedy(reference, p, n) for p in prompts]
-        ref_super = [superposed(reference, engine, p, n) for p in prompts]
-        ref_greedy_nll = [nll(model, p, g) for p, g in zip(prompts, ref_greedy, strict=True)]
-        ref_super_nll = [
-            sum(nll(model, p, d) for d in drafts)
-            for p, drafts in zip(prompts, ref_super, strict=True)
-        ]
+    tasks = sample_tasks(test, args.n or SIZES[size_of(args)], args.seed)
+    n, limit = args.new_tokens, args.prompt_tokens
+    prompts = [engine.prompt(t.prompt, n, heal=False, max_prompt_tokens=limit).ids for t in tasks]
+    ref = reference_drafts(engine, prompts, n)
     results: dict[str, Any] = {
         "protocol": "stdlib held-out next-line positions; reference = transformers runner, fp32",
-        "size": size,
+        "size": size_of(args),
         "positions": len(prompts),
         "new_tokens": n,
         "prompt_tokens": args.prompt_tokens,
         "precisions": {},
     }
     for precision in args.precisions:
-        fast = fast_runner(engine.loaded, precision)
-        with torch.inference_mode():
-            forced = [greedy(fast, p, n, r) for p, r in zip(prompts, ref_greedy, strict=True)]
-            free = [greedy(fast, p, n) for p in prompts]
-            drafts = [superposed(fast, engine, p, n) for p in prompts]
-            free_nll = [nll(model, p, g) for p, g in zip(prompts, free, strict=True)]
-            super_nll = [
-                sum(nll(model, p, d) for d in ds) for p, ds in zip(prompts, drafts, strict=True)
-            ]
-        pairs = [
-            ab for f, r in zip(forced, ref_greedy, strict=True) for ab in zip(f, r, strict=True)
-        ]
-        results["precisions"][precision] = {
-            "agreement": sum(a == b for a, b in pairs) / len(pairs),
-            "greedy_drafts_identical": sum(f == r for f, r in zip(free, ref_greedy, strict=True))
-            / len(prompts),
-            "greedy_perplexity": perplexity_change(free_nll, ref_greedy_nll, [n] * len(prompts)),
-            "superposed_perplexity": perplexity_change(
-                super_nll,
-                ref_super_nll,
-                [
-                    max(sum(map(len, ds)), sum(map(len, rs)))
-                    for ds, rs in zip(drafts, ref_super, strict=True)
-                ],
-            ),
-        }
+        results["precisions"][precision] = precision_fidelity(engine, precision, prompts, n, ref)
         print(precision, results["precisions"][precision], flush=True)
-    results["stamp"] = stamp.finish(started)
-    name = f"fidelity{'-quick' if args.quick else ''}"
-    write_json(RESULTS / f"{name}.json", results)
-    (RESULTS / f"{name}.md").write_text(markdown(results))
-    print(markdown(results))
+    return results, stamp
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, lambda results: [markdown(results)], argv)
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -197,6 +205,9 @@ def markdown(results: dict[str, Any]) -> str:
         ),
     ]
     return "\n".join(lines) + "\n"
+
+
+BENCH = Benchmark("fidelity", __doc__.splitlines()[0], SIZES, options, markdown)
 
 
 if __name__ == "__main__":

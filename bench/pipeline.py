@@ -29,12 +29,14 @@ class Benchmark:
     """One benchmark script: its name (the results file's stem), what it measures, its sizes.
 
     ``options`` adds the script's own arguments to the common ones (``--quick``, ``--size``,
-    ``--n``, ``--threads``, ``--runner``, ``--seed`` where there are sizes)."""
+    ``--n``, ``--threads``, ``--runner``, ``--seed`` where there are sizes); ``markdown``
+    renders the saved results as the summary committed beside them (<name>.md)."""
 
     name: str
     description: str
     sizes: Mapping[str, Any] = field(default_factory=dict)
     options: Callable[[argparse.ArgumentParser], object] | None = None
+    markdown: Callable[[dict[str, Any]], str] | None = None
 
     def parser(self) -> argparse.ArgumentParser:
         from bench.common import run_parser
@@ -72,11 +74,15 @@ Report = Callable[[dict[str, Any]], Iterable[str]]
 
 
 def run(bench: Benchmark, measure: Measure, report: Report, argv: list[str] | None = None) -> Any:
-    """Parse ``argv``, measure, save to the benchmark's output, print the report's lines."""
+    """Parse ``argv``, measure, save to the benchmark's output (and its markdown summary beside
+    it), print the report's lines."""
     args = bench.parser().parse_args(argv)
     started = time.perf_counter()
     results, stamp = measure(args)
-    save(results, stamp, started, bench.output(getattr(args, "quick", False)))
+    path = bench.output(getattr(args, "quick", False))
+    save(results, stamp, started, path)
+    if bench.markdown is not None:
+        path.with_suffix(".md").write_text(bench.markdown(results))
     for line in report(results):
         print(line)
     return results

@@ -90,6 +90,25 @@ def test_run_parses_measures_stamps_saves_and_reports(
     assert capsys.readouterr().out.splitlines()[-1] == "n=3"
     pipeline.run(bench, measure, lambda r: [], ["--size", "full"])
     assert (tmp_path / "toy.json").exists() and seen["size"] == "full"
+    assert not (tmp_path / "toy.md").exists()  # no markdown asked for
+
+
+def test_run_writes_the_markdown_summary_beside_the_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "RESULTS", tmp_path)
+    monkeypatch.setattr(Stamp, "finish", lambda self, started: {"commit": self.commit})
+    bench = pipeline.Benchmark("toy", "a toy", markdown=lambda r: f"# n is {r['n']}\n")
+    pipeline.run(bench, lambda args: ({"n": 4}, Stamp(model="toy", commit="abc")), lambda r: [], [])
+    assert (tmp_path / "toy.md").read_text() == "# n is 4\n"
+
+
+def test_fidelity_markdown_renders_the_committed_summary_from_its_json() -> None:
+    from bench import fidelity
+
+    assert fidelity.BENCH.markdown is fidelity.markdown
+    expected = (RESULTS / "fidelity.md").read_text()
+    assert fidelity.markdown(saved("fidelity.json")) == expected
 
 
 @pytest.mark.parametrize(
