@@ -98,7 +98,7 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precisions", nargs="+", default=VARIANTS, choices=VARIANTS)
 
 
-def reference_drafts(engine: Any, prompts: Sequence[Sequence[int]], n: int) -> dict[str, Any]:
+def reference_drafts(engine: Any, prompts: list[list[int]], n: int) -> dict[str, Any]:
     """The reference runner's greedy and superposed drafts, and the model's NLL of each."""
     model = engine.loaded.model
     reference = HFRunner(model)
@@ -117,7 +117,7 @@ def reference_drafts(engine: Any, prompts: Sequence[Sequence[int]], n: int) -> d
 
 
 def precision_fidelity(
-    engine: Any, precision: str, prompts: Sequence[Sequence[int]], n: int, ref: dict[str, Any]
+    engine: Any, precision: str, prompts: list[list[int]], n: int, ref: dict[str, Any]
 ) -> dict[str, Any]:
     """One precision's agreement with the reference and the perplexity change of its drafts."""
     model = engine.loaded.model

@@ -18,11 +18,11 @@ import argparse
 import os
 import resource
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.measure import RESULTS, Stamp, write_json
+from bench.measure import Stamp
+from bench.pipeline import Benchmark, run
 from bench.tables import table
 
 TARGET_MB = 600  # issue 14: peak of one server run with the default model on a CPU
@@ -68,18 +68,9 @@ def runner_parts(runner: Any) -> dict[str, float]:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompt-tokens", type=int, default=1500)
-    parser.add_argument(
-        "--cold", action="store_true", help="an empty cache directory (footprint-cold.*)"
-    )
-    args = parser.parse_args(argv)
-    results_name = "footprint-cold" if args.cold else "footprint"
-    if args.cold:  # the default model is converted from its GGUF on the first load
-        os.environ["SUPERPOSED_CACHE_DIR"] = tempfile.mkdtemp(prefix="footprint-cold-")
-    started = time.perf_counter()
-    stamp = Stamp(model="smollm2-135m, int4 (the CPU default)")
+def stages_of(prompt_tokens: int, cold: bool) -> tuple[dict[str, tuple[float, float]], Any, bool]:
+    """What the server does, in order, with the resident MiB (now, peak) after each stage;
+    the runner; whether the compiled step was in the cache."""
     stages: dict[str, tuple[float, float]] = {"python, numpy": resident_mib()}
     import torch  # noqa: F401 - the first thing the server imports
 
@@ -87,47 +78,60 @@ def main(argv: list[str] | None = None) -> None:
     import lsp_server.server  # noqa: F401 - what the server imports before any model
     from superposed import compiled
     from superposed.api import Engine
-    from superposed.model import default_model_dir, load_model
+    from superposed.model import load_model
 
     stages["import the server (transformers, pygls)"] = resident_mib()
     load_model(skeleton=True)  # the tokenizer and the model code, no weights (kept: imports)
     stage = "tokenizer, model code (a weightless model)"
-    stages[("the GGUF converted; " if args.cold else "") + stage] = resident_mib()
+    stages[("the GGUF converted; " if cold else "") + stage] = resident_mib()
     engine = Engine.load(compile="off")
-    runner = engine.runner
+    runner: Any = engine.runner  # the fast runner (Engine.load on a CPU)
     stages["Engine.load: the fast runner's weights"] = resident_mib()
     path = compiled.package_path(runner, 1)
     if path.exists():
         runner.compiled_steps[1] = compiled.load(path, runner)
         stages["the compiled decode step"] = resident_mib()
     source = Path(argparse.__file__).read_text()
-    ids = engine.tokenizer(source)["input_ids"][: args.prompt_tokens]
+    ids = engine.tokenizer(source)["input_ids"][:prompt_tokens]
     logits = runner.prefill(ids)
     for _ in range(8):
         logits = runner.step(runner.embed(logits.reshape(1, -1).argmax(-1)[:, None]))
     stages[f"a {len(ids)}-token prefill and 8 steps"] = resident_mib()
-    parts = {name: round(mib, 1) for name, mib in runner_parts(runner).items()}
+    return stages, runner, path.exists()
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    if args.cold:  # the default model is converted from its GGUF on the first load
+        os.environ["SUPERPOSED_CACHE_DIR"] = tempfile.mkdtemp(prefix="footprint-cold-")
+    stamp = Stamp(model="smollm2-135m, int4 (the CPU default)")
+    stages, runner, compiled_step = stages_of(args.prompt_tokens, args.cold)
+    from superposed.model import default_model_dir
+
     result = {
         "stages_mib": {name: {"rss": now, "peak": peak} for name, (now, peak) in stages.items()},
-        "runner_tensors_mib": parts,
-        "compiled_step": path.exists(),
+        "runner_tensors_mib": {k: round(mib, 1) for k, mib in runner_parts(runner).items()},
+        "compiled_step": compiled_step,
         "model_dir": str(default_model_dir()),
         "target_peak_mb": TARGET_MB,
-        "stamp": stamp.finish(started),
+        "cold_cache": args.cold,
     }
-    result["cold_cache"] = args.cold
-    write_json(RESULTS / f"{results_name}.json", result)
+    return result, stamp
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The stages and the runner's tensors as tables (footprint.md, footprint-cold.md)."""
+    s, parts = result["stamp"], result["runner_tensors_mib"]
     lines = [
         "# Resident memory by stage (bench/footprint.py)",
         "",
-        f"`{result['stamp']['command']}`: {result['stamp']['date']}, commit "
-        f"{result['stamp']['commit']}, {result['stamp']['machine']}. Default model, int4, "
-        f"one thread{', an empty cache directory' if args.cold else ''}. "
-        f"Target (issue 14): peak at most {TARGET_MB} MB.",
+        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}. Default model, "
+        f"int4, one thread{', an empty cache directory' if result['cold_cache'] else ''}. "
+        f"Target (issue 14): peak at most {result['target_peak_mb']} MB.",
         "",
     ]
     rows, previous = [], 0.0
-    for name, (now, peak) in stages.items():
+    for name, stage in result["stages_mib"].items():
+        now, peak = stage["rss"], stage["peak"]
         rows.append([name, f"{now:.0f}", f"{now - previous:+.0f}", f"{peak:.0f}"])
         previous = now
     lines.append(table(["stage", "resident MiB", "added MiB", "peak MiB"], rows, "lrrr"))
@@ -135,8 +139,27 @@ def main(argv: list[str] | None = None) -> None:
     parts_rows = [[name, mib] for name, mib in parts.items()]
     parts_rows.append(["total", f"{sum(parts.values()):.1f}"])
     lines.append(table(["part", "MiB"], parts_rows, "lr"))
-    (RESULTS / f"{results_name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompt-tokens", type=int, default=1500)
+    parser.add_argument(
+        "--cold", action="store_true", help="an empty cache directory (footprint-cold.*)"
+    )
+
+
+BENCH = Benchmark(
+    "footprint",
+    __doc__.splitlines()[0],
+    options=options,
+    markdown=markdown,
+    variant=lambda args: "-cold" if args.cold else "",
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, lambda result: [markdown(result)], argv)
 
 
 if __name__ == "__main__":

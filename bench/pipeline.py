@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import RESULTS, Stamp, write_json
-from bench.metrics import bootstrap_ci, paired_diff_ci
 
 Rows = Mapping[str, Sequence[Mapping[str, float]]]  # method name -> one row of metrics an item
 
@@ -37,6 +36,13 @@ class Benchmark:
     sizes: Mapping[str, Any] = field(default_factory=dict)
     options: Callable[[argparse.ArgumentParser], object] | None = None
     markdown: Callable[[dict[str, Any]], str] | None = None
+    variant: Callable[[argparse.Namespace], str] | None = None  # the file's suffix for a run
+
+    def output(self, args: argparse.Namespace) -> Path:
+        """bench/results/<name><variant>.json: by default -quick for a quick run."""
+        if self.variant is not None:
+            return RESULTS / f"{self.name}{self.variant(args)}.json"
+        return RESULTS / f"{self.name}{'-quick' if getattr(args, 'quick', False) else ''}.json"
 
     def parser(self) -> argparse.ArgumentParser:
         from bench.common import run_parser
@@ -48,10 +54,6 @@ class Benchmark:
         if self.options is not None:
             self.options(parser)
         return parser
-
-    def output(self, quick: bool) -> Path:
-        """bench/results/<name>.json, or <name>-quick.json for a quick run."""
-        return RESULTS / f"{self.name}{'-quick' if quick else ''}.json"
 
 
 def size_of(args: argparse.Namespace) -> str:
@@ -79,7 +81,7 @@ def run(bench: Benchmark, measure: Measure, report: Report, argv: list[str] | No
     args = bench.parser().parse_args(argv)
     started = time.perf_counter()
     results, stamp = measure(args)
-    path = bench.output(getattr(args, "quick", False))
+    path = bench.output(args)
     save(results, stamp, started, path)
     if bench.markdown is not None:
         path.with_suffix(".md").write_text(bench.markdown(results))
@@ -90,6 +92,8 @@ def run(bench: Benchmark, measure: Measure, report: Report, argv: list[str] | No
 
 def summarize(rows: Rows, metrics: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Each method's mean and 95% bootstrap interval in each metric."""
+    from bench.metrics import bootstrap_ci  # numpy: not before bench.footprint's first stage
+
     return {
         name: {m: bootstrap_ci([r[m] for r in method_rows]) for m in metrics}
         for name, method_rows in rows.items()
@@ -102,6 +106,8 @@ def compare_first(
     """The first method against each other one, paired by item: the difference in ``metric``
     (against ``other_metric(name)`` of the other method where given, e.g. greedy's pass@1 for
     the first method's pass@k)."""
+    from bench.metrics import paired_diff_ci
+
     names = list(rows)
     first = names[0]
     out = []

@@ -236,7 +236,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         return evaluate(engine, specs_, tasks[:n], sources, label, args.prompt_tokens, keep)
 
     def checkpoint() -> None:  # a run stopped between phases still counts
-        save(results, stamp, started, BENCH.output(args.quick))
+        save(results, stamp, started, BENCH.output(args))
 
     rows = run_(specs, "methods", keep=True)
     methods_phase(results, rows, tasks)

@@ -163,3 +163,28 @@ def test_both_replays_run_through_one_driver(
     assert len(result["rows"]) == 2 * result["data"]["positions"]
     assert {(c["a"], c["b"]) for c in result["comparisons"]} >= {tuple(argv[-1].split(","))[::-1]}
     assert len(capsys.readouterr().out.strip().splitlines()) >= 2
+
+
+@pytest.mark.parametrize("name", ["footprint", "footprint-cold"])
+def test_footprint_markdown_renders_the_committed_summary_from_its_json(name: str) -> None:
+    from bench import footprint
+
+    assert footprint.markdown(saved(f"{name}.json")) == (RESULTS / f"{name}.md").read_text()
+
+
+def test_footprint_cold_runs_save_beside_the_warm_ones() -> None:
+    from bench import footprint
+
+    parser = footprint.BENCH.parser()
+    assert footprint.BENCH.output(parser.parse_args(["--cold"])).name == "footprint-cold.json"
+    assert footprint.BENCH.output(parser.parse_args([])).name == "footprint.json"
+
+
+def test_the_pipeline_leaves_numpy_unimported_before_the_footprint_measures() -> None:
+    """bench.footprint's first stage is the interpreter before the server's imports."""
+    import subprocess
+    import sys
+
+    code = "import sys, bench.footprint; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
