@@ -39,7 +39,10 @@ class Benchmark:
     variant: Callable[[argparse.Namespace], str] | None = None  # the file's suffix for a run
 
     def output(self, args: argparse.Namespace) -> Path:
-        """bench/results/<name><variant>.json: by default -quick for a quick run."""
+        """``--out`` where the script has it and it is given, else
+        bench/results/<name><variant>.json: by default -quick for a quick run."""
+        if getattr(args, "out", None) is not None:
+            return Path(args.out)
         if self.variant is not None:
             return RESULTS / f"{self.name}{self.variant(args)}.json"
         return RESULTS / f"{self.name}{'-quick' if getattr(args, 'quick', False) else ''}.json"

@@ -22,13 +22,13 @@ import asyncio
 import hashlib
 import re
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench import replay
-from bench.measure import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, ROOT, Stamp
+from bench.pipeline import Benchmark, run
 from ngram_db.symbols import extract
 
 OUT = RESULTS / "replay_definitions.json"
@@ -60,18 +60,21 @@ def select(data: Mapping[str, Any], todo: Sequence[replay.Position]) -> list[rep
     return [p for p in todo if called_elsewhere(tasks[p.task]["text"], p.path, defined[p.repo])]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("validation", "test"), default="test")
     parser.add_argument("--cursor", choices=(*replay.CURSORS, "both"), default="line-start")
     parser.add_argument("--weight", type=float, default=0.5, help="definitionWeight of 'defs'")
     parser.add_argument("--limit", type=int, help="positions at most (the first ones)")
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, help=f"results JSON (default: {OUT.relative_to(ROOT)})")
     parser.add_argument("--server-commit", default="HEAD",
                         help="the server of this commit (not others' unsaved work)")  # fmt: skip
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
+
+
+BENCH = Benchmark("replay_definitions", __doc__.splitlines()[0], options=options)
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     stamp = Stamp(model=args.model)
     data = replay.load_data()
     cursors = replay.CURSORS if args.cursor == "both" else (args.cursor,)
@@ -95,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
     result = {
-        "stamp": stamp.finish(started),
         "about": "issue 22: target lines calling a name defined in another snapshot file",
         "data": {
             "sha256": hashlib.sha256(replay.DATA.read_bytes()).hexdigest(),
@@ -111,15 +113,25 @@ def main(argv: list[str] | None = None) -> int:
         "comparisons": [c for c in replay.compare(rows, ["defs", "off"]) if c["cursor"] in cursors],
         "rows": rows,
     }
-    write_json(args.out, result)
+    return result, stamp
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    """EM@3, ES@3 and latency with and without the definitions, and their paired differences."""
+    lines = []
     for name in ("off", "defs"):
-        for cursor in cursors:
+        for cursor in result["data"]["cursors"]:
             cell = result["summary"][name][cursor]["all"]
-            print(f"{name:5s} {cursor:10s} n={cell['n']} EM@3 {cell['emk']['mean']:.3f} "
-                  f"ES@3 {cell['esk']['mean']:.3f} p50 {cell['p50_ms']:.0f} ms")  # fmt: skip
+            lines.append(f"{name:5s} {cursor:10s} n={cell['n']} EM@3 {cell['emk']['mean']:.3f} "
+                         f"ES@3 {cell['esk']['mean']:.3f} p50 {cell['p50_ms']:.0f} ms")  # fmt: skip
     for c in result["comparisons"]:
         if c["metric_a"] in ("emk", "esk"):
-            print({k: c[k] for k in c if k not in ("a", "b", "metric_b")})
+            lines.append(str({k: c[k] for k in c if k not in ("a", "b", "metric_b")}))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(BENCH, measure, report, argv)
     return 0
 
 

@@ -188,3 +188,22 @@ def test_the_pipeline_leaves_numpy_unimported_before_the_footprint_measures() ->
     code = "import sys, bench.footprint; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_out_overrides_the_results_path_where_a_script_has_it(tmp_path: Path) -> None:
+    from bench import replay_definitions
+
+    parser = replay_definitions.BENCH.parser()
+    default = replay_definitions.BENCH.output(parser.parse_args([]))
+    assert default == replay_definitions.OUT
+    chosen = replay_definitions.BENCH.output(parser.parse_args(["--out", str(tmp_path / "x.json")]))
+    assert chosen == tmp_path / "x.json"
+
+
+def test_replay_definitions_reports_each_config_and_cursor_from_its_saved_run() -> None:
+    from bench import replay_definitions
+
+    data = saved("replay_definitions.json")
+    lines = replay_definitions.report(data)
+    cells = [line.split()[:2] for line in lines if not line.startswith("{")]
+    assert cells == [[n, c] for n in ("off", "defs") for c in data["data"]["cursors"]]
