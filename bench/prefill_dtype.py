@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 import torch
 
-from bench.measure import RESULTS, Stamp, median_ms, write_json
+from bench.measure import Stamp, median_ms
+from bench.pipeline import Benchmark, run
 from bench.tables import table
 from superposed import quant
 from superposed.api import Engine
@@ -44,12 +44,8 @@ def prefill_ms(engine: Engine, ids: list[int], runs: int, dtype: torch.dtype | N
         runner.plan.decode_tokens, quant.prefill_dtype = few, chosen  # type: ignore[assignment]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--tokens", type=int, default=256)
-    args = parser.parse_args(argv)
-    started, stamp = time.perf_counter(), Stamp(model="smollm2-135m")
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    stamp = Stamp(model="smollm2-135m")
     engine = Engine.load("smollm2-135m", precision="int4", compile="off", threads=1)
     ids = list(range(1000, 1000 + args.tokens))
     probe = {
@@ -62,20 +58,25 @@ def main(argv: list[str] | None = None) -> int:
         "probe_ms": probe,
         "chosen": str(quant.prefill_dtype()).removeprefix("torch."),
         "tokens": args.tokens,
+        "runs": args.runs,
         "prefill_ms": {name: prefill_ms(engine, ids, args.runs, d) for name, d in paths.items()},
     }
     result["prefill_ms"]["int4 kernels"] = prefill_ms(engine, ids, args.runs, None)
     slow = result["prefill_ms"]["de-quantized, bf16"] / result["prefill_ms"]["de-quantized, fp32"]
     result["bf16_over_fp32"] = slow
-    result["stamp"] = stamp.finish(started)
-    write_json(RESULTS / "prefill_dtype.json", result)
-    report = "\n".join(
+    return result, stamp
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The probe's choice and the three prefill paths' medians (prefill_dtype.md)."""
+    s, probe = result["stamp"], result["probe_ms"]
+    return "\n".join(
         [
             "# A long prefill's de-quantized weights: bf16 or fp32 on this CPU",
             "",
             f"CPU capability {result['cpu_capability']}; one thread; default model, int4; "
-            f"{args.tokens}-token prefill from an empty cache, median of {args.runs}. "
-            f"Commit {stamp.commit}, {stamp.date}, load {stamp.load_start[0]:.2f}.",
+            f"{result['tokens']}-token prefill from an empty cache, median of {result['runs']}. "
+            f"Commit {s['commit']}, {s['date']}, load {s['load_start'][0]:.2f}.",
             "",
             f"Probe (quant.matmul_seconds, [64, 512] x [512, 512], fastest of 3): bf16 "
             f"{probe['bfloat16']:.2f} ms, fp32 {probe['float32']:.2f} ms: the runner chooses "
@@ -88,14 +89,24 @@ def main(argv: list[str] | None = None) -> int:
                 align="lr",
             ),
             "",
-            f"bf16 over fp32: {slow:.1f}x.",
+            f"bf16 over fp32: {result['bf16_over_fp32']:.1f}x.",
             "",
-            f"Command: `{stamp.command}`",
+            f"Command: `{s['command']}`",
             "",
         ]
     )
-    (RESULTS / "prefill_dtype.md").write_text(report)
-    print(report)
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=256)
+
+
+BENCH = Benchmark("prefill_dtype", __doc__.splitlines()[0], options=options, markdown=markdown)
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(BENCH, measure, lambda result: [markdown(result)], argv)
     return 0
 
 

@@ -207,3 +207,12 @@ def test_replay_definitions_reports_each_config_and_cursor_from_its_saved_run() 
     lines = replay_definitions.report(data)
     cells = [line.split()[:2] for line in lines if not line.startswith("{")]
     assert cells == [[n, c] for n in ("off", "defs") for c in data["data"]["cursors"]]
+
+
+def test_prefill_dtype_markdown_renders_the_committed_summary_from_its_json() -> None:
+    """The committed run predates the ``runs`` field: its command says how many."""
+    from bench import prefill_dtype
+
+    data = saved("prefill_dtype.json")
+    data.setdefault("runs", int(data["stamp"]["command"].split("--runs ")[1].split()[0]))
+    assert prefill_dtype.markdown(data) == (RESULTS / "prefill_dtype.md").read_text()
