@@ -341,14 +341,12 @@ def targets(results: dict[str, Any]) -> list[str]:
 MODEL_METHODS = (("greedy", "greedy", 1), ("superposed k=3", "superposed", BASELINE_K))
 
 
-def models_main(args: argparse.Namespace) -> None:
-    """The embedded models side by side (``--models A B``): each one's engine on the same
-    text, one runner, requests interleaved model by model in every repetition, so the ratios
-    to the first model compare times taken under the same machine load."""
+def model_engines(args: argparse.Namespace) -> dict[str, Engine]:
+    """Each embedded model's engine on the first runner (a compiled one steps one row)."""
     engines: dict[str, Engine] = {}
     for name in args.models:
         loaded = load_model(name, args.device)
-        kind = args.runners[0]  # compiled: one row is all that greedy and superposed step
+        kind = args.runners[0]
         runner: ModelRunner = (
             HFRunner(loaded.model)
             if kind == "hf"
@@ -356,6 +354,42 @@ def models_main(args: argparse.Namespace) -> None:
         )
         engines[name] = Engine(loaded, runner=runner)
         loaded.model = None  # the fast runner holds its own weights
+    return engines
+
+
+def time_models(engines: dict[str, Engine], text: str, runs: int) -> dict[str, Any]:
+    """Each model's median ms per method on ``text``, requests interleaved model by model in
+    every repetition, and its superposed time over the first model's."""
+    times: dict[tuple[str, str], list[float]] = {
+        (m, label): [] for m in engines for label, _, _ in MODEL_METHODS
+    }
+    for engine in engines.values():  # cache the prompt: these are decode times
+        engine.complete(text, method="greedy", cfg=DecodeConfig(k=1, max_new_tokens=1))
+    for _ in range(runs):
+        for name, engine in engines.items():
+            for label, method, k in MODEL_METHODS:
+                cfg = DecodeConfig(k=k, max_new_tokens=NEW_TOKENS, seed=0)
+                begin = time.perf_counter()
+                engine.complete(text, method=method, cfg=cfg)
+                times[(name, label)].append((time.perf_counter() - begin) * 1e3)
+    first = next(iter(engines))
+    base = statistics.median(times[(first, "superposed k=3")])
+    per_model: dict[str, Any] = {}
+    for name, engine in engines.items():
+        medians = {lb: round(statistics.median(times[(name, lb)]), 1) for lb, _, _ in MODEL_METHODS}
+        per_model[name] = {
+            "prompt_tokens": len(engine.prompt(text, NEW_TOKENS).ids),
+            "median_ms": medians,
+            "superposed k=3 / first model": round(medians["superposed k=3"] / base, 2),
+        }
+    return per_model
+
+
+def models_main(args: argparse.Namespace) -> None:
+    """The embedded models side by side (``--models A B``): each one's engine on the same
+    text, one runner, requests interleaved model by model in every repetition, so the ratios
+    to the first model compare times taken under the same machine load."""
+    engines = model_engines(args)
     first = engines[args.models[0]]
     texts = {s: code_context(first.tokenizer, SETTINGS[s]) for s in args.settings}
     torch.set_num_threads(args.threads[0])
@@ -363,34 +397,13 @@ def models_main(args: argparse.Namespace) -> None:
     stamp = Stamp(model=", ".join(args.models), runner=args.runners[0])
     results: dict[str, Any] = {"runner": args.runners[0], "settings": {}}
     for setting, text in texts.items():
-        times = {(m, label): [] for m in engines for label, _, _ in MODEL_METHODS}
-        for engine in engines.values():  # cache the prompt: these are decode times
-            engine.complete(text, method="greedy", cfg=DecodeConfig(k=1, max_new_tokens=1))
-        for _ in range(args.runs):
-            for name, engine in engines.items():
-                for label, method, k in MODEL_METHODS:
-                    cfg = DecodeConfig(k=k, max_new_tokens=NEW_TOKENS, seed=0)
-                    begin = time.perf_counter()
-                    engine.complete(text, method=method, cfg=cfg)
-                    times[(name, label)].append((time.perf_counter() - begin) * 1e3)
-        per_model: dict[str, Any] = {}
-        for name, engine in engines.items():
-            medians = {
-                lb: round(statistics.median(times[(name, lb)]), 1) for lb, _, _ in MODEL_METHODS
-            }
-            base = statistics.median(times[(args.models[0], "superposed k=3")])
-            per_model[name] = {
-                "prompt_tokens": len(engine.prompt(text, NEW_TOKENS).ids),
-                "median_ms": medians,
-                "superposed k=3 / first model": round(medians["superposed k=3"] / base, 2),
-            }
-        results["settings"][setting] = per_model
-        print(setting, json.dumps(per_model), load(), flush=True)
+        results["settings"][setting] = time_models(engines, text, args.runs)
+        print(setting, json.dumps(results["settings"][setting]), load(), flush=True)
     results["stamp"] = {**stamp.finish(started), "runs": args.runs}
     write_json(args.out.with_suffix(".json"), results)
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="repetitions (medians)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -409,13 +422,33 @@ def main(argv: list[str] | None = None) -> None:
         choices=EMBEDDED,
         help="embedded models side by side (with the first runner and thread count)",
     )
-    args = parser.parse_args(argv)
-    if args.memory:
-        memory_main(args)
-        return
-    if args.models:
-        models_main(args)
-        return
+    return parser
+
+
+def time_runners(
+    loaded: Any, args: argparse.Namespace, texts: dict[str, str], long_ids: list[int]
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """At the current thread count: each runner's requests per setting and its steps on the
+    long prompt; and each setting's prompt tokens."""
+    threads = torch.get_num_threads()
+    per_runner: dict[str, Any] = {}
+    prompt_tokens: dict[str, int] = {}
+    for name in args.runners:
+        engine = Engine(loaded, runner=make(loaded, name))
+        per_runner[name] = {}
+        for setting, text in texts.items():
+            prompt_tokens[setting] = len(engine.prompt(text, NEW_TOKENS).ids)
+            per_runner[name][setting] = time_requests(engine, text, args.runs)
+            print(threads, name, setting, per_runner[name][setting]["median_ms"], flush=True)
+        per_runner[name]["steps"] = time_steps(engine.runner, long_ids, args.runs)
+        print(threads, name, per_runner[name]["steps"], load(), flush=True)
+        del engine
+    return per_runner, prompt_tokens
+
+
+def runners_main(args: argparse.Namespace) -> None:
+    """The runners side by side at each thread count; results saved after each count (a
+    partial run still counts), ``--merge`` adds counts to the saved ones."""
     json_path = args.out.with_suffix(".json")
     results: dict[str, Any] = {"prompt_tokens": {}, "threads": {}}
     if args.merge and json_path.is_file():
@@ -429,17 +462,8 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         stamp = Stamp(model=model_label(args.model, loaded.device))
         torch.set_num_threads(threads)
-        per_runner: dict[str, Any] = {}
-        for name in args.runners:
-            engine = Engine(loaded, runner=make(loaded, name))
-            per_runner[name] = {}
-            for setting, text in texts.items():
-                results["prompt_tokens"][setting] = len(engine.prompt(text, NEW_TOKENS).ids)
-                per_runner[name][setting] = time_requests(engine, text, args.runs)
-                print(threads, name, setting, per_runner[name][setting]["median_ms"], flush=True)
-            per_runner[name]["steps"] = time_steps(engine.runner, long_ids, args.runs)
-            print(threads, name, per_runner[name]["steps"], load(), flush=True)
-            del engine
+        per_runner, prompt_tokens = time_runners(loaded, args, texts, long_ids)
+        results["prompt_tokens"].update(prompt_tokens)
         done = {**stamp.finish(started), "torch_threads": threads, "runs": args.runs}
         done["settings"] = args.settings
         part = results["threads"].setdefault(str(threads), {"runners": {}, "stamps": []})
@@ -447,9 +471,19 @@ def main(argv: list[str] | None = None) -> None:
             part["runners"].setdefault(name, {}).update(data)
         part["stamps"].append(done)
         torch.set_num_threads(1)
-        write_json(json_path, results)  # after each thread count: a partial run still counts
+        write_json(json_path, results)
         args.out.with_suffix(".md").write_text(markdown(results))
     print(markdown(results))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    if args.memory:
+        memory_main(args)
+    elif args.models:
+        models_main(args)
+    else:
+        runners_main(args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ scripts share, checked against the committed results they produced before the mo
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,38 @@ def test_prefill_dtype_markdown_renders_the_committed_summary_from_its_json() ->
     data = saved("prefill_dtype.json")
     data.setdefault("runs", int(data["stamp"]["command"].split("--runs ")[1].split()[0]))
     assert prefill_dtype.markdown(data) == (RESULTS / "prefill_dtype.md").read_text()
+
+
+class FakeEngine:
+    """An engine whose requests take a moment and whose prompt has ``n`` tokens."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.calls: list[str] = []
+
+    def complete(self, text: str, method: str, cfg: Any) -> None:
+        self.calls.append(method)
+        time.sleep(0.001)  # a ratio to the first model's time needs a nonzero time
+
+    def prompt(self, text: str, new_tokens: int) -> Any:
+        return type("P", (), {"ids": list(range(self.n))})()
+
+
+def test_latency_times_the_models_interleaved_against_the_first() -> None:
+    from bench import latency
+
+    engines: dict[str, Any] = {"a": FakeEngine(3), "b": FakeEngine(5)}
+    per_model = latency.time_models(engines, "x = 1\n", runs=2)
+    assert list(per_model) == ["a", "b"]
+    assert per_model["b"]["prompt_tokens"] == 5
+    assert set(per_model["a"]["median_ms"]) == {label for label, _, _ in latency.MODEL_METHODS}
+    # one warm-up, then each method once a repetition
+    assert engines["a"].calls == ["greedy", "greedy", "superposed", "greedy", "superposed"]
+
+
+def test_latency_cli_keeps_its_modes() -> None:
+    from bench import latency
+
+    args = latency.parser().parse_args(["--models", "smollm2-135m", "--runs", "1"])
+    assert args.models == ["smollm2-135m"] and args.runs == 1 and not args.memory
+    assert latency.parser().parse_args([]).out == latency.RESULTS / "latency"
