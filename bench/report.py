@@ -436,48 +436,66 @@ def method_values() -> dict[str, Any]:
     return {"top_p": d.top_p, "nucleus_temperature": d.nucleus_temperature, "seed": d.seed}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="report the quick results only")
-    args = parser.parse_args(argv)
-    from bench.report_blocks import blocks_section, load_results, merge
-    from bench.report_context import context_section
-    from bench.report_models import models_section  # these import this module's helpers
-    from bench.report_replay import DIVERSITY, distinct_section, replay_section
+def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:
+    """Every results file the report reads, in the order the stamps table lists them (None:
+    not there; the quick report reads the quick runs only)."""
+    from bench.report_blocks import load_results
 
-    q, h, c = (load(n, args.quick) for n in ("quality", "humaneval", "coherence"))
-    r = load("replay", args.quick)
-    distinct = None if args.quick else load("replay_distinct", False)  # issue 22's run
-    diversity = None if args.quick else load("replay_diversity", False)  # issue 22 part 1
-    blocks, block_lines, block_extra = (None, None, None) if args.quick else load_results()
-    tag = "-quick" if args.quick else ""  # the quick report never overwrites the full one
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    stamps = table(
+    blocks, block_lines, block_extra = (None, None, None) if quick else load_results()
+    return {
+        "replay": load("replay", quick),
+        "distinct": None if quick else load("replay_distinct", False),  # issue 22's run
+        "diversity": None if quick else load("replay_diversity", False),  # issue 22 part 1
+        "blocks": blocks,
+        "block_lines": block_lines,
+        "block_extra": block_extra,
+        **{name: load(name, quick) for name in ("quality", "humaneval", "coherence")},
+    }
+
+
+def stamps_table(runs: dict[str, dict[str, Any] | None]) -> str:
+    return table(
         ["results", "date", "commit", "model", "machine", "runner"]
         + ["load avg (1/5/15 min)", "seconds", "command"],
-        [
-            stamp_line(d["_file"], d["stamp"])
-            for d in (r, distinct, diversity, blocks, block_lines, block_extra, q, h, c)
-            if d is not None
-        ],
+        [stamp_line(d["_file"], d["stamp"]) for d in runs.values() if d is not None],
     )
-    sections = []
-    if r is not None:
-        sections.append(replay_section(r))
+
+
+def replay_sections(runs: dict[str, dict[str, Any] | None]) -> list[str]:
+    """The repository-history replay: lines, distinct drafts, blocks (issue 23's runs: blocks,
+    line tasks, a later configuration merged in)."""
+    from bench.report_blocks import blocks_section, merge
+    from bench.report_replay import DIVERSITY, distinct_section, replay_section
+
+    r, distinct, blocks, extra = (runs[n] for n in ("replay", "distinct", "blocks", "block_extra"))
+    sections = [replay_section(r)] if r is not None else []
     if distinct is not None:
         sections.append(distinct_section(distinct))
-    if diversity is not None:  # first lines and first words: the default before, after
-        sections.append(distinct_section(diversity, "replay_diversity", *DIVERSITY))
-    if blocks is not None:  # issue 23's runs: blocks, line tasks, a later configuration
-        if block_extra is not None and not block_extra.get("partial"):
-            blocks = merge(blocks, block_extra)
-        sections.append(blocks_section(blocks, block_lines))
-    models = None if args.quick else models_section()  # both embedded models; the default
-    if models is not None:
-        sections.append(models)
-    context = None if args.quick else context_section()  # issue 22 part 3's verdict
-    if context is not None:
-        sections.append(context)
+    if runs["diversity"] is not None:  # first lines and first words: the default before, after
+        sections.append(distinct_section(runs["diversity"], "replay_diversity", *DIVERSITY))
+    if blocks is not None:
+        if extra is not None and not extra.get("partial"):
+            blocks = merge(blocks, extra)
+        sections.append(blocks_section(blocks, runs["block_lines"]))
+    return sections
+
+
+def own_sections(quick: bool) -> list[str]:
+    """Sections that read results of their own (none in the quick report): both embedded
+    models and the default; issue 22 part 3's context verdict."""
+    from bench.report_context import context_section
+    from bench.report_models import models_section  # these import this module's helpers
+
+    if quick:
+        return []
+    return [s for s in (models_section(), context_section()) if s is not None]
+
+
+def quality_sections(runs: dict[str, dict[str, Any] | None], tag: str) -> list[str]:
+    """Next-line, HumanEval and coherence, with their plots (``tag``: -quick for the quick
+    report, which never overwrites the full one's images)."""
+    q, h, c = (runs[n] for n in ("quality", "humaneval", "coherence"))
+    sections = []
     if q is not None:
         images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
         plot_methods(q, ROOT / "docs" / images[0])
@@ -489,11 +507,27 @@ def main(argv: list[str] | None = None) -> None:
     if c is not None:
         plot_coherence(c, IMAGES / f"bench-coherence{tag}.png")
         sections.append(coherence_section(c, f"images/bench-coherence{tag}.png"))
-    sections.append(speed_section(q))
+    return sections
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="report the quick results only")
+    args = parser.parse_args(argv)
+    runs = load_runs(args.quick)
+    tag = "-quick" if args.quick else ""
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    sections = [
+        *replay_sections(runs),
+        *own_sections(args.quick),
+        *quality_sections(runs, tag),
+        speed_section(runs["quality"]),
+    ]
+    q, h, c = (runs[n] for n in ("quality", "humaneval", "coherence"))
     doc = say(
         "document",
         hypotheses=hypotheses(q, h, c),
-        stamps=stamps,
+        stamps=stamps_table(runs),
         sections="\n\n".join(s.rstrip("\n") for s in sections),
         **method_values(),
     )
