@@ -501,6 +501,10 @@ class Tasks:
     compare: Callable[[Sequence[Mapping[str, Any]], Sequence[str]], list[dict[str, Any]]]
     settings: Callable[[argparse.Namespace], dict[str, Any]]
     line: Callable[[str, str, Mapping[str, Any]], str]  # printed: a configuration at a cursor
+    # the configurations to run (default: --configs and --define), and what the results say
+    # of the run before its configurations (default: the data block and the settings)
+    configs: Callable[[argparse.Namespace], list[Config]] | None = None
+    header: Callable[[argparse.Namespace, Mapping[str, Any], Sequence[Any]], dict] | None = None
 
 
 def line_positions(args: argparse.Namespace, data: Mapping[str, Any]) -> list[Position]:
@@ -558,15 +562,18 @@ def output_of(args: argparse.Namespace, tasks: Tasks) -> Path:
 def replay(args: argparse.Namespace, tasks: Tasks) -> int:
     """Run the configurations over the tasks on one server, saving the results after each
     configuration (``partial`` until the server's final stats are in), and print a summary."""
-    configs = parse_configs(args.configs, args.define)
+    configs = tasks.configs(args) if tasks.configs else parse_configs(args.configs, args.define)
     server_commit = resolve_commit(args.server_commit)
     started = time.perf_counter()
     stamp = Stamp(model=args.model)
     data = tasks.load(args.data)
     todo = tasks.positions(args, data)
     stores = build_stores(data, list(dict.fromkeys(p.repo for p in todo)), args.model)
-    fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args),
-             "server_commit": server_commit}  # fmt: skip
+    if tasks.header is not None:
+        fixed = tasks.header(args, data, todo)
+    else:
+        fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args)}
+    fixed["server_commit"] = server_commit
 
     def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
         ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
@@ -592,7 +599,7 @@ def replay(args: argparse.Namespace, tasks: Tasks) -> int:
     )  # fmt: skip
     result = save(rows, server)
     for name in result["configs"]:
-        for cursor in result["data"]["cursors"]:
+        for cursor in dict.fromkeys(p.cursor for p in todo):
             print(tasks.line(name, cursor, result["summary"][name][cursor]["all"]))
     return 0
 

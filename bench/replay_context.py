@@ -18,16 +18,66 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import sys
-import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench import replay
-from bench.measure import RESULTS, Stamp, write_json
 from lsp_server.settings import CONTEXT_MODES
+
+
+def new_lines(args: argparse.Namespace, data: Mapping[str, Any]) -> list[replay.Position]:
+    """The split's positions whose target line is new (not verbatim, not in the file)."""
+    everything = replay.positions(data, args.split)
+    todo = [p for p in everything if not p.verbatim and not p.in_file][: args.limit]
+    print(f"{len(todo)} of {len(everything)} positions are new lines", file=sys.stderr)
+    return todo
+
+
+def configs_of(args: argparse.Namespace) -> list[replay.Config]:
+    """``off``, and one configuration a budget."""
+    return [replay.Config("off", {"context": "off"})] + [
+        replay.Config(f"ctx{n}", {"context": args.mode, "contextTokens": int(n)})
+        for n in args.budgets.split(",")
+    ]
+
+
+def header(
+    args: argparse.Namespace, data: Mapping[str, Any], todo: Sequence[Any]
+) -> dict[str, Any]:
+    return {
+        "about": "issue 22 part 3: the codebase in the prompt, on the replay's new lines",
+        "data": {
+            "sha256": hashlib.sha256(replay.DATA.read_bytes()).hexdigest(),
+            "split": args.split,
+            "positions": len(todo),
+            "of": len(replay.positions(data, args.split)),
+        },
+    }
+
+
+def new_line_summary(name: str, cursor: str, c: Mapping[str, Any]) -> str:
+    """A configuration at a cursor (every position is a new line: the ``all`` cell)."""
+    return (f"{name:7s} {cursor:10s} n={c['n']} EM@3 {c['emk']['mean']:.3f} "
+            f"ES@3 {c['esk']['mean']:.3f} p50 {c['p50_ms']:.0f} ms")  # fmt: skip
+
+
+CONTEXT = replay.Tasks(
+    stem="replay_context",
+    count="positions",
+    repo_fields=replay.REPO_FIELDS,
+    load=lambda path: replay.load_data(),
+    positions=new_lines,
+    row_of=replay.line_row,
+    summarize=replay.summarize,
+    compare=replay.compare,
+    settings=lambda a: {},
+    line=new_line_summary,
+    configs=configs_of,
+    header=header,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,60 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-commit", default="HEAD",
                         help="the server of this commit (not others' unsaved work)")  # fmt: skip
     args = parser.parse_args(argv)
-    started = time.perf_counter()
-    stamp = Stamp(model=args.model)
-    data = replay.load_data()
-    everything = replay.positions(data, args.split)
-    todo = [p for p in everything if not p.verbatim and not p.in_file][: args.limit]
-    print(f"{len(todo)} of {len(everything)} positions are new lines", file=sys.stderr)
-    configs = [replay.Config("off", {"context": "off"})] + [
-        replay.Config(f"ctx{n}", {"context": args.mode, "contextTokens": int(n)})
-        for n in args.budgets.split(",")
-    ]
-    out = args.out or RESULTS / (
-        "replay_context" + ("-validation" if args.split == "validation" else "") + ".json"
-    )
-    stores = replay.build_stores(data, list(dict.fromkeys(p.repo for p in todo)), args.model)
-    commit = replay.resolve_commit(args.server_commit)
-
-    def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> None:
-        ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
-        if server is not None:
-            stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
-        write_json(
-            out,
-            {
-                "stamp": stamp.finish(started),
-                "about": "issue 22 part 3: the codebase in the prompt, on the replay's new lines",
-                "data": {
-                    "sha256": hashlib.sha256(replay.DATA.read_bytes()).hexdigest(),
-                    "split": args.split,
-                    "positions": len(todo),
-                    "of": len(everything),
-                },
-                "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
-                "server_commit": commit,
-                "server": server,
-                "partial": server is None,
-                "summary": replay.summarize(rows),
-                "comparisons": replay.compare(rows, [c.name for c in ran]),
-                "rows": rows,
-            },
-        )
-
-    rows, server = asyncio.run(
-        replay.run_configs(
-            configs, todo, stores, args.model, replay.MAX_NEW_TOKENS, done=save,
-            server_commit=commit,
-        )
-    )  # fmt: skip
-    save(rows, server)
-    for name in dict.fromkeys(r["config"] for r in rows):
-        for cursor in replay.CURSORS:
-            cell = replay.summarize([r for r in rows if r["config"] == name])[name][cursor]["new"]
-            print(f"{name:7s} {cursor:10s} n={cell['n']} EM@3 {cell['emk']['mean']:.3f} "
-                  f"ES@3 {cell['esk']['mean']:.3f} p50 {cell['p50_ms']:.0f} ms")  # fmt: skip
-    return 0
+    args.data, args.max_new_tokens = replay.DATA, replay.MAX_NEW_TOKENS
+    return replay.replay(args, CONTEXT)
 
 
 if __name__ == "__main__":
