@@ -257,15 +257,7 @@ def replay_section(r: dict[str, Any], number: int = 1) -> str:
         )
         for name, m in d["repos"].items()
     )
-    configs = "; ".join(
-        say(
-            "replay_config",
-            name=name,
-            options=_settings(opts["options"]) if opts["options"] else "the defaults",
-            empty_store="" if opts["store"] else ", an empty codebase store",
-        )
-        for name, opts in r["configs"].items()
-    )
+    configs = configs_text(r)
     cursor_tables = "".join(
         f"### Cursor {cursor}\n\n{metrics_table(r, cursor)}\n\n" for cursor in CURSORS
     )
@@ -295,6 +287,19 @@ def replay_section(r: dict[str, Any], number: int = 1) -> str:
     )
 
 
+def configs_text(r: dict[str, Any]) -> str:
+    """A run's configurations in words: each one's settings over the defaults."""
+    return "; ".join(
+        say(
+            "replay_config",
+            name=name,
+            options=_settings(opts["options"]) if opts["options"] else "the defaults",
+            empty_store="" if opts["store"] else ", an empty codebase store",
+        )
+        for name, opts in r["configs"].items()
+    )
+
+
 def distinct_section(
     r: dict[str, Any],
     template: str = "replay_distinct",
@@ -306,15 +311,7 @@ def distinct_section(
     ``old``, then ``new``)."""
     d = r["data"]
     cursors = d.get("cursors", list(CURSORS))
-    configs = "; ".join(
-        say(
-            "replay_config",
-            name=name,
-            options=_settings(opts["options"]) if opts["options"] else "the defaults",
-            empty_store="" if opts["store"] else ", an empty codebase store",
-        )
-        for name, opts in r["configs"].items()
-    )
+    configs = configs_text(r)
     return (
         say(
             template,
