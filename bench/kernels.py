@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from bench.measure import RESULTS, Stamp, median_ms, write_json
+from bench.measure import Stamp, median_ms
+from bench.pipeline import Benchmark, run
 from bench.tables import table
 from superposed.quant import Int4Linear, Int8Linear
 
@@ -137,8 +137,7 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument(
         "--prefill-tokens",
@@ -148,15 +147,19 @@ def main(argv: list[str] | None = None) -> None:
         help="prefill lengths: a warm-up chunk, a first request's window, a long prompt",
     )
     parser.add_argument("--prefill-runs", type=int, default=3)
-    args = parser.parse_args(argv)
+
+
+def run_kernels(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    """Bandwidth, the one-row kernels over the layers and the head, the bf16 matmul rate and
+    the prefill rates, on one thread."""
     torch.set_num_threads(1)
-    started = time.perf_counter()
     stamp = Stamp(model="SmolLM2-135M shapes, random weights")
     torch.manual_seed(0)
     stream = torch.randn(64 * 2**20)  # 256 MB
     sums = [median_ms(stream.sum, 1) for _ in range(args.runs)]
     results: dict[str, Any] = {
-        "fp32 sum, 256 MB (GB/s)": round(stream.numel() * 4 / statistics.median(sums) / 1e6, 1)
+        "fp32 sum, 256 MB (GB/s)": round(stream.numel() * 4 / statistics.median(sums) / 1e6, 1),
+        "runs": args.runs,
     }
     del stream
     layers = [torch.randn(shape) * 0.02 for _ in range(LAYERS) for shape in LAYER_SHAPES]
@@ -169,16 +172,16 @@ def main(argv: list[str] | None = None) -> None:
         for tokens in args.prefill_tokens
         for name, rate in prefill_rates(tokens, args.prefill_runs).items()
     }
-    results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / "kernels.json", results)
-    text = markdown(results, args.runs)
-    (RESULTS / "kernels.md").write_text(text)
-    print(text, end="")
+    return results, stamp
 
 
-def markdown(results: dict[str, Any], runs: int) -> str:
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, run_kernels, lambda results: [markdown(results).rstrip("\n")], argv)
+
+
+def markdown(results: dict[str, Any]) -> str:
     """kernels.md: the bandwidth line and one row per kernel."""
-    s = results["stamp"]
+    s, runs = results["stamp"], results["runs"]
     rows = [
         [name, *(results[part][name][key] for part in ("layers", "head") for key in KEYS)]
         for name in results["layers"]
@@ -221,6 +224,9 @@ def markdown(results: dict[str, Any], runs: int) -> str:
             ),
         ]
     return "\n".join(lines) + "\n"
+
+
+BENCH = Benchmark("kernels", __doc__.splitlines()[0], options=options, markdown=markdown)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from bench.measure import RESULTS, Stamp, median_ms, write_json
+from bench.measure import Stamp, median_ms
+from bench.pipeline import Benchmark, run
 from bench.tables import table
 from superposed.embedded import EMBEDDED, EmbeddedModel
 from superposed.vocab import Vocab
@@ -158,29 +159,39 @@ def tables(results: dict[str, Any]) -> list[str]:
     ]
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=21)
-    args = parser.parse_args(argv)
+def measure_models(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    """Each installed embedded model's index build and prefix lookups, on one thread."""
     torch.set_num_threads(1)
-    started = time.perf_counter()
     stamp = Stamp(model=", ".join(EMBEDDED))
     installed = [m for m in EMBEDDED.values() if importlib.util.find_spec(m.package) is not None]
-    results: dict[str, Any] = {"models": {m.name: measure(m, args.runs) for m in installed}}
-    results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / "vocab_index.json", results)
-    s = results["stamp"]
+    return {"models": {m.name: measure(m, args.runs) for m in installed}, "runs": args.runs}, stamp
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """vocab_index.md: the stamp line and the tables."""
+    s, runs = results["stamp"], results["runs"]
     lines = [
         "# Token healing's vocabulary index (bench/vocab_index.py)",
         "",
         f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}, 1 thread, "
-        f"medians of {args.runs} (build: of {max(3, args.runs // 5)}), load {s['load_start']} "
+        f"medians of {runs} (build: of {max(3, runs // 5)}), load {s['load_start']} "
         f"at start, {s['load_end']} at end.",
         "",
         *tables(results),
     ]
-    (RESULTS / "vocab_index.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
+
+
+BENCH = Benchmark(
+    "vocab_index",
+    __doc__.splitlines()[0],
+    options=lambda parser: parser.add_argument("--runs", type=int, default=21),
+    markdown=markdown,
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure_models, lambda results: [markdown(results).rstrip("\n")], argv)
 
 
 if __name__ == "__main__":
