@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
+from bench.measure import ROOT, Stamp, median_ms
+from bench.pipeline import Benchmark, run
 from bench.split import stdlib_root
 from bench.tables import table
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES, SECRET_PATTERNS, secret_in
@@ -167,16 +167,13 @@ def report(results: dict[str, Any], repeats: int) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-stdlib", action="store_true")
-    args = parser.parse_args(argv)
+def scan_costs(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    """The scans' time per file of this repository and on one megabyte, and what they flag
+    here and in the standard library."""
     from importlib.metadata import version
 
     from detect_secrets.settings import default_settings
 
-    started = time.perf_counter()
     stamp = Stamp(model="none (no model: text scans)")
     texts = corpus()
     results: dict[str, Any] = {"detect_secrets_version": version("detect-secrets")}
@@ -196,11 +193,24 @@ def main(argv: list[str] | None = None) -> None:
             results["flagged"][f"standard library top level ({stdlib_root()})"] = flagged(
                 stdlib_texts()
             )
-    results["stamp"] = stamp.finish(started)
-    write_json(RESULTS / "secrets_scan.json", results)
-    lines = report(results, args.repeats)
-    (RESULTS / "secrets_scan.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    results["repeats"] = args.repeats
+    return results, stamp
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-stdlib", action="store_true")
+
+
+def markdown(results: dict[str, Any]) -> str:
+    return "\n".join(report(results, results["repeats"])) + "\n"
+
+
+BENCH = Benchmark("secrets_scan", __doc__.splitlines()[0], options=options, markdown=markdown)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, scan_costs, lambda results: report(results, results["repeats"]), argv)
 
 
 if __name__ == "__main__":

@@ -283,14 +283,16 @@ def test_replay_context_runs_new_lines_through_the_replay_driver(
     assert result["about"].startswith("issue 22 part 3") and result["partial"] is False
 
 
-@pytest.mark.parametrize("name", ["kernels", "vocab_index"])
-def test_markdown_renders_the_committed_summary_from_its_json(name: str) -> None:
-    """The committed runs predate the ``runs`` field; their commands name no --runs, so the
+@pytest.mark.parametrize(
+    ("name", "field"), [("kernels", "runs"), ("vocab_index", "runs"), ("secrets_scan", "repeats")]
+)
+def test_markdown_renders_the_committed_summary_from_its_json(name: str, field: str) -> None:
+    """The committed runs predate the repetitions field; their commands name no count, so the
     script's default applied."""
     import importlib
 
     module = importlib.import_module(f"bench.{name}")
     data = saved(f"{name}.json")
-    assert "--runs" not in data["stamp"]["command"]
-    data.setdefault("runs", module.BENCH.parser().parse_args([]).runs)
+    assert f"--{field}" not in data["stamp"]["command"]
+    data.setdefault(field, getattr(module.BENCH.parser().parse_args([]), field))
     assert module.BENCH.markdown(data) == (RESULTS / f"{name}.md").read_text()
