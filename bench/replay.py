@@ -236,20 +236,33 @@ SUBSETS = {
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per configuration, cursor and subset: each metric's mean and interval, latency."""
+    """Per configuration, cursor (both, run or not) and subset: each metric's mean and
+    interval, latency."""
+    return cells(rows, METRICS, SUBSETS, CURSORS)
+
+
+def cells(
+    rows: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    subsets: Mapping[str, Callable[[Mapping[str, Any]], bool]],
+    cursors: Sequence[str] | None = None,
+    no_ms: float | None = math.nan,
+) -> dict[str, Any]:
+    """config -> cursor -> subset -> each metric's mean and bootstrap interval, n, p50 and p95
+    ms (``no_ms`` where no row has a time). ``cursors`` None: the cursors the rows have."""
     out: dict[str, Any] = {}
     for config in dict.fromkeys(r["config"] for r in rows):
         out[config] = {}
-        for cursor in CURSORS:
+        for cursor in cursors or dict.fromkeys(r["cursor"] for r in rows):
             mine = [r for r in rows if r["config"] == config and r["cursor"] == cursor]
             out[config][cursor] = {}
-            for subset, keep in SUBSETS.items():
+            for subset, keep in subsets.items():
                 part = [r for r in mine if keep(r)]
-                cell: dict[str, Any] = {m: bootstrap_ci([r[m] for r in part]) for m in METRICS}
+                cell: dict[str, Any] = {m: bootstrap_ci([r[m] for r in part]) for m in metrics}
                 ms = [r["ms"] for r in part]
                 cell["n"] = len(part)
-                cell["p50_ms"] = percentile(ms, 50)
-                cell["p95_ms"] = percentile(ms, 95)
+                cell["p50_ms"] = percentile(ms, 50) if ms else no_ms
+                cell["p95_ms"] = percentile(ms, 95) if ms else no_ms
                 out[config][cursor][subset] = cell
     return out
 

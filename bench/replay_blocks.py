@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.measure import ROOT, percentile
-from bench.metrics import block_metrics, bootstrap_ci, paired_diff_ci, paired_ratio_ci
-from bench.replay import REPO_FIELDS, Tasks, replay, server_options
+from bench.measure import ROOT
+from bench.metrics import block_metrics, paired_diff_ci, paired_ratio_ci
+from bench.replay import REPO_FIELDS, Tasks, cells, replay, server_options
 
 DATA = ROOT / "bench" / "data" / "replay_blocks.json.gz"
 BLOCK_CURSORS = ("block-start", "opener")
@@ -184,22 +184,8 @@ def block_row(p: BlockPosition, drafts: list[str]) -> dict[str, Any]:
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per configuration, cursor and subset: each metric's mean and interval, latency."""
-    out: dict[str, Any] = {}
-    for config in dict.fromkeys(r["config"] for r in rows):
-        out[config] = {}
-        for cursor in dict.fromkeys(r["cursor"] for r in rows):
-            mine = [r for r in rows if r["config"] == config and r["cursor"] == cursor]
-            out[config][cursor] = {}
-            for subset, keep in SUBSETS.items():
-                part = [r for r in mine if keep(r)]
-                cell: dict[str, Any] = {m: bootstrap_ci([r[m] for r in part]) for m in METRICS}
-                ms = [r["ms"] for r in part]
-                cell["n"] = len(part)
-                cell["p50_ms"] = percentile(ms, 50) if ms else None
-                cell["p95_ms"] = percentile(ms, 95) if ms else None
-                out[config][cursor][subset] = cell
-    return out
+    """Per configuration, cursor run and subset: each metric's mean and interval, latency."""
+    return cells(rows, METRICS, SUBSETS, no_ms=None)
 
 
 def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[dict[str, Any]]:

@@ -296,3 +296,17 @@ def test_markdown_renders_the_committed_summary_from_its_json(name: str, field: 
     assert f"--{field}" not in data["stamp"]["command"]
     data.setdefault(field, getattr(module.BENCH.parser().parse_args([]), field))
     assert module.BENCH.markdown(data) == (RESULTS / f"{name}.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [("replay", "replay"), ("replay", "replay_lines_auto"), ("replay_blocks", "replay_blocks")],
+)
+def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) -> None:
+    """The line and block replays summarise through one function (the block one leaves out a
+    cursor it did not run, and has no latency rather than nan where no row has one)."""
+    import importlib
+
+    data = saved(f"{name}.json")
+    summary = importlib.import_module(f"bench.{module}").summarize(data["rows"])
+    assert same(summary, data["summary"])
