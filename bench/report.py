@@ -482,13 +482,15 @@ def replay_sections(runs: dict[str, dict[str, Any] | None]) -> list[str]:
 
 def own_sections(quick: bool) -> list[str]:
     """Sections that read results of their own (none in the quick report): both embedded
-    models and the default; issue 22 part 3's context verdict."""
+    models and the default; issue 22 part 3's context verdict; issue 27's shared indexes."""
+    from bench.replay_shared import shared_section
     from bench.report_context import context_section
     from bench.report_models import models_section  # these import this module's helpers
 
     if quick:
         return []
-    return [s for s in (models_section(), context_section()) if s is not None]
+    sections = (models_section(), context_section(), shared_section())
+    return [s for s in sections if s is not None]
 
 
 def quality_sections(runs: dict[str, dict[str, Any] | None], tag: str) -> list[str]:

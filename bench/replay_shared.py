@@ -1,0 +1,280 @@
+"""Issue 27 item 4: does an organisation's shared index lift the drafts? Its corpus, its
+section of docs/benchmarks.md, and the infini-gram scale table beside it.
+
+The cross-repository question: the codebase store as today, plus a shared infini-gram index
+(``sharedIndexes``) of *other* Python projects, against the store alone, on the replay's test
+split, the same positions in one run. The replay's repositories (bench/replay_build.py:
+rich, flask, black) and any copy of them (pip vendors rich) are kept out of the corpus.
+Without network, the corpus is the Python sources installed in this venv:
+
+    python -m bench.replay_shared build --out /tmp/orgidx     # the index + its corpus record
+    python -m bench.replay --split test --cursor line-start --configs auto,shared \\
+        --define 'shared={"memory": true, "mix": "interpolate", "lineMode": "auto", \\
+                          "sharedIndexes": ["/tmp/orgidx"]}' \\
+        --out bench/results/replay_shared.json
+
+``build`` writes bench/results/replay_shared_corpus.json (packages, versions, tokens).
+``shared_section()`` is bench/report.py's hook: the scale table (bench/infini_scale.py's
+results) and the replay's answer, with the verdict worked out by ``verdict()`` below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bench.measure import RESULTS, percentile
+from bench.metrics import paired_diff_ci
+from bench.replay import SUBSETS
+from bench.tables import points, table
+
+# Other projects than the replay's (rich, flask, black), installed here.
+PACKAGES = (
+    "matplotlib", "pip", "mypy", "pygments", "huggingface_hub", "setuptools", "pydantic",
+    "_pytest", "fsspec", "lsprotocol", "packaging", "jinja2", "click", "urllib3", "pygls",
+    "cattrs", "requests", "yaml", "attr", "tokenizers", "safetensors",
+)  # fmt: skip
+REPLAYED = ("rich", "flask", "black", "blib2to3")  # never in the corpus, vendored or not
+RUN = RESULTS / "replay_shared.json"
+CORPUS = RESULTS / "replay_shared_corpus.json"
+SCALE = RESULTS / "infini_scale.json"
+SNAPSHOTS = RESULTS / "replay_shared_snapshots.json"  # the first question, "snapshots" only
+BASELINE, SHARED, SNAPSHOTS_CONFIG = "auto", "shared", "snapshots"
+CURSOR = "line-start"
+
+
+# ----- the corpus ------------------------------------------------------------------------------
+
+
+def copy_without_replayed(src: Path, dst: Path) -> list[str]:
+    """Copy a package's tree, leaving out any folder named like a replayed repository (pip's
+    ``_vendor/rich``) and caches; the paths left out, relative to ``src``."""
+    dropped: list[str] = []
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        out = [n for n in names if n == "__pycache__"]
+        for n in names:
+            if n in REPLAYED and (Path(folder) / n).is_dir():
+                dropped.append(str((Path(folder) / n).relative_to(src)))
+                out.append(n)
+        return out
+
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=ignore)
+    return dropped
+
+
+def versions() -> dict[str, str]:
+    """Each package's distribution and version (``_pytest`` is pytest's, ``yaml`` PyYAML's)."""
+    dists = metadata.packages_distributions()
+    out = {}
+    for name in PACKAGES:
+        dist = (dists.get(name) or [name])[0]
+        out[name] = f"{dist} {metadata.version(dist)}"
+    return out
+
+
+def build(out: Path, work: Path) -> dict[str, Any]:
+    """Copy the packages to ``work`` (without replayed code) and index them into ``out``."""
+    from ngram_db.cli import load_tokenizer
+    from ngram_db.infini import build_index
+    from superposed.embedded import DEFAULT_MODEL
+
+    site = Path(str(metadata.distribution("pip").locate_file("")))
+    roots, dropped = [], {}
+    for name in PACKAGES:
+        if name in REPLAYED:
+            raise SystemExit(f"{name} is a replayed repository")
+        dropped[name] = copy_without_replayed(site / name, work / name)
+        roots.append(work / name)
+    tokenizer = load_tokenizer(DEFAULT_MODEL)
+    summary = build_index(out, roots, tokenizer, DEFAULT_MODEL, progress=print).as_dict()
+    record = {
+        "index": str(out),
+        "packages": versions(),
+        "left_out": {k: v for k, v in dropped.items() if v},
+        "tokens": sum(s["tokens"] for s in summary["shards"]),
+        "files": sum(s["files"] for s in summary["shards"]),
+        "shards": {
+            s["name"]: {"files": s["files"], "tokens": s["tokens"]} for s in summary["shards"]
+        },
+        "seconds": summary["seconds"],
+    }
+    CORPUS.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+# ----- the answer --------------------------------------------------------------------------------
+
+
+def compare(result: Mapping[str, Any], subset: str, config: str = SHARED) -> dict[str, Any]:
+    """``config`` against ``auto`` on one subset of the line-start positions: EM@3 and ES@3
+    (means and paired differences) and the p50 of each, over the same positions."""
+    keep = SUBSETS[subset]
+    rows = [r for r in result["rows"] if r["cursor"] == CURSOR and keep(r)]
+    base = {r["task"]: r for r in rows if r["config"] == BASELINE}
+    shared = {r["task"]: r for r in rows if r["config"] == config}
+    tasks = [t for t in base if t in shared]
+    n = max(1, len(tasks))
+
+    def mean(side: Mapping[str, Mapping[str, Any]], m: str) -> float:
+        return sum(side[t][m] for t in tasks) / n
+
+    p50_base = percentile([base[t]["ms"] for t in tasks], 50)
+    p50_shared = percentile([shared[t]["ms"] for t in tasks], 50)
+    return {
+        "n": len(tasks),
+        **{f"{m}_{s}": mean(side, m) for m in ("emk", "esk") for s, side in
+           (("base", base), ("shared", shared))},
+        "emk": paired_diff_ci([shared[t]["emk"] for t in tasks], [base[t]["emk"] for t in tasks]),
+        "esk": paired_diff_ci([shared[t]["esk"] for t in tasks], [base[t]["esk"] for t in tasks]),
+        "p50_base": p50_base,
+        "p50_shared": p50_shared,
+        "ratio": p50_shared / p50_base if p50_base else float("nan"),
+        "differ": sum(shared[t]["drafts"] != base[t]["drafts"] for t in tasks),
+    }  # fmt: skip
+
+
+def verdict(c: Mapping[str, Any]) -> str:
+    """The answer on the new lines: a lift or a loss only where ES@3's interval excludes 0."""
+    d = c["esk"]
+    if d["lo"] > 0:
+        return f"lifts edit similarity@3 on new lines by {100 * d['mean']:.1f} points"
+    if d["hi"] < 0:
+        return f"lowers edit similarity@3 on new lines by {-100 * d['mean']:.1f} points"
+    return "does not measurably lift the drafts on new lines (the interval includes 0)"
+
+
+def scale_table(data: Mapping[str, Any]) -> str:
+    from bench.infini_scale import report
+
+    body = report(dict(data)).split("\n", 2)[2]  # without its own title
+    return body.rstrip("\n")
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    return None if data.get("partial") else data
+
+
+def replay_part(result: Mapping[str, Any], corpus: Mapping[str, Any] | None) -> list[str]:
+    cells = {s: compare(result, s) for s in ("all", "new")}
+    rows = [
+        [s, c["n"], f"{100 * c['emk_base']:.1f} → {100 * c['emk_shared']:.1f}", points(c["emk"]),
+         f"{100 * c['esk_base']:.1f} → {100 * c['esk_shared']:.1f}", points(c["esk"]),
+         f"{c['p50_base']:.0f} / {c['p50_shared']:.0f} ms = {c['ratio']:.2f}x", c["differ"]]
+        for s, c in cells.items()
+    ]  # fmt: skip
+    header = ["lines", "n", "EM@3 store → +shared", "EM@3 difference", "ES@3 store → +shared",
+              "ES@3 difference", "p50 store / +shared", "drafts differ"]  # fmt: skip
+    what = (
+        f"{corpus['tokens'] / 1e6:.1f}M tokens, {corpus['files']} files of "
+        f"{len(corpus['packages'])} installed projects ({', '.join(corpus['packages'].values())}"
+        f"; left out as copies of replayed code: "
+        f"{', '.join(f'{k}/{p}' for k, v in corpus['left_out'].items() for p in v) or 'none'}; "
+        f"`{CORPUS.name}`)"
+        if corpus is not None
+        else "other projects' sources"
+    )
+    stamp = result["stamp"]
+    return [
+        "#### Does a shared index of other projects lift the drafts? (item 4)",
+        "",
+        f"The replay's test split ({', '.join(result['data']['splits']['test'])}), the line "
+        f"start, through the language server (`{RUN.name}`, {stamp['model']}, commit "
+        f"{stamp['commit']}): `{BASELINE}` (the codebase store as today) against `{SHARED}` "
+        f"(the same plus `sharedIndexes`: an infini-gram index of {what}), the same positions "
+        "in one run. Paired bootstrap intervals (2,000 resamples), in points. New lines: not "
+        "verbatim in the snapshot, not elsewhere in the file. Latency: the configurations run "
+        "one after the other in one server on a shared CPU (load "
+        f"{stamp['load_start'][0]} → {stamp['load_end'][0]}).",
+        "",
+        table(header, rows, "lrllllll"),
+        "",
+        f"**Answer:** the organisation's index {verdict(cells['new'])} "
+        f"(EM@3 {points(cells['new']['emk'])}; all lines ES@3 {points(cells['all']['esk'])}), "
+        f"at {cells['all']['ratio']:.2f}x the p50 latency. The shared source enters the "
+        "memory's mix like the stores (longest match, counts added), with no weight of its own.",
+    ]
+
+
+def same_within(c: Mapping[str, Any]) -> bool:
+    """The first question's rule: the same quality when both intervals include 0."""
+    return all(c[m]["lo"] <= 0 <= c[m]["hi"] for m in ("emk", "esk"))
+
+
+def snapshots_part(run: Mapping[str, Any], snaps: Mapping[str, Any]) -> list[str]:
+    """The test snapshots served from a shared index (no codebase store) against the store:
+    ``snapshots`` ran alone (its own file), paired with ``auto``'s rows of the main run; the
+    quality is deterministic, so the pairs hold, but latencies of two runs do not compare."""
+    merged = {"rows": [*run["rows"], *snaps["rows"]]}
+    cells = {s: compare(merged, s, SNAPSHOTS_CONFIG) for s in ("all", "new")}
+    rows = [
+        [s, c["n"], f"{100 * c['emk_base']:.1f} → {100 * c['emk_shared']:.1f}", points(c["emk"]),
+         f"{100 * c['esk_base']:.1f} → {100 * c['esk_shared']:.1f}", points(c["esk"]),
+         "same within intervals" if same_within(c) else "differs"]
+        for s, c in cells.items()
+    ]  # fmt: skip
+    header = ["lines", "n", "EM@3 store → index", "EM@3 difference", "ES@3 store → index",
+              "ES@3 difference", "quality"]  # fmt: skip
+    stamp = snaps["stamp"]
+    return [
+        "",
+        "#### The test snapshots served from a shared index instead of the codebase store",
+        "",
+        f"`{SNAPSHOTS_CONFIG}` (`{SNAPSHOTS.name}`, commit {stamp['commit']}): no codebase "
+        "store; `sharedIndexes` names one infini-gram index with a shard for each test "
+        "repository's snapshot (the same files the store indexes; each request sees both "
+        f"shards), against `{BASELINE}`'s rows above, the same positions.",
+        "",
+        table(header, rows, "lrlllll"),
+    ]
+
+
+def shared_section() -> str | None:
+    """The section, or None before any of its results exist."""
+    scale, run = load(SCALE), load(RUN)
+    if scale is None and run is None:
+        return None
+    parts = ["### Issue 27: shared infini-gram indexes", ""]
+    if scale is not None:
+        parts += [
+            "#### The memory's engines side by side (item 3)",
+            "",
+            "`python -m bench.infini_scale` (`infini_scale.json`): the in-process suffix "
+            "arrays (`ngram_db/suffix.py`) against infini-gram over the same files and lookups.",
+            "",
+            scale_table(scale),
+            "",
+        ]
+    if run is not None:
+        parts += replay_part(run, load(CORPUS))
+        snaps = load(SNAPSHOTS)
+        if snaps is not None:
+            parts += snapshots_part(run, snaps)
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="index the other projects' sources")
+    b.add_argument("--out", type=Path, required=True, help="the index folder")
+    b.add_argument("--work", type=Path, default=Path("/tmp/replay_shared_src"),
+                   help="where the sources are copied without replayed code")  # fmt: skip
+    args = parser.parse_args(argv)
+    record = build(args.out, args.work)
+    print(f"{record['tokens']:,} tokens, {record['files']} files -> {args.out}; {CORPUS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
