@@ -247,10 +247,8 @@ def shared_section() -> str | None:
     parts = ["### Issue 27: shared infini-gram indexes", ""]
     if scale is not None:
         parts += [
-            "#### The memory's engines side by side (item 3)",
-            "",
-            "`python -m bench.infini_scale` (`infini_scale.json`): the in-process suffix "
-            "arrays (`ngram_db/suffix.py`) against infini-gram over the same files and lookups.",
+            "#### The memory's engines side by side (item 3): in-process suffix arrays "
+            "(`ngram_db/suffix.py`) vs infini-gram (`infini_scale.json`)",
             "",
             scale_table(scale),
             "",
