@@ -148,7 +148,7 @@ def verdict(c: Mapping[str, Any]) -> str:
         return f"lifts edit similarity@3 on new lines by {100 * d['mean']:.1f} points"
     if d["hi"] < 0:
         return f"lowers edit similarity@3 on new lines by {-100 * d['mean']:.1f} points"
-    return "does not measurably lift the drafts on new lines (the interval includes 0)"
+    return "does not measurably lift the drafts on new lines: the interval includes 0"
 
 
 def scale_table(data: Mapping[str, Any]) -> str:
