@@ -105,7 +105,7 @@ def load_tokenizer(model: str) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     if args.engine == "infini-gram":
         return _infini(parser, args)
@@ -179,7 +179,7 @@ def _infini(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         summary = build_index(
             args.out, args.path, load_tokenizer(args.model), args.model,
             max_file_bytes=args.max_file_bytes, skip_secrets=not args.index_secrets,
-            progress=say,
+            include=args.include, exclude=args.exclude, progress=say,
         )  # fmt: skip
     except NgramStoreError as err:
         print(f"index-repo: error: {err}", file=sys.stderr)

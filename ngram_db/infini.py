@@ -136,10 +136,14 @@ def shard_name(root: Path) -> str:
 
 
 def _read_repo(
-    root: Path, max_file_bytes: int, skip_secrets: bool
+    root: Path,
+    max_file_bytes: int,
+    skip_secrets: bool,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> tuple[list[tuple[str, str]], dict[str, int]]:
     """(relative path, text) of every file the stores' rules index, and the skip counts."""
-    candidates, skipped = list_candidates(root, skip_secrets=skip_secrets)
+    candidates, skipped = list_candidates(root, include, exclude, skip_secrets)
     texts: list[tuple[str, str]] = []
     for cand in candidates:
         try:
@@ -206,6 +210,8 @@ def build_index(
     *,
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
     skip_secrets: bool = True,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
     cpus: int | None = None,
     mem_gib: int = 4,
     progress: Progress | None = None,
@@ -213,7 +219,8 @@ def build_index(
     """Build or refresh the index at ``out`` with one shard per root (see the module doc).
 
     A shard whose repository's indexed content is unchanged, with the same tokenizer, is
-    kept; shards of repositories not named stay as they are.
+    kept; shards of repositories not named stay as they are. ``include``/``exclude`` are
+    index-repo's globs, applied in every repository as the stores apply them.
     """
     say = progress or (lambda _: None)
     started = time.perf_counter()
@@ -242,7 +249,7 @@ def build_index(
     summaries: list[ShardSummary] = []
     for i, (root, name) in enumerate(zip(roots, names, strict=True), 1):
         t0 = time.perf_counter()
-        texts, skipped = _read_repo(root, max_file_bytes, skip_secrets)
+        texts, skipped = _read_repo(root, max_file_bytes, skip_secrets, include, exclude)
         summary = ShardSummary(name, str(root.resolve()), _commit(root), _content(texts))
         summary.files, summary.skipped = len(texts), skipped
         known = manifest["shards"].get(name)

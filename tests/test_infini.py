@@ -159,3 +159,22 @@ def test_index_repo_builds_with_the_infini_gram_engine(
         index_repo_cli.main([*map(str, roots)])
     with pytest.raises(SystemExit):  # --out is required
         index_repo_cli.main(["--engine", "infini-gram", str(roots[0])])
+
+
+def test_index_repo_keeps_its_include_and_exclude_globs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--exclude was silently ignored with --engine infini-gram: an excluded folder (say a
+    vendored copy of another project) went into the shared index."""
+    monkeypatch.setattr(index_repo_cli, "load_tokenizer", lambda model: ByteTokenizer())
+    files = {"app.py": "x = 1\n", "notes.md": "# notes\n", "vendor/lib.py": "y = 2\n"}
+    root = _repo(tmp_path / "alpha", {})
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    out = tmp_path / "index"
+    # The paths may also come after the options (argparse stopped at them: parse_intermixed_args).
+    argv = ["--engine", "infini-gram", "--out", str(out), "--exclude", "vendor/**", str(root)]
+    assert index_repo_cli.main([*argv, "--include", "*.py"]) == 0
+    shard = json.loads((out / MANIFEST).read_text())["shards"]["alpha"]
+    assert shard["files"] == 1  # app.py: not the excluded vendor/, not the non-.py notes
