@@ -303,7 +303,6 @@ class Decoder:
                 decoding,
                 ngram,
                 cancel=self._scheduler.cancel_check(cancel),
-                max_prompt_tokens=decoding.max_prompt_tokens or None,
                 memory=matches() if matches is not None else None,
             )
         except Cancelled:

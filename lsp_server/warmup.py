@@ -4,7 +4,7 @@ The engine's KV cache reuses the longest common prefix of token ids. A request w
 the cache lacks (a file just opened or switched to) would prefill the whole window (1024
 tokens, over a second on one CPU thread) on the request path. Instead (``firstPromptTokens``):
 
-- such a request answers from a short recent window (completion.cold_cache), which shares
+- such a request answers from a short recent window (completion.choose_prompt), which shares
   no prefix with the full window, and the server then queues a warm-up at its cursor;
 - didOpen (at the end of the document) and didChange (after the edit) queue a warm-up too.
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lsp_server.completion import CursorContext, cold_cache, request_prompt
+from lsp_server.completion import CursorContext, choose_prompt, request_prompt
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import Settings
 from superposed.runner import ModelRunner, reusable_prefix
@@ -117,9 +117,12 @@ class Warmer:
         engine, decoding = session.engine, settings.decoding
         context = session.with_preamble(self._assembler, where, context, decoding)
         max_prompt = decoding.max_prompt_tokens or None
-        if resting and cold_cache(engine, context, decoding, max_prompt):
-            max_prompt = decoding.first_prompt_tokens  # what a request would use
-        prompt = request_prompt(engine, context, decoding, max_prompt)
+        if resting:  # what a request would use now: the short window on a cold cache
+            prompt, _ = choose_prompt(
+                engine, context, decoding, max_prompt, decoding.max_new_tokens
+            )
+        else:
+            prompt = request_prompt(engine, context, decoding, max_prompt)
         done = prefill_missing(engine.runner, prompt.ids, self._scheduler.cancel_check(event))
         if done is None:
             self._counters["warmups_cancelled"] += 1
