@@ -17,7 +17,7 @@ whether a line or a block is wanted there; ``single`` always drafts a line, ``mu
 block.
 
 Models trained for fill-in-the-middle also see the text after the cursor in their prompt
-(engine/fim.py; the ``fim`` setting).
+(superposed/fim.py; the ``fim`` setting).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The engine consumes a request's memory through one call, ``MatchSource.match(context)``
 (superposed/ngram.py): a match's next tokens weigh and join each draft's candidates
-(engine/memory.py: mix, proposals), and the prompt's match seeds whole drafts from its
-continuations (engine/memory.py: seeds). ``DefinitionSource`` wraps the request's memory:
+(superposed/memory.py: mix, proposals), and the prompt's match seeds whole drafts from its
+continuations (superposed/memory.py: seeds). ``DefinitionSource`` wraps the request's memory:
 where the context (the prompt plus a draft) ends inside a call or after ``obj.`` whose
 definition resolves (lsp_server/definitions.py), it answers a match made of the proposals
 instead (its next tokens the proposals' first ones, its continuations the proposals), so

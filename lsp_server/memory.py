@@ -1,7 +1,7 @@
 """The memory's suffix indexes: the stores' files and the documents open in the editor.
 
 Superposed decoding looks up the longest suffix of each draft's context in everything the
-user has (engine/memory.py); this module keeps the indexes (ngram_db.suffix) current:
+user has (superposed/memory.py); this module keeps the indexes (ngram_db.suffix) current:
 
 - per store (codebase and user), over the token ids the store keeps for every file: its
   *base*, the index of a snapshot of its files that ngram_db/suffix_store.py keeps in a file

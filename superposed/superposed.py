@@ -12,7 +12,7 @@ and the k best (draft, candidate) extensions by cumulative score become the new 
 Two departures from the paper, both settings (DecodeConfig.mix, memory=None): the default
 mix interpolates probabilities instead, (1 - alpha) p_theta + alpha p_ngram, because a
 codebase store is small and the paper's log-linear mix vetoes (log 0) every candidate it
-never saw; and longest matches over the user's code (engine/memory.py) propose candidates
+never saw; and longest matches over the user's code (superposed/memory.py) propose candidates
 and mix in with a weight that grows with the matched length.
 """
 

@@ -52,7 +52,7 @@ class DecodeConfig:
     nucleus_prefixes: int = 2  # n, for nucleus x superposed (paper 4.5)
     nucleus_prefix_tokens: int = 2  # tokens sampled before each prefix is superposed
     seed: int | None = 0
-    # Memory (longest matches over the user's code, engine/memory.py): a match of length l
+    # Memory (longest matches over the user's code, superposed/memory.py): a match of length l
     # gets weight memory_max * l / (l + memory_half) against the model; shorter than
     # memory_min_length tokens it is ignored; memory_proposals of its next tokens join each
     # draft's candidates.
@@ -141,7 +141,7 @@ class StopCondition:
     stop_strings: tuple[str, ...] = ()
     # The draft continues the cursor's line (blank so far: indentation or nothing, and
     # nothing after the cursor): its first visible character may not be a line break, else
-    # the draft would leave the line the user is on blank (engine/hypotheses.py).
+    # the draft would leave the line the user is on blank (superposed/hypotheses.py).
     continue_line: bool = False
     # ... and the cursor follows that line's whole indentation (the caller decides, from the
     # document): the draft adds no more spaces or tabs before its first visible character.
