@@ -12,7 +12,7 @@ and what is allowed) and that one setting keeps its default, so the server keeps
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lsp_server.shared import index_folders
@@ -26,11 +26,10 @@ from superposed.options import (
     DTYPES,
     FIM_MODES,
     METHODS,
-    MIXES,
     PRECISION_CHOICES,
     RUNNERS,
 )
-from superposed.types import DecodeConfig
+from superposed.types import DecodeConfig, Setting
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
@@ -251,6 +250,35 @@ def _first_prompt_tokens(value: Any) -> int:
     return value
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def _parser(spec: Setting, default: Any) -> Callable[[Any], Any]:
+    """The parser of a DecodeConfig field from its ``setting`` spec and its default's type."""
+    if spec.choices:
+        return _choice(spec.choices)
+    if isinstance(default, bool):
+        return _bool
+    assert spec.low is not None and spec.high is not None, "a number setting needs its bounds"
+    if isinstance(default, int):
+        return _int(int(spec.low), int(spec.high))
+    return _float(spec.low, spec.high, open_low=spec.open_low)
+
+
+def _engine_rows() -> dict[str, tuple[str, str, Callable[[Any], Any]]]:
+    """The table's rows of the engine's fields that clients may set (superposed.types.setting):
+    a new engine setting is declared on DecodeConfig and needs no row here."""
+    rows: dict[str, tuple[str, str, Callable[[Any], Any]]] = {}
+    for spec_field in fields(DecodeConfig):
+        spec = spec_field.metadata.get("setting")
+        if spec is not None:
+            parse = _parser(spec, spec_field.default)
+            rows[_camel(spec_field.name)] = ("decoding", spec_field.name, parse)
+    return rows
+
+
 # camelCase key -> (group, field, parser)
 _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "model": ("model", "model", _model_name),
@@ -261,21 +289,13 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "threads": ("model", "threads", _int(1, 64)),
     "compile": ("model", "compile", _choice(COMPILE_MODES)),
     "prefillCopy": ("model", "prefill_copy", _bool),
-    "k": ("decoding", "k", _int(1, 16)),
+    **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...
     "method": ("decoding", "method", _choice(METHODS)),
-    "maxNewTokens": ("decoding", "max_new_tokens", _int(1, 256)),
-    "alpha": ("decoding", "alpha", _float(0.0, 1.0)),
-    "mix": ("decoding", "mix", _choice(MIXES)),
     "memory": ("decoding", "memory", _bool),
-    "memorySeed": ("decoding", "memory_seed", _bool),
     "definitionWeight": ("decoding", "definition_weight", _float(0.0, 0.85)),
     "context": ("decoding", "context", _choice(CONTEXT_MODES)),
     "contextTokens": ("decoding", "context_tokens", _int(16, 4096)),
-    "verify": ("decoding", "verify", _bool),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
-    "distinctFirstLines": ("decoding", "distinct_first_lines", _bool),
-    "firstWordCap": ("decoding", "first_word_cap", _int(0, 16)),
-    "temperature": ("decoding", "temperature", _float(0.0, 100.0, open_low=True)),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
     "maxLines": ("decoding", "max_lines", _int(1, 64)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from superposed.options import MIXES
 
@@ -27,23 +27,46 @@ class Cancelled(Exception):
     """Decoding was stopped between steps because a newer request superseded it."""
 
 
+@dataclass(frozen=True)
+class Setting:
+    """What a client may set a DecodeConfig field to: a number within [low, high] (``(low``
+    when ``open_low``), one of ``choices``, or true/false for a bool field. The server's
+    settings table parses, checks and names the field (camelCase) from this, so an engine
+    setting is declared once, here (lsp_server/settings.py)."""
+
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    open_low: bool = False
+
+
+def setting(default: Any, **spec: Any) -> Any:
+    """A DecodeConfig field that clients may set (``Setting``'s arguments)."""
+    return field(default=default, metadata={"setting": Setting(**spec)})
+
+
 @dataclass
 class DecodeConfig:
-    """Parameters of one decoding request (defaults from Shen et al., 2024)."""
+    """Parameters of one decoding request (defaults from Shen et al., 2024).
 
-    k: int = 3  # number of drafts returned
+    Fields made with ``setting`` are server settings too (lsp_server/settings.py); the
+    others are the engine's and the benchmarks'.
+    """
+
+    k: int = setting(3, low=1, high=16)  # number of drafts returned
     # Tokens per draft (a single-line draft ends at its line's end before that). On the
     # replay's validation split 10 tokens cut many lines short; 24 and 32 scored alike
     # (bench/results/replay_memory_validation.json).
-    max_new_tokens: int = 24
-    alpha: float = 0.54  # weight of the n-gram probability in the re-score
+    max_new_tokens: int = setting(24, low=1, high=256)
+    alpha: float = setting(0.54, low=0.0, high=1.0)  # the n-gram probability's weight
     # How the n-gram probability joins the model's: "interpolate" mixes probabilities,
     # (1 - alpha) p_theta + alpha p_ngram, so a candidate the store never saw keeps the
     # model's word; "loglinear" is the paper's (1 - alpha) log p_theta + alpha log p_ngram,
     # which vetoes it (log 0). With a small codebase store the veto drops the new names a
     # line introduces; the memory carries the store's idioms instead (bench/results/replay*.json).
-    mix: str = "interpolate"
-    temperature: float = 0.06  # tau: the tempered distribution superposed candidates come from
+    mix: str = setting("interpolate", choices=MIXES)
+    # tau: the tempered distribution superposed candidates come from
+    temperature: float = setting(0.06, low=0.0, high=100.0, open_low=True)
     n_candidates: int | None = None  # c: candidates per draft per step; None -> k
     delta: float = 200.0  # penalty (log space) for a draft none of whose candidates has support
     reset_every: int | None = None  # resets (paper 5.3): restart from the best draft every s steps
@@ -62,7 +85,7 @@ class DecodeConfig:
     memory_proposals: int = 2
     # The prompt's match (at least memory_seed_length tokens) copied to the end of its line
     # is a draft, at place memory_seed_rank (0: first) unless a decoded draft says the same.
-    memory_seed: bool = True
+    memory_seed: bool = setting(True)
     memory_seed_length: int = 4
     memory_seed_rank: int = 2
     # Seeded drafts at most: the continuations of the match's distinct occurrences (the
@@ -78,7 +101,7 @@ class DecodeConfig:
     # Verified drafts: score the final drafts under the model in one batched forward, order
     # them by it and drop drafts more than verify_margin nats per token below the best. Off:
     # it costs about as much as the decoding itself on a CPU (bench/results/latency_memory.json).
-    verify: bool = False
+    verify: bool = setting(False)
     verify_margin: float = 2.0
     # Superposed decoding returns once this many finished drafts beat every live one (None:
     # k). completion asks for the k shown, not the spare drafts decoded beside them: a block
@@ -87,14 +110,14 @@ class DecodeConfig:
     # A block's drafts (StopCondition.block): drafts whose first line is whole and the same
     # compete for one slot (the better-scored one goes on), so the next distinct first line
     # takes the others; the editor shows a block's first line first (issue 22).
-    distinct_first_lines: bool = False
+    distinct_first_lines: bool = setting(False)
     # At most this many live drafts share their first word (a draft's first real decision:
     # a name, a call, a keyword); the others' slots go to drafts that begin differently
     # (superposed/diversity.py; the server: on a blank line, and where the k shown would all
     # begin alike, the best draft that begins otherwise takes the last). 0: no cap.
     # Both off: on the replay the drafts differed more but matched no more often
     # (docs/benchmarks.md, issue 22 part 1).
-    first_word_cap: int = 0
+    first_word_cap: int = setting(0, low=0, high=16)
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""

@@ -89,3 +89,33 @@ def test_line_mode_auto_is_the_default_and_max_lines_is_bounded() -> None:
     settings, errors = parse_settings({"lineMode": "blocks", "maxLines": 0})
     assert settings.decoding.line_mode == "auto" and settings.decoding.max_lines == 8
     assert len(errors) == 2 and "superposed.maxLines = 0" in "\n".join(errors)
+
+
+def test_engine_fields_marked_as_settings_are_settings() -> None:
+    """A DecodeConfig field made with ``setting`` is a client setting, parsed within its bounds
+    or choices, with no row of its own in the server's table (issue 26: a new engine setting
+    is declared once)."""
+    from dataclasses import fields
+
+    from superposed.types import DecodeConfig
+
+    marked = {f.name: f for f in fields(DecodeConfig) if "setting" in f.metadata}
+    assert {"k", "alpha", "mix", "temperature", "verify", "first_word_cap"} <= set(marked)
+    for name, spec_field in marked.items():
+        key = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
+        spec = spec_field.metadata["setting"]
+        default = spec_field.default
+        if spec.choices:
+            good, bad = spec.choices[-1], "no-such-choice"
+        elif isinstance(default, bool):
+            good, bad = not default, "yes"
+        else:
+            good, bad = spec.high, spec.high + 1
+        settings, errors = parse_settings({key: good})
+        assert errors == [] and getattr(settings.decoding, name) == good, key
+        settings, errors = parse_settings({key: bad})
+        assert len(errors) == 1 and f"superposed.{key} =" in errors[0], key
+        assert getattr(settings.decoding, name) == default
+    # A field not marked is the engine's alone: a client cannot set it.
+    _, errors = parse_settings({"delta": 5.0})
+    assert errors and "unknown setting superposed.delta" in errors[0]
