@@ -141,6 +141,9 @@ class StoreSettings:
     # Read-only infini-gram indexes of other repositories (index-repo --engine infini-gram),
     # more memory sources beside the stores (lsp_server/shared.py); docs/scale.md.
     shared_indexes: tuple[str, ...] = ()
+    # Milliseconds one request's shared-index lookups may spend together; after it, the shared
+    # indexes answer nothing for that request (the stores and documents still do). WHY50
+    shared_budget_ms: int = 50
 
 
 @dataclass
@@ -311,6 +314,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "indexOnSave": ("stores", "index_on_save", _bool),
     "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
     "sharedIndexes": ("stores", "shared_indexes", index_folders),
+    "sharedBudgetMs": ("stores", "shared_budget_ms", _int(1, 60_000)),
     "trigger": ("triggers", "trigger", _choice(TRIGGERS)),
     "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
     "midLine": ("triggers", "mid_line", _choice(MID_LINE)),

@@ -7,16 +7,25 @@ CI, and reaches the developer's disk by a read-only mount or a sync. It is opene
 A folder that is missing, built with another tokenizer or damaged is left out and reported
 once (until the setting or the model changes); the others serve. Nothing here raises into a
 request.
+
+A request asks its memory once per draft row and step (about 72 times), and an infini-gram
+lookup takes milliseconds, not the in-process suffix arrays' tenths: unbounded, a shared index
+made requests 2.6x slower (docs/scale.md). So each request sees the indexes through
+``_Budgeted`` (``SharedIndexes.for_request``): the setting ``sharedBudgetMs`` bounds the time
+its shared lookups spend together, and a context asked again within the request is answered
+from the first answer.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ngram_db.infini_source import InfiniSource
+from ngram_db.infini_source import MAX_CONTEXT, InfiniSource
+from ngram_db.suffix import MatchSet
 from superposed.ngram import Match, MatchSource
 
 log = logging.getLogger(__name__)
@@ -59,6 +68,69 @@ class SharedIndexes:
                 opened.append(_Guarded(source, folder, self._report))
             self._key, self._sources = key, opened
             return opened
+
+    def for_request(
+        self,
+        folders: Sequence[str],
+        fingerprint: str,
+        budget_ms: int,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> list[MatchSource]:
+        """One request's view of the usable indexes: one source that spends at most about
+        ``budget_ms`` on lookups and asks each context once (``_Budgeted``); [] when none."""
+        sources = self.sources(folders, fingerprint)
+        return [_Budgeted(sources, budget_ms / 1000, clock)] if sources else []
+
+
+class _Budgeted:
+    """The shared indexes as one request sees them: within a time budget, each context once.
+
+    Before each lookup the time spent so far is compared with the budget: once it is spent,
+    the indexes answer None for the rest of the request (a lookup already running finishes:
+    the engine's C++ cannot be interrupted, so a request may overrun by one lookup). Only
+    lookups count; an answer from the cache is free. The stores and the open documents are
+    not in here, so they keep matching: they answer in microseconds.
+
+    The cache: the k rows often share their context at the first steps, and verification
+    and seeding ask a context again; an identical (context, follow, others) is answered
+    from the first answer (None included), for the request's life. A context that extends
+    the previous one by the predicted token is looked up again, not extended: the next
+    tokens' counts after the longer suffix need the index (exact only for a suffix seen
+    once, which ``Match`` does not say).
+    """
+
+    CACHE = 256  # answers kept per request (a request asks about 72 times)
+
+    def __init__(
+        self, sources: Sequence[MatchSource], budget_s: float, clock: Callable[[], float]
+    ) -> None:
+        self.sources, self.budget_s, self._clock = list(sources), budget_s, clock
+        self._set = MatchSet(self.sources)
+        self._cache: dict[tuple[tuple[int, ...], int, int], Match | None] = {}
+        self._lock = threading.Lock()  # a request's rows may ask from more than one thread
+        self.spent_s = 0.0
+        self.lookups = self.hits = self.skipped = 0  # for logs and benchmarks
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in self.sources)  # type: ignore[arg-type]
+
+    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
+        key = (tuple(int(t) for t in context[-MAX_CONTEXT:]), follow, others)
+        with self._lock:
+            if key in self._cache:
+                self.hits += 1
+                return self._cache[key]
+            if self.spent_s >= self.budget_s:
+                self.skipped += 1
+                return None
+        start = self._clock()
+        found = self._set.match(context, follow, others)
+        with self._lock:
+            self.spent_s += self._clock() - start
+            self.lookups += 1
+            if len(self._cache) < self.CACHE:
+                self._cache[key] = found
+        return found
 
 
 class _Guarded:

@@ -189,8 +189,12 @@ class Stores:
         return str(as_tokenizer(self._tokenizer).fingerprint)
 
     def shared(self) -> list[MatchSource]:
-        """The sharedIndexes setting's indexes (lsp_server/shared.py), usable ones only."""
-        return self._shared.sources(self._settings.shared_indexes, self.fingerprint)
+        """The sharedIndexes setting's usable indexes as one new request sees them: within
+        its sharedBudgetMs, each context once (lsp_server/shared.py); call once a request."""
+        settings = self._settings
+        return self._shared.for_request(
+            settings.shared_indexes, self.fingerprint, settings.shared_budget_ms
+        )
 
     def configure(self, settings: StoreSettings) -> None:
         """New settings. A store closes (and reopens on next use) only when its file or its
