@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from typing import Any
 
 from ngram_db.infini_source import MAX_CONTEXT, InfiniSource
@@ -112,7 +112,7 @@ class _Budgeted:
         self.lookups = self.hits = self.skipped = 0  # for logs and benchmarks
 
     def __len__(self) -> int:
-        return sum(len(s) for s in self.sources)  # type: ignore[arg-type]
+        return sum(len(s) if isinstance(s, Sized) else 0 for s in self.sources)
 
     def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
         key = (tuple(int(t) for t in context[-MAX_CONTEXT:]), follow, others)
