@@ -45,7 +45,8 @@ RUN = RESULTS / "replay_shared.json"
 CORPUS = RESULTS / "replay_shared_corpus.json"
 SCALE = RESULTS / "infini_scale.json"
 SNAPSHOTS = RESULTS / "replay_shared_snapshots.json"  # the first question, "snapshots" only
-BASELINE, SHARED, SNAPSHOTS_CONFIG = "auto", "shared", "snapshots"
+BUDGET = RESULTS / "replay_shared_budget.json"  # sharedBudgetMs: auto, shared, budget
+BASELINE, SHARED, SNAPSHOTS_CONFIG, BUDGETED = "auto", "shared", "snapshots", "budget"
 CURSOR = "line-start"
 
 
@@ -113,12 +114,14 @@ def build(out: Path, work: Path) -> dict[str, Any]:
 # ----- the answer --------------------------------------------------------------------------------
 
 
-def compare(result: Mapping[str, Any], subset: str, config: str = SHARED) -> dict[str, Any]:
-    """``config`` against ``auto`` on one subset of the line-start positions: EM@3 and ES@3
-    (means and paired differences) and the p50 of each, over the same positions."""
+def compare(
+    result: Mapping[str, Any], subset: str, config: str = SHARED, against: str = BASELINE
+) -> dict[str, Any]:
+    """``config`` against ``against`` on one subset of the line-start positions: EM@3 and
+    ES@3 (means and paired differences) and the p50 of each, over the same positions."""
     keep = SUBSETS[subset]
     rows = [r for r in result["rows"] if r["cursor"] == CURSOR and keep(r)]
-    base = {r["task"]: r for r in rows if r["config"] == BASELINE}
+    base = {r["task"]: r for r in rows if r["config"] == against}
     shared = {r["task"]: r for r in rows if r["config"] == config}
     tasks = [t for t in base if t in shared]
     n = max(1, len(tasks))
@@ -136,6 +139,8 @@ def compare(result: Mapping[str, Any], subset: str, config: str = SHARED) -> dic
         "esk": paired_diff_ci([shared[t]["esk"] for t in tasks], [base[t]["esk"] for t in tasks]),
         "p50_base": p50_base,
         "p50_shared": p50_shared,
+        "p95_base": percentile([base[t]["ms"] for t in tasks], 95),
+        "p95_shared": percentile([shared[t]["ms"] for t in tasks], 95),
         "ratio": p50_shared / p50_base if p50_base else float("nan"),
         "differ": sum(shared[t]["drafts"] != base[t]["drafts"] for t in tasks),
     }  # fmt: skip
@@ -239,6 +244,60 @@ def snapshots_part(run: Mapping[str, Any], snaps: Mapping[str, Any]) -> list[str
     ]
 
 
+QUALITY_HEADER = ["pair", "lines", "n", "EM@3", "EM@3 difference", "ES@3", "ES@3 difference",
+                  "drafts differ"]  # fmt: skip
+
+
+def budget_part(run: Mapping[str, Any]) -> list[str]:
+    """sharedBudgetMs: the store alone, the shared index unbudgeted, and with the default
+    budget, in one run: latency side by side, quality paired."""
+    options = {name: c["options"] for name, c in run["configs"].items()}
+    budget = options[BUDGETED].get("sharedBudgetMs")
+    budget_text = f"{budget} ms" if budget is not None else "the default"
+    cells = {
+        (s, config, against): compare(run, s, config, against)
+        for s in ("all", "new")
+        for config, against in ((SHARED, BASELINE), (BUDGETED, BASELINE), (BUDGETED, SHARED))
+    }
+    latency = cells[("all", BUDGETED, BASELINE)]
+    unbudgeted = cells[("all", SHARED, BASELINE)]
+    speed = [
+        [name, f"{p50:.0f}", f"{p95:.0f}", f"{p50 / latency['p50_base']:.2f}x"]
+        for name, p50, p95 in (
+            (f"`{BASELINE}` (store)", latency["p50_base"], latency["p95_base"]),
+            (f"`{SHARED}` (+index, unbudgeted)", unbudgeted["p50_shared"],
+             unbudgeted["p95_shared"]),
+            (f"`{BUDGETED}` (+index, {budget_text})", latency["p50_shared"],
+             latency["p95_shared"]),
+        )
+    ]  # fmt: skip
+    quality = [
+        [f"`{config}` vs `{against}`", s, c["n"],
+         f"{100 * c['emk_base']:.1f} → {100 * c['emk_shared']:.1f}", points(c["emk"]),
+         f"{100 * c['esk_base']:.1f} → {100 * c['esk_shared']:.1f}", points(c["esk"]),
+         c["differ"]]
+        for (s, config, against), c in cells.items()
+    ]  # fmt: skip
+    stamp = run["stamp"]
+    return [
+        "",
+        "#### Lookups within a time budget (`sharedBudgetMs`)",
+        "",
+        f"`{BUDGET.name}` (commit {stamp['commit']}, {run['data']['positions']} line-start "
+        f"positions: the first {run['data']['targets'] // len(run['data']['splits']['test'])} "
+        "targets of each test repository): the store alone, the store plus the index above "
+        f"with no effective budget (`sharedBudgetMs` {options[SHARED].get('sharedBudgetMs')}), "
+        f"and with {budget_text}. One server, the configurations one after the other on a "
+        f"shared CPU (load {stamp['load_start'][0]} → {stamp['load_end'][0]}): the latencies "
+        "compare within this run only. Each request's shared lookups stop once they have "
+        "spent the budget; a context asked again in the request is answered from its cache.",
+        "",
+        table(["configuration", "p50 ms", "p95 ms", "p50 / store"], speed, "lrrr"),
+        "",
+        table(QUALITY_HEADER, quality, "llrlllll"),
+    ]
+
+
 def shared_section() -> str | None:
     """The section, or None before any of its results exist."""
     scale, run = load(SCALE), load(RUN)
@@ -258,6 +317,9 @@ def shared_section() -> str | None:
         snaps = load(SNAPSHOTS)
         if snaps is not None:
             parts += snapshots_part(run, snaps)
+    budgeted = load(BUDGET)
+    if budgeted is not None:
+        parts += budget_part(budgeted)
     return "\n".join(parts) + "\n"
 
 

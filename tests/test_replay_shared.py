@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.replay_shared import (
+    budget_part,
     compare,
     copy_without_replayed,
     replay_part,
@@ -90,3 +91,18 @@ def test_snapshots_pair_with_the_main_runs_store_rows() -> None:
     for r in snaps["rows"]:
         r["esk"] -= 0.1
     assert "| differs |" in "\n".join(snapshots_part(run, snaps))
+
+
+def test_the_budget_part_puts_three_latencies_side_by_side_and_pairs_the_quality() -> None:
+    run = result(0.0, 3.0)  # the unbudgeted index: 3x the store's latency
+    for r in [r for r in run["rows"] if r["config"] == "shared"]:
+        faster = {**r, "config": "budget", "ms": r["ms"] / 2.5, "esk": r["esk"] - 0.1}
+        run["rows"].append(faster)  # 1.2x the store's, 10 points lower ES@3
+    run["configs"] = {"auto": {"options": {}}, "shared": {"options": {"sharedBudgetMs": 60000}},
+                      "budget": {"options": {}}}  # fmt: skip
+    run["data"].update(positions=62, targets=60)
+    text = "\n".join(budget_part(run))
+    assert "| `auto` (store) | 1014 |" in text and "| 1.00x |" in text
+    assert "| 3.00x |" in text and "| 1.20x |" in text and "sharedBudgetMs` 60000" in text
+    assert "| `budget` vs `shared` | all | 31 |" in text
+    assert "| `budget` vs `auto` | new | 30 |" in text and "| -10.0 [" in text
