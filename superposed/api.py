@@ -13,7 +13,7 @@ import torch
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
-from superposed.fim import FimTokens, build_fim_prompt, fim_tokens
+from superposed.fim import FimTokens, build_fim_prompt
 from superposed.model import LoadedModel, compact_loading, load_model
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
@@ -83,7 +83,7 @@ class Engine:
         self.vocab.warm(self.runner.vocab_size, self.runner.device)  # heal masks, at load
         self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
         self.compile_off_reason = ""  # why compile "background" left decoding eager
-        self.fim_tokens = fim_tokens(self.tokenizer)  # None: no fill-in-the-middle markers
+        self.fim_tokens = loaded.fim_tokens  # None: no fill-in-the-middle markers
 
     @classmethod
     def load(

@@ -87,6 +87,22 @@ def test_no_markers_no_fim(tokenizer: Any) -> None:
     assert fim.fim_tokens(_Vocabulary("<fim_prefix>", "<|fim_suffix|>", "<fim_middle>")) is None
 
 
+def test_the_markers_are_looked_up_once_per_model() -> None:
+    """Every Engine on a model asks for its markers; the vocabulary (0.2 s for the default
+    model's) is read only the first time."""
+    reads: list[int] = []
+
+    class Counting(_Vocabulary):
+        def get_vocab(self) -> dict[str, int]:
+            reads.append(1)
+            return super().get_vocab()
+
+    markers = Counting(*fim.FIM_SPELLINGS[0])
+    loaded = LoadedModel("m", None, markers, None, torch.device("cpu"), torch.float32)  # type: ignore[arg-type]
+    assert loaded.fim_tokens == loaded.fim_tokens == fim.FimTokens(100, 101, 102)
+    assert len(reads) == 1
+
+
 def test_auto_on_off_choose_as_documented() -> None:
     tokens = fim.FimTokens(1, 2, 3)
     starcoder = ("bigcode/starcoder2-3b", "/models/starcoder2-3b")
