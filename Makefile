@@ -44,8 +44,10 @@ test: setup gemma lint editors
 	$(BIN)/pytest -q -rs
 
 # The quick loop (under a minute): no real model, no editor, no server or CLI process.
+# Every module in tests/e2e is slow, editor or model as a whole (tests/test_layers.py checks),
+# so the fast tier does not even collect them.
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow and not model and not editor"
+	$(BIN)/pytest -q -m "not slow and not model and not editor" --ignore=tests/e2e
 
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
 bench-quick: setup

@@ -56,3 +56,20 @@ def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
         "def f():\n    from lsp_server.settings import X\n    import ngram_db.store\n"
     )
     assert imported_packages(module) == {"lsp_server", "ngram_db"}
+
+
+def test_every_end_to_end_module_is_out_of_the_fast_tier() -> None:
+    """``make test-fast`` does not collect tests/e2e (importing its harnesses costs seconds):
+    so every test module there must be marked slow, editor or model, as a whole."""
+    unmarked = []
+    for path in sorted((Path(__file__).parent / "e2e").glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        marks = [
+            ast.unparse(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets)
+        ]
+        if not any(tier in mark for mark in marks for tier in ("slow", "editor", "model")):
+            unmarked.append(path.name)
+    assert unmarked == []

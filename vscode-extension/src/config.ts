@@ -14,7 +14,7 @@ export const EXTENSION_KEYS: readonly string[] = ['pythonPath', 'languages', 'tr
 
 /**
  * The settings the server parses, under the server's own names: package.json's
- * contributes.configuration is their one list (tests/e2e/test_vscode_manifest.py checks it
+ * contributes.configuration is their one list (tests/test_vscode_manifest.py checks it
  * against the server's lsp_server/settings.py).
  */
 export const SERVER_KEYS: readonly string[] = Object.keys(
