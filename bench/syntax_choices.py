@@ -15,11 +15,11 @@ its lines they keep (a rule that cut the right answer would cost every draft tha
 from __future__ import annotations
 
 import argparse
-import time
 from collections import Counter
 from typing import Any
 
-from bench.measure import ROOT, Stamp, write_json
+from bench.measure import Stamp
+from bench.pipeline import Benchmark, run
 from bench.replay import load_data, positions
 from bench.replay_blocks import block_positions, load_blocks
 from lsp_server.completion import CursorContext, block_stop
@@ -74,22 +74,35 @@ def choices(split: str) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--split", default="test", choices=("validation", "test"))
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     stamp = Stamp(model="none (syntax rules only)")
-    result = choices(args.split)
+    return {"split": args.split, **choices(args.split)}, stamp
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    lines = []
     for name, value in result.items():
-        print(name)
-        for kind, counts in value.items():
-            print(f"  {kind:18} {counts}")
-    suffix = "" if args.split == "test" else f"_{args.split}"
-    path = ROOT / "bench" / "results" / f"syntax_choices{suffix}.json"
-    write_json(path, {"stamp": stamp.finish(started), "split": args.split, **result})
-    return 0
+        if name not in ("stamp", "split"):
+            lines += [name, *(f"  {kind:18} {counts}" for kind, counts in value.items())]
+    return lines
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--split", default="test", choices=("validation", "test"))
+    parser.add_argument("--out", help="results file (default bench/results/syntax_choices.json)")
+
+
+BENCH = Benchmark(
+    "syntax_choices",
+    __doc__.split("\n")[0],
+    options=options,
+    variant=lambda args: "" if args.split == "test" else f"_{args.split}",
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, report, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
