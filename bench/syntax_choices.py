@@ -32,8 +32,9 @@ def offset_of(document: str, line: int, column: int) -> int:
     return sum(len(r) + 1 for r in rows[:line]) + column
 
 
-def choices(split: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    stamp, split = Stamp(model="none (syntax rules only)"), args.split
+    out: dict[str, Any] = {"split": split}
     cases: list[tuple[str, str, int]] = []
     for p in positions(load_data(), split):
         cases.append((f"line {p.cursor}", p.document, offset_of(p.document, p.line, p.column)))
@@ -71,20 +72,14 @@ def choices(split: str) -> dict[str, Any]:
         }
         for cursor, v in kept.items()
     }
-    return out
-
-
-def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
-    stamp = Stamp(model="none (syntax rules only)")
-    return {"split": args.split, **choices(args.split)}, stamp
+    return out, stamp
 
 
 def report(result: dict[str, Any]) -> list[str]:
-    lines = []
-    for name, value in result.items():
-        if name not in ("stamp", "split"):
-            lines += [name, *(f"  {kind:18} {counts}" for kind, counts in value.items())]
-    return lines
+    parts = {name: value for name, value in result.items() if name not in ("stamp", "split")}
+    return [
+        f"{name}\n" + "\n".join(f"  {k:18} {c}" for k, c in v.items()) for name, v in parts.items()
+    ]
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +91,7 @@ BENCH = Benchmark(
     "syntax_choices",
     __doc__.split("\n")[0],
     options=options,
-    variant=lambda args: "" if args.split == "test" else f"_{args.split}",
+    variant=lambda args: "" if args.split == "test" else f"_{args.split}",  # its own file a split
 )
 
 
