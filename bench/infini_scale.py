@@ -40,11 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from bench.measure import write_json
+from bench.measure import RESULTS, ROOT, write_json
 from bench.tables import table
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 PACKAGES = ("torch", "transformers", "numpy", "sympy", "matplotlib")
 HOLD_OUT = 25  # every this-th file is held out: queries come from those
 QUERIES = 400
@@ -319,13 +317,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="1e6,1e7", help="corpus sizes in tokens, comma-separated")
     p.add_argument("--work", type=Path, default=Path("/tmp/infini_scale"))
     p.add_argument("--report", action="store_true", help="rewrite the markdown from the JSON")
+    p.add_argument("--out", type=Path, default=RESULTS / "infini_scale.json", help="the JSON")
     args = p.parse_args(argv)
     if args.report:
-        data = json.loads((RESULTS / "infini_scale.json").read_text())
+        data = json.loads(args.out.read_text())
     else:
         data = run([int(float(s)) for s in args.sizes.split(",")], args.work)
-        write_json(RESULTS / "infini_scale.json", data)
-    (RESULTS / "infini_scale.md").write_text(report(data))
+        write_json(args.out, data)
+    args.out.with_suffix(".md").write_text(report(data))
     print(report(data))
     return 0
 

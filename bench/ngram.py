@@ -1,6 +1,7 @@
 """Speed and size of the n-gram store: index throughput, update_file, the per-step lookup.
 
     python -m bench.ngram [--repeats 3] [--full]
+    python -m bench.ngram --report    # rewrites the markdown from the JSON
 
 Default tokenizer, orders 2..6, on one CPython standard library (3.11 only: versions share
 most lines). The ~1M-token corpus is the library's top-level modules (``/*.py``); ``--full``
@@ -21,7 +22,6 @@ import os
 import platform
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.measure import RESULTS
+from bench.measure import RESULTS, write_json
 from bench.split import stdlib_root
 from bench.tables import table
 from ngram_db import NgramStore, index_repo
@@ -276,11 +276,25 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     path.write_text("\n".join(rows) + "\n")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="from-scratch index runs")
     parser.add_argument("--full", action="store_true", help="also index the whole library")
-    args = parser.parse_args()
+    parser.add_argument("--report", action="store_true", help="rewrite the markdown only")
+    parser.add_argument("--out", type=Path, default=RESULTS / "ngram.json", help="the JSON")
+    args = parser.parse_args(argv)
+    if args.report:
+        results = json.loads(args.out.read_text())
+    else:
+        results = measure(args.repeats, args.full)
+        write_json(args.out, results)
+    write_markdown(results, args.out.with_suffix(".md"))
+    print(args.out.with_suffix(".md").read_text())
+
+
+def measure(repeats: int, full: bool) -> dict[str, Any]:
+    """Index, update, lookup (and the whole library) in a temporary folder, with the
+    machine's load before and after; the verdicts against the targets."""
     tokenizer = load_tokenizer("smollm2-135m")
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -291,23 +305,17 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="bench-ngram-") as tmp:
         folder = Path(tmp)
-        results["index"] = index = bench_index(tokenizer, folder, args.repeats)
+        results["index"] = index = bench_index(tokenizer, folder, repeats)
         db = Path(index.pop("db"))
         results["update"] = bench_update(tokenizer, db, repeats=20)
         results["lookup"] = bench_lookup(tokenizer, db, repeats=1000)
-        if args.full:
+        if full:
             results["full"] = bench_full(tokenizer, folder)
         results["tokenizer"] = index["stats"]["tokenizer"]
     results["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     results["verdicts"] = verdicts(results)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ngram.json").write_text(json.dumps(results, indent=2) + "\n")
-    write_markdown(results, RESULTS / "ngram.md")
-    print((RESULTS / "ngram.md").read_text())
+    return results
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--markdown-only":  # re-render the saved JSON
-        write_markdown(json.loads((RESULTS / "ngram.json").read_text()), RESULTS / "ngram.md")
-    else:
-        main()
+    main()

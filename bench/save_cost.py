@@ -1,13 +1,13 @@
 """What one save of a huge document costs the server's store layer, with and without the cap.
 
-    python -m bench.save_cost [--mb 20] [--repeats 1]
+    python -m bench.save_cost [--mb 20] [--repeats 1]   # bench/results/save_cost.json
 
 Each case runs in a fresh child process (so peak memory is its own): ``Stores.update_file``
 of a generated Python file of ``--mb`` megabytes, as the server's didSave does, with the
 default ``maxFileBytes`` (1 MB: the save is skipped as too large) and with the cap lifted
-(what every save did before issue 12). Prints the median seconds and each child's peak and
-final resident memory, side by side. The default tokenizer and the text are in memory before
-the save in both (``baseline``).
+(what every save did before issue 12). Prints and saves the median seconds and each child's
+peak and final resident memory, side by side. The default tokenizer and the text are in
+memory before the save in both (``baseline``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Any
+
+from bench.measure import Stamp
+from bench.pipeline import Benchmark, run
 
 CHILD = r"""
 import gc, json, resource, sys, time
@@ -71,28 +75,45 @@ def run_case(mb: float, cap: int) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=20.0)
-    parser.add_argument("--repeats", type=int, default=1)
-    args = parser.parse_args()
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     from lsp_server.settings import StoreSettings
 
-    cases = {
-        f"capped (maxFileBytes {StoreSettings().max_file_bytes:,})": StoreSettings().max_file_bytes,
-        "uncapped (before issue 12)": 10**12,
-    }
-    print(f"one save of a {args.mb:g} MB file; load {os.getloadavg()[0]:.2f}")
-    print(f"{'case':36} {'seconds':>8} {'baseline MB':>12} {'peak MB':>9} {'after MB':>9}  skipped")
-    for name, cap in cases.items():
-        runs = [run_case(args.mb, cap) for _ in range(args.repeats)]
-        last = runs[-1]
-        print(
-            f"{name:36} {statistics.median(r['seconds'] for r in runs):8.2f} "
-            f"{last['baseline_kib'] / 1024:12.0f} {last['peak_kib'] / 1024:9.0f} "
-            f"{last['final_kib'] / 1024:9.0f}  {last['reason']}"
+    stamp = Stamp(model="the default tokenizer (no model)")
+    cap = StoreSettings().max_file_bytes
+    caps = {f"capped (maxFileBytes {cap:,})": cap, "uncapped (before issue 12)": 10**12}
+    cases = {}
+    for name, bytes_ in caps.items():
+        runs = [run_case(args.mb, bytes_) for _ in range(args.repeats)]
+        cases[name] = {"median_s": statistics.median(r["seconds"] for r in runs), "last": runs[-1]}
+    return {"mb": args.mb, "repeats": args.repeats, "cases": cases}, stamp
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    s = result["stamp"]
+    lines = [
+        f"one save of a {result['mb']:g} MB file; load {s['load_start'][0]:.2f}",
+        f"{'case':36} {'seconds':>8} {'baseline MB':>12} {'peak MB':>9} {'after MB':>9}  skipped",
+    ]
+    for name, case in result["cases"].items():
+        last = case["last"]
+        lines.append(
+            f"{name:36} {case['median_s']:8.2f} {last['baseline_kib'] / 1024:12.0f} "
+            f"{last['peak_kib'] / 1024:9.0f} {last['final_kib'] / 1024:9.0f}  {last['reason']}"
         )
-    print(f"load after {os.getloadavg()[0]:.2f}")
+    return [*lines, f"load after {s['load_end'][0]:.2f}"]
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mb", type=float, default=20.0)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--out", help="results file (default bench/results/save_cost.json)")
+
+
+BENCH = Benchmark("save_cost", __doc__.splitlines()[0], options=options)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, report, argv)
 
 
 if __name__ == "__main__":

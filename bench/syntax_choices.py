@@ -15,11 +15,11 @@ its lines they keep (a rule that cut the right answer would cost every draft tha
 from __future__ import annotations
 
 import argparse
-import time
 from collections import Counter
 from typing import Any
 
-from bench.measure import ROOT, Stamp, write_json
+from bench.measure import Stamp
+from bench.pipeline import Benchmark, run
 from bench.replay import load_data, positions
 from bench.replay_blocks import block_positions, load_blocks
 from lsp_server.completion import CursorContext, block_stop
@@ -32,8 +32,9 @@ def offset_of(document: str, line: int, column: int) -> int:
     return sum(len(r) + 1 for r in rows[:line]) + column
 
 
-def choices(split: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    stamp, split = Stamp(model="none (syntax rules only)"), args.split
+    out: dict[str, Any] = {"split": split}
     cases: list[tuple[str, str, int]] = []
     for p in positions(load_data(), split):
         cases.append((f"line {p.cursor}", p.document, offset_of(p.document, p.line, p.column)))
@@ -71,25 +72,32 @@ def choices(split: str) -> dict[str, Any]:
         }
         for cursor, v in kept.items()
     }
-    return out
+    return out, stamp
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def report(result: dict[str, Any]) -> list[str]:
+    parts = {name: value for name, value in result.items() if name not in ("stamp", "split")}
+    return [
+        f"{name}\n" + "\n".join(f"  {k:18} {c}" for k, c in v.items()) for name, v in parts.items()
+    ]
+
+
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", choices=("validation", "test"))
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    stamp = Stamp(model="none (syntax rules only)")
-    result = choices(args.split)
-    for name, value in result.items():
-        print(name)
-        for kind, counts in value.items():
-            print(f"  {kind:18} {counts}")
-    suffix = "" if args.split == "test" else f"_{args.split}"
-    path = ROOT / "bench" / "results" / f"syntax_choices{suffix}.json"
-    write_json(path, {"stamp": stamp.finish(started), "split": args.split, **result})
-    return 0
+    parser.add_argument("--out", help="results file (default bench/results/syntax_choices.json)")
+
+
+BENCH = Benchmark(
+    "syntax_choices",
+    __doc__.split("\n")[0],
+    options=options,
+    variant=lambda args: "" if args.split == "test" else f"_{args.split}",  # its own file a split
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, report, argv)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

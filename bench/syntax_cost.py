@@ -6,18 +6,16 @@
 
 from __future__ import annotations
 
-import time
+import argparse
 from functools import partial
+from typing import Any
 
-from bench.measure import ROOT, Stamp, median_ms, write_json
+from bench.measure import ROOT, Stamp, median_ms
+from bench.pipeline import Benchmark, run
 from lsp_server import syntax
 
-LINES = 2_000
-RUNS = 50
-OUT = ROOT / "bench" / "results" / "syntax_cost.json"
 
-
-def sample_file(lines: int = LINES) -> str:
+def sample_file(lines: int) -> str:
     """This repository's own Python sources, concatenated to ``lines`` lines."""
     rows: list[str] = []
     for path in sorted((ROOT / "lsp_server").rglob("*.py")):
@@ -27,44 +25,46 @@ def sample_file(lines: int = LINES) -> str:
     return "\n".join(rows[:lines]) + "\n"
 
 
-def main() -> None:
-    started = time.perf_counter()
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     stamp = Stamp(model="none (tree-sitter only)")
-    text = sample_file()
-    cursors = {}
+    text, rows = sample_file(args.lines), []
     for fraction in (0.1, 0.5, 0.9):  # at the end of a line a tenth..9/10 in: a parse each
-        line = int(LINES * fraction)
-        cursors[f"line {line}"] = sum(len(r) + 1 for r in text.split("\n")[: line + 1]) - 1
-    rows = []
-    for name, offset in cursors.items():
+        line = int(args.lines * fraction)
+        offset = sum(len(r) + 1 for r in text.split("\n")[: line + 1]) - 1
         before, following = text[:offset], text[offset:]
         for language in ("python", ""):  # the grammar, and the text-only rules
-            ms = median_ms(partial(syntax.decide, before, following, language), RUNS)
+            ms = median_ms(partial(syntax.decide, before, following, language), args.runs)
             decision = syntax.decide(before, following, language)
-            rows.append(
-                {
-                    "cursor": name,
-                    "language": language or "(none: text rules)",
-                    "median_ms": round(ms, 3),
-                    "decision": decision,
-                }
-            )
-            print(f"{name:10} {language or 'text':7} {ms:7.3f} ms  {decision}")
-    parser = syntax._parser("python")
-    data = text.encode()
-    parse_ms = median_ms(lambda: parser.parse(data), RUNS)
-    print(f"a whole-file parse: {parse_ms:.3f} ms for {LINES} lines, {len(data)} bytes")
-    write_json(
-        OUT,
-        {
-            "stamp": stamp.finish(started),
-            "lines": LINES,
-            "bytes": len(data),
-            "runs": RUNS,
-            "whole_file_parse_ms": round(parse_ms, 3),
-            "decide": rows,
-        },
-    )
+            label = language or "(none: text rules)"
+            rows.append({"cursor": f"line {line}", "language": label,
+                         "median_ms": round(ms, 3), "decision": decision})  # fmt: skip
+    data, parser = text.encode(), syntax._parser("python")
+    parse_ms = round(median_ms(lambda: parser.parse(data), args.runs), 3)
+    return {"lines": args.lines, "bytes": len(data), "runs": args.runs,
+            "whole_file_parse_ms": parse_ms, "decide": rows}, stamp  # fmt: skip
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{r['cursor']:10} {r['language'].replace('(none: text rules)', 'text'):7} "
+        f"{r['median_ms']:7.3f} ms  {r['decision']}"
+        for r in result["decide"]
+    ]
+    n, size, ms = result["lines"], result["bytes"], result["whole_file_parse_ms"]
+    return [*lines, f"a whole-file parse: {ms:.3f} ms for {n} lines, {size} bytes"]
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lines", type=int, default=2_000, help="of the sample file")
+    parser.add_argument("--runs", type=int, default=50, help="timings per median")
+    parser.add_argument("--out", help="results file (default bench/results/syntax_cost.json)")
+
+
+BENCH = Benchmark("syntax_cost", __doc__.splitlines()[0], options=options)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, report, argv)
 
 
 if __name__ == "__main__":
