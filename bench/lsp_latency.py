@@ -318,7 +318,7 @@ class Bench:
             self.close(uri)
             return None
         draft = str(first.insert_text)
-        argument = dict(first.command.arguments[0])
+        argument = dict(first.command.arguments[0] or {})  # the accept argument (items.py)
         if not ahead:
             argument.pop("position", None)
         calls = (await self.stats())["counters"].get("model_calls", 0)
@@ -420,6 +420,52 @@ def sources_at(ref: str, directory: Path) -> Path:
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
     return directory
+
+
+async def before_run(model: str, requests: int, k: int, settings: dict[str, Any], ref: str
+                     ) -> dict[str, Any]:  # fmt: skip
+    """The same cases on the server of commit ``ref`` (its cases and first requests kept):
+    a refactor's latency against the code before it, in one run of this script."""
+    with tempfile.TemporaryDirectory(prefix="lsp-before-") as tmp:
+        result = await run(model, requests, k, settings, sources_at(ref, Path(tmp)))
+    return {"ref": ref, "cases": result["cases"], "first_request": result["first_request"]}
+
+
+def before_table(result: dict[str, Any]) -> list[str]:
+    """This commit's cases beside the same cases on the server of ``--before``."""
+    if "before" not in result:
+        return []
+    ref = result["before"]["ref"]
+    now = {**result["cases"], **first_request_cases(result["first_request"])}
+    then = {**result["before"]["cases"], **first_request_cases(result["before"]["first_request"])}
+    rows = [
+        [case, f"{then[case]['p50_ms']:.0f}", f"{now[case]['p50_ms']:.0f}",
+         f"{now[case]['p50_ms'] / then[case]['p50_ms']:.2f}x",
+         f"{then[case]['p95_ms']:.0f}", f"{now[case]['p95_ms']:.0f}"]
+        for case in now if case in then
+    ]  # fmt: skip
+    return [
+        "",
+        f"## Against the server of {ref}",
+        "",
+        f"The same cases on the server of commit {ref} (its code extracted with `git archive`, "
+        "driven by this script), in the same run, after this commit's: a ratio near 1 is "
+        "within noise.",
+        "",
+        table(["case", f"p50 ms ({ref})", "p50 ms (this)", "ratio", f"p95 ms ({ref})",
+               "p95 ms (this)"], rows, align="lrrrrr"),  # fmt: skip
+    ]
+
+
+def first_request_cases(case: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+    """The first-request case's summaries as cases: the first and later request per setting."""
+    if not case:
+        return {}
+    return {
+        f"{which} request, {mode}": case["modes"][mode][which]
+        for mode in case["modes"]
+        for which in ("first", "later")
+    }
 
 
 async def footprint_cases(model: str, k: int, before: str | None) -> dict[str, Any]:
@@ -738,9 +784,14 @@ def typing_target(calls: list[tuple[float, dict[str, float]]]) -> dict[str, Any]
 
 
 async def run(
-    model: str, requests: int, k: int, settings: dict[str, Any] | None = None
+    model: str,
+    requests: int,
+    k: int,
+    settings: dict[str, Any] | None = None,
+    sources: Path | None = None,
 ) -> dict[str, Any]:
-    """The latency cases on one server; ``settings``: server settings over the defaults."""
+    """The latency cases on one server; ``settings``: server settings over the defaults;
+    ``sources``: the server's code from there (an earlier commit's), not this checkout."""
     long_text = LONG_SOURCE.read_text()
     with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
         workspace = Path(tmp) / "ws"
@@ -748,7 +799,7 @@ async def run(
         started = time.perf_counter()
         options = {"model": model, "k": k, "userStore": False, **(settings or {})}
         # A fresh, empty user store under tmp/data.
-        async with server(workspace, Path(tmp) / "data", options) as client:
+        async with server(workspace, Path(tmp) / "data", options, sources) as client:
             bench = Bench(client, workspace)
             await bench.wait_ready()
             ready_s = time.perf_counter() - started
@@ -886,6 +937,7 @@ def markdown(result: dict[str, Any]) -> str:
         *first_request_table(result),
         *cursor_rest_table(result),
         *footprint_table(result),
+        *before_table(result),
         "",
         f"Command: `{result['command']}`",
         "",
@@ -929,7 +981,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-k", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS / "lsp_latency")
     parser.add_argument(
-        "--before", metavar="REF", help="also measure the footprint of the server at this commit"
+        "--before", metavar="REF", help="also measure the server at this commit, side by side"
     )
     parser.add_argument(
         "--settings",
@@ -958,6 +1010,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
     result["out"] = str(args.out)
+    if args.before:
+        then = before_run(args.model, args.requests, args.k, args.settings, args.before)
+        result["before"] = asyncio.run(then)
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0

@@ -398,3 +398,18 @@ def test_ngram_markdown_renders_the_committed_summary(tmp_path: Path) -> None:
 
     ngram.write_markdown(saved("ngram.json"), tmp_path / "ngram.md")
     assert (tmp_path / "ngram.md").read_text() == (RESULTS / "ngram.md").read_text()
+
+
+def test_lsp_latency_puts_the_server_before_beside_this_ones_case_by_case() -> None:
+    """``--before REF``: the same cases on that commit's server, a row per case with the ratio
+    of the p50s (here the committed run against a copy of itself at half the times)."""
+    from bench import lsp_latency
+
+    result = saved("lsp_latency.json")
+    halved = {case: {**row, "p50_ms": row["p50_ms"] / 2} for case, row in result["cases"].items()}
+    result["before"] = {"ref": "abc123", "cases": halved, "first_request": result["first_request"]}
+    section = lsp_latency.markdown(result).split("## Against the server of abc123")[1]
+    rows = [line for line in section.splitlines() if line.startswith("| inline k=3")]
+    assert len(rows) == 4 and all("| 2.00x |" in row for row in rows)
+    firsts = [line for line in section.splitlines() if line.startswith("| first request")]
+    assert len(firsts) == 2 and all("| 1.00x |" in row for row in firsts)
