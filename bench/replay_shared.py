@@ -46,6 +46,7 @@ CORPUS = RESULTS / "replay_shared_corpus.json"
 SCALE = RESULTS / "infini_scale.json"
 SNAPSHOTS = RESULTS / "replay_shared_snapshots.json"  # the first question, "snapshots" only
 BUDGET = RESULTS / "replay_shared_budget.json"  # sharedBudgetMs: auto, shared, budget
+LOOKUPS = RESULTS / "replay_shared_lookups.json"  # one lookup's cost, as a request asks it
 BASELINE, SHARED, SNAPSHOTS_CONFIG, BUDGETED = "auto", "shared", "snapshots", "budget"
 CURSOR = "line-start"
 
@@ -108,6 +109,50 @@ def build(out: Path, work: Path) -> dict[str, Any]:
         "seconds": summary["seconds"],
     }
     CORPUS.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def lookups(index: Path, roots: list[Path], count: int = 120) -> dict[str, Any]:
+    """The cost of one shared lookup as a request asks it: 256 tokens of context from the
+    replayed repositories' files (seeded positions), a 32-token continuation, without
+    (a draft's step) and with 8 other continuations (the prompt's match, seeds on)."""
+    import os
+    import random
+    import time
+
+    from ngram_db.cli import load_tokenizer
+    from ngram_db.infini import read_manifest
+    from ngram_db.infini_source import MAX_CONTEXT, InfiniSource
+    from ngram_db.tokenizer import as_tokenizer
+    from superposed.embedded import DEFAULT_MODEL
+
+    tokenizer = as_tokenizer(load_tokenizer(DEFAULT_MODEL))
+    source = InfiniSource([index], str(tokenizer.fingerprint))
+    rng = random.Random(0)
+    contexts: list[list[int]] = []
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
+        ids = tokenizer.encode_batch([path.read_text(errors="replace")])[0].tolist()
+        if len(ids) > MAX_CONTEXT:
+            for _ in range(4):
+                at = rng.randrange(MAX_CONTEXT, len(ids))
+                contexts.append(ids[at - MAX_CONTEXT : at])
+    contexts = rng.sample(contexts, min(count, len(contexts)))
+    load_start = os.getloadavg()[0]
+    shapes: dict[str, Any] = {}
+    for name, others in (("step", 0), ("prompt", 8)):
+        times, lengths = [], []
+        for context in contexts:
+            start = time.perf_counter()
+            found = source.match(context, 32, others)
+            times.append((time.perf_counter() - start) * 1e3)
+            lengths.append(found.length if found else 0)
+        shapes[name] = {"others": others, "p50_ms": percentile(times, 50),
+                        "p95_ms": percentile(times, 95),
+                        "mean_length": sum(lengths) / len(lengths)}  # fmt: skip
+    record = {"index": str(index), "shards": len(read_manifest(index)["shards"]),
+              "tokens": len(source), "lookups": len(contexts), "follow": 32,
+              "load": [load_start, os.getloadavg()[0]], **shapes}  # fmt: skip
+    LOOKUPS.write_text(json.dumps(record, indent=1) + "\n")
     return record
 
 
@@ -248,12 +293,29 @@ QUALITY_HEADER = ["pair", "lines", "n", "EM@3", "EM@3 difference", "ES@3", "ES@3
                   "drafts differ"]  # fmt: skip
 
 
+def default_budget(commit: str) -> str | None:
+    """``sharedBudgetMs``'s default in lsp_server/settings.py at ``commit`` (None: unknown)."""
+    import re
+    import subprocess
+
+    shown = subprocess.run(
+        ["git", "show", f"{commit.split('+')[0]}:lsp_server/settings.py"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    found = re.search(r"shared_budget_ms: int = ([0-9_]+)", shown.stdout)
+    return found.group(1) if found else None
+
+
 def budget_part(run: Mapping[str, Any]) -> list[str]:
     """sharedBudgetMs: the store alone, the shared index unbudgeted, and with the default
     budget, in one run: latency side by side, quality paired."""
     options = {name: c["options"] for name, c in run["configs"].items()}
     budget = options[BUDGETED].get("sharedBudgetMs")
-    budget_text = f"{budget} ms" if budget is not None else "the default"
+    if budget is None:  # the server's default at the run's commit
+        default = default_budget(run.get("server_commit") or run["stamp"]["commit"])
+        budget_text = f"the default, {default} ms" if default else "the default"
+    else:
+        budget_text = f"{budget} ms"
     cells = {
         (s, config, against): compare(run, s, config, against)
         for s in ("all", "new")
@@ -279,18 +341,29 @@ def budget_part(run: Mapping[str, Any]) -> list[str]:
         for (s, config, against), c in cells.items()
     ]  # fmt: skip
     stamp = run["stamp"]
+    commit = (run.get("server_commit") or stamp["commit"])[:7]
+    cost = load(LOOKUPS)
+    one = (
+        f" One lookup as a request asks it (`{LOOKUPS.name}`: {cost['lookups']} contexts of the "
+        f"test repositories, 256 tokens, a 32-token continuation; this index, {cost['shards']} "
+        f"shards): p50 {cost['step']['p50_ms']:.0f} ms, p95 {cost['step']['p95_ms']:.0f} ms "
+        f"for a draft's step, p50 {cost['prompt']['p50_ms']:.0f} ms for the prompt's match "
+        f"with {cost['prompt']['others']} other continuations."
+        if cost is not None
+        else ""
+    )
     return [
         "",
         "#### Lookups within a time budget (`sharedBudgetMs`)",
         "",
-        f"`{BUDGET.name}` (commit {stamp['commit']}, {run['data']['positions']} line-start "
+        f"`{BUDGET.name}` (server commit {commit}, {run['data']['positions']} line-start "
         f"positions: the first {run['data']['targets'] // len(run['data']['splits']['test'])} "
         "targets of each test repository): the store alone, the store plus the index above "
         f"with no effective budget (`sharedBudgetMs` {options[SHARED].get('sharedBudgetMs')}), "
         f"and with {budget_text}. One server, the configurations one after the other on a "
         f"shared CPU (load {stamp['load_start'][0]} → {stamp['load_end'][0]}): the latencies "
         "compare within this run only. Each request's shared lookups stop once they have "
-        "spent the budget; a context asked again in the request is answered from its cache.",
+        f"spent the budget; a context asked again in the request is answered from its cache.{one}",
         "",
         table(["configuration", "p50 ms", "p95 ms", "p50 / store"], speed, "lrrr"),
         "",
@@ -330,7 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", type=Path, required=True, help="the index folder")
     b.add_argument("--work", type=Path, default=Path("/tmp/replay_shared_src"),
                    help="where the sources are copied without replayed code")  # fmt: skip
+    m = sub.add_parser("lookups", help="one shared lookup's cost, as a request asks it")
+    m.add_argument("--index", type=Path, required=True)
+    m.add_argument("roots", type=Path, nargs="+", help="folders whose .py files give contexts")
     args = parser.parse_args(argv)
+    if args.command == "lookups":
+        print(json.dumps(lookups(args.index, args.roots), indent=1))
+        return 0
     record = build(args.out, args.work)
     print(f"{record['tokens']:,} tokens, {record['files']} files -> {args.out}; {CORPUS}")
     return 0

@@ -142,7 +142,10 @@ class StoreSettings:
     # more memory sources beside the stores (lsp_server/shared.py); docs/scale.md.
     shared_indexes: tuple[str, ...] = ()
     # Milliseconds one request's shared-index lookups may spend together; after it, the shared
-    # indexes answer nothing for that request (the stores and documents still do). WHY50
+    # indexes answer nothing for that request (the stores and documents still do). 50: one
+    # lookup costs 46 ms at p50 on the replay's 21-shard index (2 CPUs), so a request gets
+    # the prompt's match and little more; unbudgeted, a request took 2.55x the store-only
+    # p50 without lifting the drafts, with 50 it took 0.98x (bench/results/replay_shared_*).
     shared_budget_ms: int = 50
 
 
