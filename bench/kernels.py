@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,7 @@ def prefill_rates(tokens: int, runs: int) -> dict[str, dict[str, float]]:
     for _ in range(runs):  # interleaved
         for name, runner in runners.items():
             runner.rewind(0)
-            times[name].append(median_ms(lambda runner=runner: runner.prefill(ids), 1))
+            times[name].append(median_ms(partial(runner.prefill, ids), 1))
     out = {}
     for name, ms_list in times.items():
         ms = statistics.median(ms_list)

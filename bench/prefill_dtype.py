@@ -23,11 +23,13 @@ from bench.pipeline import Benchmark, run
 from bench.tables import table
 from superposed import quant
 from superposed.api import Engine
+from superposed.fast_runner import FastRunner
 
 
 def prefill_ms(engine: Engine, ids: list[int], runs: int, dtype: torch.dtype | None) -> float:
     """Median ms of a prefill of ``ids`` from an empty cache; ``dtype`` None: int4 kernels."""
     runner = engine.runner
+    assert isinstance(runner, FastRunner), "the prefill kernels are the fast runner's"
     few, chosen = runner.plan.decode_tokens, quant.prefill_dtype
     if dtype is None:
         runner.plan.decode_tokens = len(ids)  # the decode weights: the int4 kernels

@@ -25,6 +25,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench.measure import ROOT, Stamp, median_ms
@@ -89,7 +90,7 @@ def time_files(texts: dict[str, str], repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, scan in SCANS.items():
         per_file = [
-            median_ms(lambda t=t, n=n, scan=scan: scan(t, n), repeats) for n, t in texts.items()
+            median_ms(partial(scan, t, n), repeats) for n, t in texts.items()
         ]
         ordered = sorted(per_file)
         out[label] = {
@@ -185,7 +186,7 @@ def scan_costs(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
             "times": time_files(texts, args.repeats),
         }
         results["one_megabyte"] = {
-            label: median_ms(lambda scan=scan: scan(big, "big.py"), args.repeats)
+            label: median_ms(partial(scan, big, "big.py"), args.repeats)
             for label, scan in SCANS.items()
         }
         results["flagged"] = {"this repository": flagged(texts)}

@@ -20,6 +20,7 @@ import importlib.util
 import statistics
 import time
 import tracemalloc
+from functools import partial
 from typing import Any
 
 import torch
@@ -77,10 +78,10 @@ def prefix_costs(vocab: Vocab, size: int, runs: int) -> dict[str, dict[str, Any]
             vocab.consistent_ids(p)
 
         for _ in range(runs):  # interleaved: all three see the same machine load
-            before.append(median_ms(lambda p=prefix: list_built_mask(vocab, p, size), 1))
+            before.append(median_ms(partial(list_built_mask, vocab, prefix, size), 1))
             cold.append(median_ms(uncached, 1))
             vocab.consistent_mask(prefix, size, cpu)
-            cached.append(median_ms(lambda p=prefix: vocab.consistent_mask(p, size, cpu), 1))
+            cached.append(median_ms(partial(vocab.consistent_mask, prefix, size, cpu), 1))
             ids_cold.append(median_ms(ids_uncached, 1))
         b, c = statistics.median(before), statistics.median(cold)
         out[repr(prefix)] = {
