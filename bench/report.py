@@ -493,36 +493,40 @@ def own_sections(quick: bool) -> list[str]:
     return [s for s in sections if s is not None]
 
 
-def quality_sections(runs: dict[str, dict[str, Any] | None], tag: str) -> list[str]:
+def quality_sections(
+    runs: dict[str, dict[str, Any] | None], tag: str, plots: bool = True
+) -> list[str]:
     """Next-line, HumanEval and coherence, with their plots (``tag``: -quick for the quick
-    report, which never overwrites the full one's images)."""
+    report, which never overwrites the full one's images; ``plots`` False: the text only)."""
     q, h, c = (runs[n] for n in ("quality", "humaneval", "coherence"))
     sections = []
     if q is not None:
         images = [f"images/bench-nextline{tag}.png", f"images/bench-ksweep{tag}.png"]
-        plot_methods(q, ROOT / "docs" / images[0])
-        if q["ablations"]:
+        if plots:
+            plot_methods(q, ROOT / "docs" / images[0])
+        if plots and q["ablations"]:
             plot_k(q, ROOT / "docs" / images[1])
         sections.append(nextline_section(q, images))
     if h is not None:
         sections.append(humaneval_section(h))
     if c is not None:
-        plot_coherence(c, IMAGES / f"bench-coherence{tag}.png")
+        if plots:
+            plot_coherence(c, IMAGES / f"bench-coherence{tag}.png")
         sections.append(coherence_section(c, f"images/bench-coherence{tag}.png"))
     return sections
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="report the quick results only")
-    args = parser.parse_args(argv)
-    runs = load_runs(args.quick)
-    tag = "-quick" if args.quick else ""
-    IMAGES.mkdir(parents=True, exist_ok=True)
+def document(quick: bool, plots: bool = True) -> str:
+    """The report from the saved results (the quick ones with ``quick``); ``plots``: draw its
+    images too."""
+    runs = load_runs(quick)
+    tag = "-quick" if quick else ""
+    if plots:
+        IMAGES.mkdir(parents=True, exist_ok=True)
     sections = [
         *replay_sections(runs),
-        *own_sections(args.quick),
-        *quality_sections(runs, tag),
+        *own_sections(quick),
+        *quality_sections(runs, tag, plots),
         speed_section(runs["quality"]),
     ]
     q, h, c = (runs[n] for n in ("quality", "humaneval", "coherence"))
@@ -533,8 +537,19 @@ def main(argv: list[str] | None = None) -> None:
         sections="\n\n".join(s.rstrip("\n") for s in sections),
         **method_values(),
     )
-    out = DOC.with_name(f"benchmarks{tag}.md")
-    out.write_text(doc.rstrip() + "\n")
+    return doc.rstrip() + "\n"
+
+
+def path(quick: bool) -> Path:
+    return DOC.with_name("benchmarks-quick.md" if quick else "benchmarks.md")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="report the quick results only")
+    args = parser.parse_args(argv)
+    out = path(args.quick)
+    out.write_text(document(args.quick))
     print(f"report: {out.relative_to(ROOT)}")
 
 

@@ -413,3 +413,12 @@ def test_lsp_latency_puts_the_server_before_beside_this_ones_case_by_case() -> N
     assert len(rows) == 4 and all("| 2.00x |" in row for row in rows)
     firsts = [line for line in section.splitlines() if line.startswith("| first request")]
     assert len(firsts) == 2 and all("| 1.00x |" in row for row in firsts)
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_committed_reports_are_the_saved_results(quick: bool) -> None:
+    """docs/benchmarks.md and benchmarks-quick.md are exactly what ``python -m bench.report``
+    makes of bench/results: no number in them is typed by hand, and none is stale."""
+    from bench import report
+
+    assert report.document(quick, plots=False) == report.path(quick).read_text()
