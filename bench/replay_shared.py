@@ -149,7 +149,8 @@ def lookups(index: Path, roots: list[Path], count: int = 120) -> dict[str, Any]:
         shapes[name] = {"others": others, "p50_ms": percentile(times, 50),
                         "p95_ms": percentile(times, 95),
                         "mean_length": sum(lengths) / len(lengths)}  # fmt: skip
-    record = {"index": str(index), "shards": len(read_manifest(index)["shards"]),
+    manifest = read_manifest(index) or {}  # InfiniSource opened it: it has one
+    record = {"index": str(index), "shards": len(manifest.get("shards", {})),
               "tokens": len(source), "lookups": len(contexts), "follow": 32,
               "load": [load_start, os.getloadavg()[0]], **shapes}  # fmt: skip
     LOOKUPS.write_text(json.dumps(record, indent=1) + "\n")
