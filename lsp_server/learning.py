@@ -35,7 +35,7 @@ from lsp_server.stores import Stores, WriteQueue, accepted_name
 from ngram_db.errors import StoreClosed
 
 if TYPE_CHECKING:
-    from lsp_server.session import Session
+    from lsp_server.session import State
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class Learning:
         notifier: Notifier,
         counters: Counter[str],
         roots: Callable[[], list[Path]],
-        current: Callable[[], Session | None],
+        current: Callable[[], State],
     ) -> None:
         self.stores: Stores | None = None
         self.ready = threading.Event()  # the stores are open (or cannot be: the load failed)
@@ -60,7 +60,7 @@ class Learning:
         self._notifier = notifier
         self._counters = counters
         self._roots = roots
-        self._current = current  # the server's session now (its memory indexes the stores)
+        self._current = current  # the server's session slot now (its memory indexes the stores)
         self._early: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
 
     def open(self, tokenizer: Callable[[], Any], settings: StoreSettings) -> Stores | None:
@@ -83,13 +83,32 @@ class Learning:
         self._notifier.call_soon(self._apply_early_saves)
         return stores
 
+    def configure(self, scheduler: Scheduler, settings: StoreSettings) -> None:
+        """The store settings changed: apply them to the stores open now (those opened
+        later read the settings then). On the engine thread, between decodes: a decode
+        never reads a closed store."""
+        if (stores := self.stores) is not None:
+            scheduler.submit(stores.configure, settings)
+
+    def stats(self, roots: list[Path]) -> dict[str, Any]:
+        """superposed.stats' stores (None while none is open) and queued writes."""
+        stores, writes = self.stores, self.writes
+        return {
+            "stores": stores.stats(roots) if stores is not None else None,
+            "writes": {"pending": writes.pending(), "retried": writes.retries},
+        }
+
+    def _unavailable(self, loading: str) -> str:
+        """Why no store is open: the model's load failed (its error), or ``loading``."""
+        return self._current().error or loading
+
     # -- writes ---------------------------------------------------------------------------
 
-    def save(self, uri: str, path: Path, text: str, loading: bool) -> None:
-        """Queue a saved file's text for its stores; ``loading``: none open yet, but they
-        will (the model loads): learn it once they are."""
+    def save(self, uri: str, path: Path, text: str) -> None:
+        """Queue a saved file's text for its stores. Before any is open, it is learned once
+        they are, unless the model's load failed (no stores will open)."""
         if self.stores is None:
-            if loading:
+            if self._current().error is None:
                 self._early[uri] = (path, text)
             return
         self._queue_save(path, text)
@@ -146,6 +165,8 @@ class Learning:
             path = Path(item["path"])
         elif isinstance(item, dict) and isinstance(item.get("uri"), str):
             path = path_of(item["uri"])
+        if self.stores is None:
+            return {"error": self._unavailable("the model is still loading: try again")}
         if item is not None and path is None:
             return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
         roots = self._roots()
@@ -161,8 +182,8 @@ class Learning:
     ) -> dict[str, Any]:
         """superposed.indexWorkspace: index every folder on the store thread, reporting
         $/progress and superposed/status (``status_now`` says the model's state after)."""
-        stores = self.stores
-        assert stores is not None
+        if (stores := self.stores) is None:
+            return {"indexed": [], "error": self._unavailable("the model is still loading")}
         progress = await self._notifier.progress("index")
         progress.begin("indexing the workspace")
         self._notifier.status("indexing", "indexing the workspace", 0)
@@ -190,8 +211,7 @@ class Learning:
         """A store was written (any thread): the memory's indexes of it are out of date.
 
         After a forget they are dropped, so that nothing erased is ever proposed again."""
-        if (session := self._current()) is not None:
-            session.memory.stores_changed(forgotten=forgotten)
+        self._current().stores_changed(forgotten)
 
     def _on_stores(self, method: str, *args: Any) -> Any:
         """On the write thread: ``method`` of the stores open when the write runs, not when it

@@ -4,8 +4,10 @@ State-changing handlers run on the event loop and do no blocking work. Model cal
 the scheduler's engine thread (scheduler.py: one thread, in request order; a newer request
 for the same document, ``$/cancelRequest`` or ``didClose`` cancels the older one). What a
 loaded model serves with (engine, stores, memory) is ``server.session``, swapped in whole
-(session.py); store writes go through ``server.learning``'s queue, which keeps and retries a
-write that meets another process's lock and learns saves made before the model is ready.
+(session.py); until then it is Loading or Failed, which answer the same calls as a server
+without a model does, so no handler asks which it holds (loader.py fills it). Store writes
+go through ``server.learning``'s queue, which keeps and retries a write that meets another
+process's lock and learns saves made before the model is ready.
 
 Tests slow the model's load and steps through tests/e2e/hooked_server.py;
 ``SUPERPOSED_TEST_TINY_MODEL=1`` selects the tiny model (models.py).
@@ -34,10 +36,11 @@ from lsp_server.items import (
     snippets_supported,
 )
 from lsp_server.learning import Learning, path_of, roots_of
+from lsp_server.loader import Loader
 from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.scheduler import Scheduler
-from lsp_server.session import Decoder, Loader, Session, Where, resident_mb
+from lsp_server.session import Decoder, State, Where, resident_mb
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
 from lsp_server.warmup import Warmer
@@ -86,8 +89,9 @@ class SuperposedServer(LanguageServer):
         self.drafts = Drafts(self.scheduler, self.counters, self.notifier.call_soon)
 
     @property
-    def session(self) -> Session | None:
-        """The loaded model's engine, stores and memory (session.py); None until loaded."""
+    def session(self) -> State:
+        """The loaded model's engine, stores and memory (session.py); Loading or Failed
+        until one is in."""
         return self.loader.session
 
     async def apply_options(self, options: Any) -> None:
@@ -103,10 +107,8 @@ class SuperposedServer(LanguageServer):
             self.drafts.clear()  # drafts shown under the old settings (k, method) are stale
         if self.loader.started and settings.model != old.model:
             await self.loader.start()  # runs after any load in progress (one engine thread)
-        stores = self.learning.stores
-        if stores is not None and settings.stores != old.stores:
-            # On the engine thread, between decodes: a decode never reads a closed store.
-            self.scheduler.submit(stores.configure, settings.stores)
+        if settings.stores != old.stores:
+            self.learning.configure(self.scheduler, settings.stores)
 
     # -- completion ---------------------------------------------------------------------
 
@@ -156,15 +158,10 @@ class SuperposedServer(LanguageServer):
         self.scheduler.supersede(key)  # this request supersedes older ones for the document
         if (ready := await self.drafts.without_model(key, context)) is not None:
             return ready
-        session, settings = self.session, self.settings
-        if session is None:
-            self.counters["not_ready"] += 1
-            return []
-        where = Where.of(uri, self.workspace)
-        job = self.decoder.job(session, where, context, settings)
-        answer = await self.scheduler.request(key, job, settings.decoding.debounce_ms / 1000)
+        settings, where = self.settings, Where.of(uri, self.workspace)
+        answer = await self.session.answer(self.decoder, key, where, context, settings)
         if answer is None:
-            return []  # superseded: a newer request answers instead
+            return []  # superseded (a newer request answers instead), or no model yet
         self.last_prompt = {
             "tokens": answer.prompt_tokens,
             "reused": answer.reused_tokens,
@@ -182,16 +179,16 @@ class SuperposedServer(LanguageServer):
         ``item``: the accept command's argument; its ``position`` is where ``text`` went in.
         Nothing when the setting is off, the model is not ready, or the argument does not say
         where (a client's partial accept may not)."""
-        session, accepted = self.session, accepted_at(item)
-        if not self.settings.triggers.on_accept or session is None or accepted is None:
+        accepted = accepted_at(item)
+        if not self.settings.triggers.on_accept or accepted is None:
             return
         uri, text, at = accepted
         if (document := self.open_document(uri)) is None:
             return
         offset = document.offset_at_position(at)
         context = after_accept(document.source, offset, text, _language(document))
-        job = self.decoder.job(session, Where.of(uri, self.workspace), context, self.settings)
-        self.drafts.draft_ahead(_doc_key(uri), context, job)
+        where, key, settings = Where.of(uri, self.workspace), _doc_key(uri), self.settings
+        self.session.draft_ahead(self.decoder, self.drafts, key, where, context, settings)
 
     def warm_document(self, uri: str, offset: int | None = None, resting: bool = False) -> None:
         """didOpen/didChange/cursorRest: warm the cache for a request at ``offset`` (None: the
@@ -199,13 +196,11 @@ class SuperposedServer(LanguageServer):
         opens the file it starts with before the model has loaded)."""
         if (document := self.open_document(uri)) is None:
             return
-        if self.session is None:
-            self.warmer.waiting = (uri, offset, resting)
-            return
         source = document.source
         at = len(source) if offset is None else max(0, min(offset, len(source)))
         context = CursorContext.at(source, at, _language(document))
-        self.warmer.warm(Where.of(uri, self.workspace), context, self.settings, resting)
+        where, place = Where.of(uri, self.workspace), (uri, offset, resting)
+        self.session.warm(self.warmer, place, where, context, self.settings)
 
     def _warm_pending(self) -> None:
         """The model is ready: warm where the editor last opened, edited or rested."""
@@ -307,8 +302,7 @@ def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams) -> N
     document, path = ls.open_document(uri), path_of(uri)
     if document is None or path is None or not ls.settings.stores.index_on_save:
         return
-    loading = ls.loader.error is None  # the stores will open: learn it once they do
-    ls.learning.save(uri, path, clean_text(document.source), loading)
+    ls.learning.save(uri, path, clean_text(document.source))
 
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -356,27 +350,16 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
 @SERVER.command(CMD_INDEX)
 async def index_workspace(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
     """Index every workspace folder into its store, reporting $/progress."""
-    if ls.learning.stores is None:
-        return {"indexed": [], "error": ls.loader.error or "the model is still loading"}
     return await ls.learning.index(ls.scheduler, roots_of(ls.workspace), ls.loader.status_now)
 
 
 @SERVER.command(CMD_STATS)
 def stats(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
-    session, stores, writes = ls.session, ls.learning.stores, ls.learning.writes
-    engine = session.engine if session else None
     return {
-        "ready": engine is not None,
-        "model": engine.name if engine else ls.settings.model.model,
-        "error": ls.loader.error,
+        **ls.session.stats(ls.settings.model.model),  # ready, model, error, decode step
         "settings": to_dict(ls.settings),
         "counters": dict(ls.counters),
-        "stores": stores.stats(roots_of(ls.workspace)) if stores else None,
-        "writes": {"pending": writes.pending(), "retried": writes.retries},
-        "compiledStep": engine.compile_status() if engine else None,
-        # What decodes the drafts now: the compiled step once built, else the eager one.
-        "decodeStep": engine.decode_step() if engine else None,
-        "compiledCalls": engine.compiled_calls if engine else 0,
+        **ls.learning.stats(roots_of(ls.workspace)),  # stores, writes
         "lastTimingMs": ls.decoder.last_timing_ms,  # the last model call's, by phase
         "lastPrompt": ls.last_prompt,  # its prompt tokens, those reused, short window
         "memoryMb": resident_mb(),  # this process's resident set, now and at its peak
@@ -394,6 +377,4 @@ async def accept(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
 @SERVER.command(CMD_FORGET)
 async def forget(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
     """Erase a file or folder from the stores; no argument: clear the user store."""
-    if ls.learning.stores is None:
-        return {"error": ls.loader.error or "the model is still loading: try again"}
     return await ls.learning.forget(args[0] if args else None)

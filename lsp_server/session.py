@@ -2,10 +2,13 @@
 
 A ``Session`` is the engine, the stores that count with its tokenizer and the memory (suffix
 indexes over those stores and the open documents). ``load`` builds it in one piece on the
-engine thread and the server swaps it in with one assignment, so a handler that took
-``server.session`` reads an engine, stores and memory that belong together. Until a session
-is in (the model loads, another one loads, or the load failed) ``server.session`` is None:
-requests answer nothing, warm-ups wait for it, and the status says loading or error.
+engine thread and the loader (loader.py) swaps it in with one assignment, so a handler that
+took ``server.session`` reads an engine, stores and memory that belong together. Until a
+session is in, the slot holds ``Loading`` (the model loads) or ``Failed`` (it did not, and
+why): they answer every call a handler makes as a server without a model should
+(``NotReady``), so no handler asks which of the three it holds. A call that does work takes
+what does it (the Decoder, the Warmer, ahead.Drafts): a Session hands itself to it, and
+NotReady answers in its place, in one line each.
 
 The stores open before the model, with its tokenizer alone, and outlive a session: they
 are ``server.learning``'s (learning.py), which the session's stores are when it is built.
@@ -13,7 +16,6 @@ are ``server.learning``'s (learning.py), which the session's stores are when it 
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import threading
@@ -22,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -31,9 +33,9 @@ from pygls.workspace import Workspace
 from lsp_server.completion import Answer, CursorContext, decode
 from lsp_server.context import ContextAssembler
 from lsp_server.definition_source import store_lookup, with_definitions
-from lsp_server.learning import Learning, path_of, roots_of
+from lsp_server.learning import path_of, roots_of
 from lsp_server.memory import Memory
-from lsp_server.models import load_engine, load_store_tokenizer
+from lsp_server.models import load_engine
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import DecodingSettings, ModelSettings, Settings
@@ -42,11 +44,12 @@ from ngram_db.errors import NgramStoreError
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import as_tokenizer
 from superposed.api import Engine
-from superposed.embedded import terms_notice
 from superposed.ngram import MatchSource, NgramSource
 from superposed.types import Cancelled, EngineError
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from lsp_server.ahead import Drafts
+    from lsp_server.warmup import Warmer
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,91 @@ class Session:
     engine: Engine
     stores: Stores
     memory: Memory  # suffix indexes over the stores' files and the open documents
+    error = None  # the load did not fail
+
+    def status(self) -> tuple[str, str | None]:
+        """superposed/status's state and message."""
+        return "ready", None
+
+    def describe(self, model: str) -> tuple[str, str | None]:
+        """The model for superposed/status: its name and decode step (``model``: the
+        settings' name, which a slot without a session says)."""
+        return self.engine.name, self.engine.decode_step()
+
+    def stats(self, model: str) -> dict[str, Any]:
+        """superposed.stats' model fields."""
+        engine = self.engine
+        return {
+            "ready": True,
+            "model": engine.name,
+            "error": None,
+            "compiledStep": engine.compile_status(),
+            # What decodes the drafts now: the compiled step once built, else the eager one.
+            "decodeStep": engine.decode_step(),
+            "compiledCalls": engine.compiled_calls,
+        }
+
+    def reloading(self) -> State:
+        """The slot while a new load runs: it is loading."""
+        return Loading()
+
+    def stores_changed(self, forgotten: bool) -> None:
+        """A store was written: the memory's indexes of it are out of date (Memory)."""
+        self.memory.stores_changed(forgotten=forgotten)
+
+    async def answer(
+        self, decoder: Decoder, key: str, where: Where, context: CursorContext, settings: Settings
+    ) -> Answer | None:
+        """A request's answer from the model (None: superseded)."""
+        return await decoder.request(self, key, where, context, settings)
+
+    def draft_ahead(
+        self,
+        decoder: Decoder,
+        drafts: Drafts,
+        key: str,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+    ) -> None:
+        """On accept: decode at ``context`` before the editor asks (ahead.Drafts)."""
+        drafts.draft_ahead(key, context, decoder.job(self, where, context, settings))
+
+    def warm(
+        self,
+        warmer: Warmer,
+        place: Place,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+    ) -> None:
+        """Warm the cache for a request at ``context`` (``place``: where it is, for a slot
+        without a session to keep)."""
+        warmer.warm(where, context, settings, place[2])
+
+    def decode(
+        self,
+        decoder: Decoder,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        matches: Callable[[], MatchSource | None] | None,
+        cancel: threading.Event,
+    ) -> Answer | None:
+        """On the engine thread: the model call (Decoder.decode)."""
+        return decoder.decode(self, where, context, settings, matches, cancel)
+
+    def warm_up(
+        self,
+        warmer: Warmer,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        resting: bool,
+        event: threading.Event,
+    ) -> None:
+        """On the engine thread: prefill the prompt at ``context`` (Warmer.prefill)."""
+        warmer.prefill(self, where, context, settings, resting, event)
 
     def ngram_source(
         self, where: Where, lambdas: Mapping[int, float], notifier: Notifier
@@ -145,6 +233,115 @@ class Session:
         return replace(context, preamble=preamble)
 
 
+# Where to warm once a session is in: (uri, offset or None for the document's end, resting).
+Place = tuple[str, int | None, bool]
+
+
+class NotReady:
+    """The session slot without a model: what a server answers while it has none.
+
+    It has Session's calls, so that handlers make them without asking what the slot holds.
+    Requests answer nothing at once (counted ``not_ready``) and draft nothing ahead; the place
+    last opened, edited or rested on is kept and warmed once a session is in (warmup.Warmer);
+    a decode or warm-up queued before a reload emptied the slot is cancelled when it runs.
+    """
+
+    error: str | None = None  # why the load failed (Failed)
+
+    def status(self) -> tuple[str, str | None]:
+        return "loading", None
+
+    def describe(self, model: str) -> tuple[str, str | None]:
+        return model, None
+
+    def stats(self, model: str) -> dict[str, Any]:
+        return {
+            "ready": False,
+            "model": model,
+            "error": self.error,
+            "compiledStep": None,
+            "decodeStep": None,
+            "compiledCalls": 0,
+        }
+
+    def reloading(self) -> State:
+        """A new load keeps a failed load's error until it ends (the stores stay shut to
+        early saves, and the status says error)."""
+        return self
+
+    def stores_changed(self, forgotten: bool) -> None:
+        pass  # no memory yet: the next session's indexes the stores as they are
+
+    async def answer(
+        self, decoder: Decoder, key: str, where: Where, context: CursorContext, settings: Settings
+    ) -> Answer | None:
+        decoder.not_ready()
+        return None
+
+    def draft_ahead(
+        self,
+        decoder: Decoder,
+        drafts: Drafts,
+        key: str,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+    ) -> None:
+        pass
+
+    def warm(
+        self,
+        warmer: Warmer,
+        place: Place,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+    ) -> None:
+        warmer.waiting = place  # the last such place is warmed once a session is in
+
+    def decode(
+        self,
+        decoder: Decoder,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        matches: Callable[[], MatchSource | None] | None,
+        cancel: threading.Event,
+    ) -> Answer | None:
+        decoder.cancelled()  # queued before a reload emptied the slot
+        return None
+
+    def warm_up(
+        self,
+        warmer: Warmer,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        resting: bool,
+        event: threading.Event,
+    ) -> None:
+        warmer.cancelled()
+
+
+class Loading(NotReady):
+    """No session yet: the model loads (or the server waits for ``initialized`` to load it).
+    Saves are kept for the stores, which open before the model."""
+
+
+class Failed(NotReady):
+    """The load failed: ``error`` says why and what to do. Saves are not kept: no stores
+    will open until the settings name a model that loads."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def status(self) -> tuple[str, str | None]:
+        return "error", self.error
+
+
+State = Session | NotReady  # what the session slot holds: a Session, Loading or Failed
+
+
 def load(
     model: ModelSettings,
     stores: Stores | None,
@@ -162,101 +359,12 @@ def load(
     return Session(engine, stores, Memory(engine.tokenizer))
 
 
-class Loader:
-    """The session slot: None until a model is loaded, then its Session, swapped in whole.
-
-    Loads run on the engine thread (after what is queued there), saying how they go: $/progress,
-    superposed/status, and an error message that says what to do.
-    """
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        notifier: Notifier,
-        learning: Learning,
-        settings: Callable[[], Settings],
-        ready: Callable[[], None],
-    ) -> None:
-        self.session: Session | None = None
-        self.error: str | None = None  # why the last load failed
-        self.started = False  # a load was asked for (the server is initialized)
-        self._scheduler = scheduler
-        self._notifier = notifier
-        self._learning = learning
-        self._settings = settings  # the settings now
-        self._ready = ready  # on the event loop, once a session is in
-
-    async def start(self) -> None:
-        """Load the model the settings name (and open the stores) on the engine thread."""
-        self.started = True
-        progress = await self._notifier.progress("load")
-        model, notifier, learning = self._settings().model, self._notifier, self._learning
-
-        def open_stores(tokenizer: Callable[[], Any]) -> Stores | None:
-            return learning.open(tokenizer, self._settings().stores)
-
-        def run() -> None:
-            progress.begin(f"loading {model.model}")
-            notifier.status("loading", f"loading {model.model}")
-            open_stores(partial(load_store_tokenizer, model))  # saves are learned meanwhile
-            try:
-                session = load(model, learning.stores, open_stores)
-            except EngineError as err:  # a problem the user must fix: say what to do
-                self.error = str(err)
-                notifier.error(str(err))
-                progress.end(f"failed: {err}")
-                notifier.status("error", str(err))
-                learning.ready.set()
-                return
-            self.session, self.error = session, None
-            engine = session.engine
-            log.info("model %s ready (context %d)", engine.name, engine.max_context)
-            progress.end(f"ready: {engine.name}")
-            notifier.status("ready")
-            notifier.call_soon(self._ready)
-            if engine.compiler is not None and not engine.compiler.done.is_set():
-                threading.Thread(
-                    target=self._say_when_compiled, args=(session,), daemon=True
-                ).start()
-            if (notice := terms_notice(engine.name)) is not None:
-                notifier.info(notice)  # the user who picked the model sees its terms
-
-        self.session = None
-        learning.ready.clear()
-        self._scheduler.submit(run)
-
-    def _say_when_compiled(self, session: Session) -> None:
-        """Once the compiled step is in (or failed), say "ready" again: the editors' status
-        lines read superposed.stats' ``decodeStep`` anew (eager until then)."""
-        engine = session.engine
-        assert engine.compiler is not None
-        engine.compiler.wait()
-        if self.session is session:
-            self._notifier.status("ready", f"decode step: {engine.compile_status()}")
-
-    def describe(self) -> tuple[str, str | None]:
-        """The model for superposed/status: its name, and the decode step once loaded."""
-        session = self.session  # the engine thread swaps it: read it once
-        if session is None:
-            return self._settings().model.model, None
-        return session.engine.name, session.engine.decode_step()
-
-    def status_now(self) -> None:
-        """superposed/status with the model's state (after other work, e.g. indexing)."""
-        if self.session is not None:
-            self._notifier.status("ready")
-        elif self.error is not None:
-            self._notifier.status("error", self.error)
-        else:
-            self._notifier.status("loading")
-
-
 class Decoder:
     """A request's model call on the engine thread, with the session in when it runs."""
 
     def __init__(
         self,
-        current: Callable[[], Session | None],
+        current: Callable[[], State],
         scheduler: Scheduler,
         notifier: Notifier,
         counters: Counter[str],
@@ -268,6 +376,20 @@ class Decoder:
         self._scheduler = scheduler
         self._notifier = notifier
         self._counters = counters
+
+    async def request(
+        self, session: Session, key: str, where: Where, context: CursorContext, settings: Settings
+    ) -> Answer | None:
+        """Document ``key``'s request in flight (Scheduler.request): None if superseded."""
+        job = self.job(session, where, context, settings)
+        return await self._scheduler.request(key, job, settings.decoding.debounce_ms / 1000)
+
+    def not_ready(self) -> None:
+        """A request came before a session was in: it answers nothing."""
+        self._counters["not_ready"] += 1
+
+    def cancelled(self) -> None:
+        self._counters["cancelled"] += 1
 
     def job(
         self, session: Session, where: Where, context: CursorContext, settings: Settings
@@ -287,11 +409,24 @@ class Decoder:
         matches: Callable[[], MatchSource | None] | None,
         cancel: threading.Event,
     ) -> Answer | None:
-        """On the engine thread: one model call, or None if cancelled (or no model now)."""
+        """On the engine thread: one model call with the session in now, or None if
+        cancelled (or no session is in: NotReady.decode)."""
         session = self._current()
-        if cancel.is_set() or session is None:
-            self._counters["cancelled"] += 1
+        if cancel.is_set():
+            self.cancelled()
             return None
+        return session.decode(self, where, context, settings, matches, cancel)
+
+    def decode(
+        self,
+        session: Session,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        matches: Callable[[], MatchSource | None] | None,
+        cancel: threading.Event,
+    ) -> Answer | None:
+        """On the engine thread: the model call (Session.decode)."""
         decoding = settings.decoding
         ngram = session.ngram_source(where, decoding.lambdas, self._notifier)
         context = session.with_preamble(self._assembler, where, context, decoding)
@@ -306,7 +441,7 @@ class Decoder:
                 memory=matches() if matches is not None else None,
             )
         except Cancelled:
-            self._counters["cancelled"] += 1
+            self.cancelled()
             return None
         except EngineError as err:  # e.g. a method the model cannot run: say so, answer nothing
             self._notifier.error(str(err))

@@ -36,7 +36,7 @@ from superposed.types import CancelCheck
 
 if TYPE_CHECKING:
     from lsp_server.context import ContextAssembler
-    from lsp_server.session import Session, Where
+    from lsp_server.session import Place, Session, State, Where
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests
@@ -75,15 +75,15 @@ class Warmer:
         self,
         scheduler: Scheduler,
         counters: Counter[str],
-        current: Callable[[], Session | None],
+        current: Callable[[], State],
         assembler: ContextAssembler,
     ) -> None:
         self._scheduler = scheduler
         self._counters = counters
         self._current = current  # the server's session as it is when a warm-up runs
         self._assembler = assembler  # the codebase in the prompt: warmed too
-        # (uri, offset, resting): where to warm once a session is in (the server's to set)
-        self.waiting: tuple[str, int | None, bool] | None = None
+        # where to warm once a session is in (set by NotReady.warm, taken by the server)
+        self.waiting: Place | None = None
 
     def warm(
         self, where: Where, context: CursorContext, settings: Settings, resting: bool = False
@@ -96,8 +96,10 @@ class Warmer:
         is the prompt a request there would decode from now: the short window when the
         cache lacks more than ``firstPromptTokens`` of the full one (the full window would
         take over a second, and a request coming sooner could use none of it).
+        Queued with a session in (Session.warm, or after its answer); one that finds none
+        when it runs is cancelled (NotReady.warm_up).
         """
-        if self._current() is None or not settings.decoding.first_prompt_tokens:
+        if not settings.decoding.first_prompt_tokens:
             return
         self._scheduler.warm(partial(self._warm_up, where, context, settings, resting))
 
@@ -109,11 +111,26 @@ class Warmer:
         resting: bool,
         event: threading.Event,
     ) -> None:
-        """On the engine thread: prefill the prompt at ``context``, chunk by chunk."""
+        """On the engine thread: after a pause, the session in now warms (Session.warm_up)."""
         session = self._current()
-        if event.wait(0 if resting else WARM_IDLE_S) or session is None:  # a request came
-            self._counters["warmups_cancelled"] += 1
+        if event.wait(0 if resting else WARM_IDLE_S):  # a request came
+            self.cancelled()
             return
+        session.warm_up(self, where, context, settings, resting, event)
+
+    def cancelled(self) -> None:
+        self._counters["warmups_cancelled"] += 1
+
+    def prefill(
+        self,
+        session: Session,
+        where: Where,
+        context: CursorContext,
+        settings: Settings,
+        resting: bool,
+        event: threading.Event,
+    ) -> None:
+        """On the engine thread: prefill the prompt at ``context``, chunk by chunk."""
         engine, decoding = session.engine, settings.decoding
         context = session.with_preamble(self._assembler, where, context, decoding)
         max_prompt = decoding.max_prompt_tokens or None
@@ -125,7 +142,7 @@ class Warmer:
             prompt = request_prompt(engine, context, decoding, max_prompt)
         done = prefill_missing(engine.runner, prompt.ids, self._scheduler.cancel_check(event))
         if done is None:
-            self._counters["warmups_cancelled"] += 1
+            self.cancelled()
         else:
             self._counters["warmups_done"] += 1
             self._counters["warmup_tokens"] += done

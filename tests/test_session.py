@@ -1,5 +1,6 @@
-"""The server's session (lsp_server/session.py): swapped in whole once the model is loaded,
-None before and after a failed load, and built with the stores opened before the model."""
+"""The server's session (lsp_server/session.py, loader.py): swapped in whole once the model is
+loaded, Loading before and Failed after a failed load, and built with the stores opened before
+the model."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 
 from lsp_server import session as session_module
 from lsp_server.learning import Learning
+from lsp_server.loader import Loader
 from lsp_server.scheduler import Scheduler
-from lsp_server.session import Loader, Session
+from lsp_server.session import Failed, Loading, Session
 from lsp_server.settings import ModelSettings, Settings, StoreSettings
 from superposed.types import EngineError
 
@@ -96,7 +98,7 @@ def test_the_session_is_swapped_in_whole_once_loaded(
     session = loader.session
     assert isinstance(session, Session)
     ((during, early_stores),) = seen
-    assert during is None  # nothing half-loaded is ever seen
+    assert isinstance(during, Loading)  # nothing half-loaded is ever seen
     assert early_stores is not None  # saves made while the model loads are learned
     # the stores count with the model's tokenizer: the ones opened early are the session's
     assert session.stores is early_stores is learning.stores
@@ -105,7 +107,7 @@ def test_the_session_is_swapped_in_whole_once_loaded(
     assert loader.describe() == (session.engine.name, session.engine.decode_step())
     # a reload empties the slot until the new session is in, whole again
     load(loader, scheduler)
-    assert seen[-1][0] is None
+    assert isinstance(seen[-1][0], Loading)
     assert isinstance(loader.session, Session) and loader.session is not session
 
 
@@ -119,8 +121,10 @@ def test_a_failed_load_leaves_no_session_and_says_why(
 
     monkeypatch.setattr(session_module, "load_engine", load_engine)
     load(loader, scheduler)
-    assert loader.session is None and loader.error == "no model named x: check superposed.model"
-    assert notifier.errors == [loader.error]
-    assert notifier.statuses[-1] == ("error", loader.error)
+    failed = loader.session
+    assert isinstance(failed, Failed)
+    assert failed.error == "no model named x: check superposed.model"
+    assert notifier.errors == [failed.error]
+    assert notifier.statuses[-1] == ("error", failed.error)
     assert learning.ready.is_set() and ready == []  # shutdown does not wait for stores
     assert loader.describe() == ("tiny-random", None)

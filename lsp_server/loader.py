@@ -1,0 +1,106 @@
+"""The session slot: the loader that fills it, on the engine thread, saying how it goes.
+
+It holds ``Loading`` until a model is loaded, then its ``Session``, swapped in whole with
+one assignment, or ``Failed`` with the reason when the model does not load (session.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from lsp_server.learning import Learning
+from lsp_server.models import load_store_tokenizer
+from lsp_server.notifier import Notifier
+from lsp_server.scheduler import Scheduler
+from lsp_server.session import Failed, Loading, Session, State, load
+from lsp_server.settings import Settings
+from lsp_server.stores import Stores
+from superposed.embedded import terms_notice
+from superposed.types import EngineError
+
+log = logging.getLogger(__name__)
+
+
+class Loader:
+    """The session slot: Loading until a model is loaded, then its Session, swapped in whole
+    (Failed, with the reason, if it does not load).
+
+    Loads run on the engine thread (after what is queued there), saying how they go: $/progress,
+    superposed/status, and an error message that says what to do.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        notifier: Notifier,
+        learning: Learning,
+        settings: Callable[[], Settings],
+        ready: Callable[[], None],
+    ) -> None:
+        self.session: State = Loading()
+        self.started = False  # a load was asked for (the server is initialized)
+        self._scheduler = scheduler
+        self._notifier = notifier
+        self._learning = learning
+        self._settings = settings  # the settings now
+        self._ready = ready  # on the event loop, once a session is in
+
+    async def start(self) -> None:
+        """Load the model the settings name (and open the stores) on the engine thread."""
+        self.started = True
+        progress = await self._notifier.progress("load")
+        model, notifier, learning = self._settings().model, self._notifier, self._learning
+
+        def open_stores(tokenizer: Callable[[], Any]) -> Stores | None:
+            return learning.open(tokenizer, self._settings().stores)
+
+        def run() -> None:
+            progress.begin(f"loading {model.model}")
+            notifier.status("loading", f"loading {model.model}")
+            open_stores(partial(load_store_tokenizer, model))  # saves are learned meanwhile
+            try:
+                session = load(model, learning.stores, open_stores)
+            except EngineError as err:  # a problem the user must fix: say what to do
+                self.session = Failed(str(err))
+                notifier.error(str(err))
+                progress.end(f"failed: {err}")
+                notifier.status("error", str(err))
+                learning.ready.set()
+                return
+            self.session = session
+            engine = session.engine
+            log.info("model %s ready (context %d)", engine.name, engine.max_context)
+            progress.end(f"ready: {engine.name}")
+            notifier.status("ready")
+            notifier.call_soon(self._ready)
+            if engine.compiler is not None and not engine.compiler.done.is_set():
+                threading.Thread(
+                    target=self._say_when_compiled, args=(session,), daemon=True
+                ).start()
+            if (notice := terms_notice(engine.name)) is not None:
+                notifier.info(notice)  # the user who picked the model sees its terms
+
+        self.session = self.session.reloading()
+        learning.ready.clear()
+        self._scheduler.submit(run)
+
+    def _say_when_compiled(self, session: Session) -> None:
+        """Once the compiled step is in (or failed), say "ready" again: the editors' status
+        lines read superposed.stats' ``decodeStep`` anew (eager until then)."""
+        engine = session.engine
+        assert engine.compiler is not None
+        engine.compiler.wait()
+        if self.session is session:
+            self._notifier.status("ready", f"decode step: {engine.compile_status()}")
+
+    def describe(self) -> tuple[str, str | None]:
+        """The model for superposed/status: its name, and the decode step once loaded."""
+        return self.session.describe(self._settings().model.model)
+
+    def status_now(self) -> None:
+        """superposed/status with the model's state (after other work, e.g. indexing)."""
+        self._notifier.status(*self.session.status())
