@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence, Sized
 from typing import Any
 
-from ngram_db.infini_source import MAX_CONTEXT, InfiniSource
+from ngram_db.infini_source import InfiniSource
 from ngram_db.suffix import MatchSet
 from superposed.ngram import Match, MatchSource
 
@@ -78,51 +78,41 @@ class SharedIndexes:
         clock: Callable[[], float] = time.perf_counter,
     ) -> list[MatchSource]:
         """One request's view of the usable indexes: one source that spends at most about
-        ``budget_ms`` on lookups and asks each context once (``_Budgeted``); [] when none."""
+        ``budget_ms`` on lookups (``_Budgeted``); [] when none."""
         sources = self.sources(folders, fingerprint)
         return [_Budgeted(sources, budget_ms / 1000, clock)] if sources else []
 
 
 class _Budgeted:
-    """The shared indexes as one request sees them: within a time budget, each context once.
+    """The shared indexes as one request sees them: within a time budget.
 
     Before each lookup the time spent so far is compared with the budget: once it is spent,
     the indexes answer None for the rest of the request (a lookup already running finishes:
-    the engine's C++ cannot be interrupted, so a request may overrun by one lookup). Only
-    lookups count; an answer from the cache is free. The stores and the open documents are
-    not in here, so they keep matching: they answer in microseconds.
+    the engine's C++ cannot be interrupted, so a request may overrun by one lookup). The
+    stores and the open documents are not in here, so they keep matching: they answer in
+    microseconds.
 
-    The cache: an identical (context, follow, others) is answered from the first answer
-    (None included), for the request's life. Measured, today's decoding asks no context
-    twice (bench/shared_requests.py: 0 hits in 739 lookups): the rows' contexts differ from
-    the first step on; it stays because it is a dictionary lookup against tens of
-    milliseconds, should a change ask again (seeding, verification). A context that extends
-    the previous one by the predicted token is looked up again, not extended: the next
-    tokens' counts after the longer suffix need the index (exact only for a suffix seen
-    once, which ``Match`` does not say).
+    No cache of answers: today's decoding asks no context twice in a request (0 repeats in
+    739 lookups, bench/results/shared_requests.json: the rows' contexts differ from the first
+    step on). A context that extends the previous one by the predicted token is looked up
+    again, not extended: the next tokens' counts after the longer suffix need the index
+    (exact only for a suffix seen once, which ``Match`` does not say).
     """
-
-    CACHE = 256  # answers kept per request (a request asks about 72 times)
 
     def __init__(
         self, sources: Sequence[MatchSource], budget_s: float, clock: Callable[[], float]
     ) -> None:
         self.sources, self.budget_s, self._clock = list(sources), budget_s, clock
         self._set = MatchSet(self.sources)
-        self._cache: dict[tuple[tuple[int, ...], int, int], Match | None] = {}
         self._lock = threading.Lock()  # a request's rows may ask from more than one thread
         self.spent_s = 0.0
-        self.lookups = self.hits = self.skipped = 0  # for logs and benchmarks
+        self.lookups = self.skipped = 0  # for logs and benchmarks
 
     def __len__(self) -> int:
         return sum(len(s) if isinstance(s, Sized) else 0 for s in self.sources)
 
     def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
-        key = (tuple(int(t) for t in context[-MAX_CONTEXT:]), follow, others)
         with self._lock:
-            if key in self._cache:
-                self.hits += 1
-                return self._cache[key]
             if self.spent_s >= self.budget_s:
                 self.skipped += 1
                 return None
@@ -131,8 +121,6 @@ class _Budgeted:
         with self._lock:
             self.spent_s += self._clock() - start
             self.lookups += 1
-            if len(self._cache) < self.CACHE:
-                self._cache[key] = found
         return found
 
 

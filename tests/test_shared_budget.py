@@ -60,25 +60,6 @@ def test_the_shared_index_is_not_asked_once_the_budget_is_spent() -> None:
     assert len(slow.asked) == 3
     assert [a is not None for a in answers] == [True, True, True, False, False, False]
     assert (budgeted.lookups, budgeted.skipped) == (3, 3)
-    # an answer it already has still comes, from the cache, after the budget
-    assert budgeted.match([1, 2, 0]) == answers[0] and len(slow.asked) == 3
-
-
-def test_a_repeated_context_is_answered_without_a_second_lookup() -> None:
-    clock = Clock()
-    slow = SlowIndex(clock, cost=0.001)
-    budgeted = _Budgeted([slow], budget_s=1.0, clock=clock)
-    first = budgeted.match([5, 6, 7], follow=3)
-    assert budgeted.match([5, 6, 7], follow=3) == first  # the k rows' shared first step
-    assert len(slow.asked) == 1 and budgeted.hits == 1
-    budgeted.match([5, 6, 7], follow=2)  # another question: asked
-    budgeted.match([5, 6, 7, 8], follow=3)  # a longer context: asked
-    assert len(slow.asked) == 3
-    # only the last MAX_CONTEXT tokens are looked up, so only they make the question
-    long = list(range(300))
-    budgeted.match([99, *long[1:]], follow=3)
-    budgeted.match(long, follow=3)
-    assert len(slow.asked) == 4
 
 
 def test_the_stores_and_documents_still_match_after_the_budget() -> None:
