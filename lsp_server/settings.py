@@ -147,6 +147,10 @@ class StoreSettings:
     # the prompt's match and little more; unbudgeted, a request took 2.55x the store-only
     # p50 without lifting the drafts, with 50 it took 0.98x (bench/results/replay_shared_*).
     shared_budget_ms: int = 50
+    # Scales the memory's lambda for a match that came from a shared index (1.0: as a store
+    # match; 0: the shared indexes are not asked). Tuned on the validation split
+    # (bench/results/replay_shared_weight.json).
+    shared_weight: float = 1.0
 
 
 @dataclass
@@ -318,6 +322,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
     "sharedIndexes": ("stores", "shared_indexes", index_folders),
     "sharedBudgetMs": ("stores", "shared_budget_ms", _int(1, 60_000)),
+    "sharedWeight": ("stores", "shared_weight", _float(0.0, 1.0)),
     "trigger": ("triggers", "trigger", _choice(TRIGGERS)),
     "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
     "midLine": ("triggers", "mid_line", _choice(MID_LINE)),

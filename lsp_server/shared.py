@@ -13,8 +13,9 @@ infini-gram lookup takes tens of milliseconds (46 ms p50 on a 21-shard index), t
 suffix arrays' under one: unbounded, a shared index made requests 2.55x slower
 (docs/scale.md). So each request sees the indexes through ``_Budgeted``
 (``SharedIndexes.for_request``): the setting ``sharedBudgetMs`` bounds the time its shared
-lookups spend together, and a context asked again within the request is answered from the
-first answer.
+lookups spend together. Their matches weigh ``sharedWeight`` times a store match's in the
+memory's mix (``Match.weight``, superposed.memory.weight): an organisation's code is evidence
+about the user's next line, but weaker than the user's own; 0 leaves the indexes unasked.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence, Sized
+from dataclasses import replace
 from typing import Any
 
 from ngram_db.infini_source import InfiniSource
@@ -76,11 +78,15 @@ class SharedIndexes:
         fingerprint: str,
         budget_ms: int,
         clock: Callable[[], float] = time.perf_counter,
+        weight: float = 1.0,
     ) -> list[MatchSource]:
         """One request's view of the usable indexes: one source that spends at most about
-        ``budget_ms`` on lookups (``_Budgeted``); [] when none."""
+        ``budget_ms`` on lookups and weighs its matches ``weight`` (``_Budgeted``); [] when
+        none, or when ``weight`` is 0 (a match that cannot mix or propose is not looked up)."""
+        if weight <= 0.0:
+            return []
         sources = self.sources(folders, fingerprint)
-        return [_Budgeted(sources, budget_ms / 1000, clock)] if sources else []
+        return [_Budgeted(sources, budget_ms / 1000, clock, weight)] if sources else []
 
 
 class _Budgeted:
@@ -97,12 +103,21 @@ class _Budgeted:
     step on). A context that extends the previous one by the predicted token is looked up
     again, not extended: the next tokens' counts after the longer suffix need the index
     (exact only for a suffix seen once, which ``Match`` does not say).
+
+    A match found carries ``weight`` (sharedWeight). Where a store or an open document
+    matches as long, the memory's MatchSet adds the counts into a match of weight 1.0: the
+    user's own code backs that length (ngram_db.suffix.MatchSet builds it without a weight).
     """
 
     def __init__(
-        self, sources: Sequence[MatchSource], budget_s: float, clock: Callable[[], float]
+        self,
+        sources: Sequence[MatchSource],
+        budget_s: float,
+        clock: Callable[[], float],
+        weight: float = 1.0,
     ) -> None:
         self.sources, self.budget_s, self._clock = list(sources), budget_s, clock
+        self.weight = weight
         self._set = MatchSet(self.sources)
         self._lock = threading.Lock()  # a request's rows may ask from more than one thread
         self.spent_s = 0.0
@@ -121,7 +136,9 @@ class _Budgeted:
         with self._lock:
             self.spent_s += self._clock() - start
             self.lookups += 1
-        return found
+        if found is None or self.weight == 1.0:
+            return found
+        return replace(found, weight=self.weight * found.weight)
 
 
 class _Guarded:

@@ -190,10 +190,14 @@ class Stores:
 
     def shared(self) -> list[MatchSource]:
         """The sharedIndexes setting's usable indexes as one new request sees them: within
-        its sharedBudgetMs, each context once (lsp_server/shared.py); call once a request."""
+        its sharedBudgetMs, their matches weighted by sharedWeight (lsp_server/shared.py);
+        call once a request."""
         settings = self._settings
         return self._shared.for_request(
-            settings.shared_indexes, self.fingerprint, settings.shared_budget_ms
+            settings.shared_indexes,
+            self.fingerprint,
+            settings.shared_budget_ms,
+            weight=settings.shared_weight,
         )
 
     def configure(self, settings: StoreSettings) -> None:

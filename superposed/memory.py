@@ -38,10 +38,11 @@ def lookup(
 
 
 def weight(match: Match | None, cfg: DecodeConfig) -> float:
-    """lambda: the match's share against the model, growing with its length."""
+    """lambda: the match's share against the model, growing with its length, times the
+    match's own weight (a shared index's ``sharedWeight``; 1.0 for the user's code)."""
     if match is None or match.length < cfg.memory_min_length:
         return 0.0
-    return cfg.memory_max * match.length / (match.length + cfg.memory_half)
+    return match.weight * cfg.memory_max * match.length / (match.length + cfg.memory_half)
 
 
 def proposals(

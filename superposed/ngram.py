@@ -59,6 +59,9 @@ class Match:
     continuation: list[int]  # what followed the latest occurrence of the commonest next token
     # What followed other occurrences, distinct, the most recent first (when asked for).
     others: list[list[int]] = field(default_factory=list)
+    # Scales the memory's lambda for this match (superposed.memory.weight): a shared index's
+    # ``sharedWeight`` (lsp_server/shared.py); 1.0 for the stores and the open documents.
+    weight: float = 1.0
 
     def distribution(self) -> dict[int, float]:
         """The next-token probabilities of the matched context."""
