@@ -21,6 +21,8 @@ from ngram_db.infini_source import InfiniSource
 from ngram_db.suffix import SuffixIndex
 from ngram_db.tokenizer import ByteTokenizer
 
+pytestmark = pytest.mark.slow  # every test builds an index with infini-gram's indexer, a process
+
 BYTES = ByteTokenizer()
 ALPHA = {
     "client.py": "def fetch(url, retries=3):\n    return session.get(url, timeout=10)\n",

@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ngram_db import ByteTokenizer, NgramStore, index_repo
+
+pytestmark = pytest.mark.slow  # every test runs writers or the indexer as processes
 
 BYTES = ByteTokenizer()
 
