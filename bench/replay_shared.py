@@ -13,6 +13,10 @@ Without network, the corpus is the Python sources installed in this venv:
                           "sharedIndexes": ["/tmp/orgidx"]}' \\
         --out bench/results/replay_shared.json
 
+``sharedWeight`` was tuned on the validation split (``weight_part``): ``--split validation
+--limit 50 --configs auto,shared,shared50,shared25``, the last two defined as ``shared`` plus
+``"sharedWeight": 0.5`` / ``0.25`` (the exact command is in the results' stamp).
+
 ``build`` writes bench/results/replay_shared_corpus.json (packages, versions, tokens).
 ``shared_section()`` is bench/report.py's hook: the scale table (bench/infini_scale.py's
 results) and the replay's answer, with the verdict worked out by ``verdict()`` below.
@@ -47,6 +51,7 @@ SCALE = RESULTS / "infini_scale.json"
 SNAPSHOTS = RESULTS / "replay_shared_snapshots.json"  # the first question, "snapshots" only
 BUDGET = RESULTS / "replay_shared_budget.json"  # sharedBudgetMs: auto, shared, budget
 LOOKUPS = RESULTS / "replay_shared_lookups.json"  # one lookup's cost, as a request asks it
+WEIGHT = RESULTS / "replay_shared_weight.json"  # sharedWeight, on the validation split
 BASELINE, SHARED, SNAPSHOTS_CONFIG, BUDGETED = "auto", "shared", "snapshots", "budget"
 CURSOR = "line-start"
 
@@ -253,7 +258,8 @@ def replay_part(result: Mapping[str, Any], corpus: Mapping[str, Any] | None) -> 
         f"**Answer:** the organisation's index {verdict(cells['new'])} "
         f"(EM@3 {points(cells['new']['emk'])}; all lines ES@3 {points(cells['all']['esk'])}), "
         f"at {cells['all']['ratio']:.2f}x the p50 latency. The shared source enters the "
-        "memory's mix like the stores (longest match, counts added), with no weight of its own.",
+        "memory's mix like the stores (longest match, counts added), at `sharedWeight` 1.0 (a "
+        "shared match weighs as a store match; its own weight is tuned below).",
     ]
 
 
@@ -372,6 +378,81 @@ def budget_part(run: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def weights(run: Mapping[str, Any]) -> dict[str, float]:
+    """The run's configurations with a shared index, each with its ``sharedWeight``."""
+    return {
+        name: float(c["options"].get("sharedWeight", 1.0))
+        for name, c in run["configs"].items()
+        if c["options"].get("sharedIndexes")
+    }
+
+
+def pick_weight(run: Mapping[str, Any]) -> tuple[float, str]:
+    """The rule: the weight with the best ES@3 over all line starts, if its paired ES@3
+    difference against weight 1.0 excludes 0; else 1.0 (a tie keeps the default)."""
+    named = weights(run)
+    one = next(name for name, w in named.items() if w == 1.0)
+    es = {name: compare(run, "all", name, BASELINE)["esk_shared"] for name in named}
+    best = max(named, key=lambda name: (es[name], named[name] == 1.0))
+    if best == one:
+        return 1.0, f"weight 1.0 has the best ES@3 ({100 * es[one]:.1f})"
+    d = compare(run, "all", best, one)["esk"]
+    if d["lo"] > 0:
+        return named[best], (
+            f"weight {named[best]:g} has the best ES@3 ({100 * es[best]:.1f}), "
+            f"{points(d)} against 1.0"
+        )
+    return 1.0, (
+        f"weight {named[best]:g} has the best ES@3 ({100 * es[best]:.1f}) but within the "
+        f"interval of 1.0's ({points(d)}): a tie keeps 1.0"
+    )
+
+
+def weight_part(run: Mapping[str, Any]) -> list[str]:
+    """sharedWeight on the validation split: the store alone and the index at each weight,
+    in one run; quality paired against the store and against weight 1.0."""
+    named = sorted(weights(run).items(), key=lambda kv: -kv[1])
+    one = next(name for name, w in named if w == 1.0)
+    rows = []
+    for s in ("all", "new"):
+        for name, w in named:
+            c = compare(run, s, name, BASELINE)
+            against_one = points(compare(run, s, name, one)["esk"]) if name != one else "—"
+            rows.append(
+                [f"`{name}` ({w:g})", s, c["n"], f"{100 * c['emk_shared']:.1f}", points(c["emk"]),
+                 f"{100 * c['esk_shared']:.1f}", points(c["esk"]), against_one,
+                 f"{c['p50_shared']:.0f}", c["differ"]]
+            )  # fmt: skip
+        base = compare(run, s, one, BASELINE)
+        rows.append([f"`{BASELINE}` (store only)", s, base["n"], f"{100 * base['emk_base']:.1f}",
+                     "—", f"{100 * base['esk_base']:.1f}", "—", "—",
+                     f"{base['p50_base']:.0f}", "—"])  # fmt: skip
+    header = ["configuration (sharedWeight)", "lines", "n", "EM@3", "EM@3 vs store", "ES@3",
+              "ES@3 vs store", "ES@3 vs 1.0", "p50 ms", "drafts differ from store"]  # fmt: skip
+    chosen, why = pick_weight(run)
+    stamp = run["stamp"]
+    commit = (run.get("server_commit") or stamp["commit"])[:7]
+    repos = ", ".join(run["data"]["splits"]["validation"])
+    return [
+        "",
+        "#### The shared index's own weight (`sharedWeight`), tuned on validation",
+        "",
+        f"`{WEIGHT.name}` (server commit {commit}): the validation split ({repos}), "
+        f"{run['data']['positions']} line-start positions (the first "
+        f"{run['data']['targets'] // len(run['data']['splits']['validation'])} targets of each "
+        "repository), the same index and settings as above with the "
+        "default `sharedBudgetMs`; `sharedWeight` scales the memory's lambda for a shared "
+        "index's match (a store or open document matching as long keeps 1.0). One server, "
+        f"the configurations one after the other (load {stamp['load_start'][0]} → "
+        f"{stamp['load_end'][0]}). Paired bootstrap intervals, in points.",
+        "",
+        table(header, rows, "llrllllllr"),
+        "",
+        f"**Rule** (the best ES@3 on validation; a tie within intervals keeps 1.0): {why}. "
+        f"Default: `sharedWeight` {chosen:g}.",
+    ]
+
+
 def shared_section() -> str | None:
     """The section, or None before any of its results exist."""
     scale, run = load(SCALE), load(RUN)
@@ -394,6 +475,9 @@ def shared_section() -> str | None:
     budgeted = load(BUDGET)
     if budgeted is not None:
         parts += budget_part(budgeted)
+    weighted = load(WEIGHT)
+    if weighted is not None:
+        parts += weight_part(weighted)
     return "\n".join(parts) + "\n"
 
 

@@ -125,3 +125,54 @@ def test_the_setting_parses_and_a_bad_value_keeps_the_default() -> None:
         settings, errors = parse_settings({"sharedWeight": bad})
         assert settings.stores.shared_weight == 1.0
         assert len(errors) == 1 and "sharedWeight" in errors[0] and "number" in errors[0]
+
+
+# ----- the validation run's report part (bench/replay_shared.py) ------------------------------
+
+
+def _run(gains: dict[str, float]) -> dict:
+    """auto, and one shared configuration per weight, 30 paired new-line positions; each
+    weight's ES@3 moved by its gain, with noise so that a 0 gain's interval holds 0."""
+    from typing import Any
+
+    names = {"shared": 1.0, "shared50": 0.5, "shared25": 0.25}
+    rows: list[dict[str, Any]] = []
+    for i in range(30):
+        base = 0.4 + 0.01 * (i % 7)
+        for k, name in enumerate(("auto", *names)):
+            noise = 0.0 if name == "auto" else (0.01 if (i + k) % 2 else -0.01)
+            esk = base + (gains.get(name, 0.0) + noise if name != "auto" else 0.0)
+            rows.append({"config": name, "task": f"t{i}", "cursor": "line-start", "esk": esk,
+                         "emk": 0.0, "ms": 1000 + i, "verbatim": False, "in_file": False,
+                         "drafts": [name]})  # fmt: skip
+    base_options = {"sharedIndexes": ["/tmp/orgidx"]}
+    return {
+        "rows": rows,
+        "configs": {
+            "auto": {"options": {}},
+            "shared": {"options": base_options},
+            **{
+                n: {"options": {**base_options, "sharedWeight": w}}
+                for n, w in names.items()
+                if w != 1.0
+            },
+        },  # fmt: skip
+        "data": {"splits": {"validation": ["Textualize/rich"]}, "positions": 30, "targets": 30},
+        "stamp": {"model": "m", "commit": "abc", "load_start": [1.0], "load_end": [2.0]},
+        "server_commit": "889c649",
+    }
+
+
+def test_the_weight_part_pairs_each_weight_and_applies_the_rule() -> None:
+    from bench.replay_shared import pick_weight, weight_part
+
+    lift = _run({"shared50": 0.05})  # half weight: 5 points better than 1.0, outside noise
+    assert pick_weight(lift)[0] == 0.5
+    text = "\n".join(weight_part(lift))
+    assert "| `shared50` (0.5) | new | 30 |" in text
+    assert "| `auto` (store only) | all | 30 |" in text
+    assert "| +5.0 [" in text and "Default: `sharedWeight` 0.5." in text
+    tie = _run({"shared50": 0.004})  # the best, but within the noise of 1.0
+    chosen, why = pick_weight(tie)
+    assert chosen == 1.0 and "a tie keeps 1.0" in why
+    assert pick_weight(_run({"shared25": -0.05}))[0] == 1.0  # 1.0 best: no change
