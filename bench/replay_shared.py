@@ -419,7 +419,7 @@ def weight_part(run: Mapping[str, Any]) -> list[str]:
             c = compare(run, s, name, BASELINE)
             against_one = points(compare(run, s, name, one)["esk"]) if name != one else "—"
             rows.append(
-                [f"`{name}` ({w:g})", s, c["n"], f"{100 * c['emk_shared']:.1f}", points(c["emk"]),
+                [f"`{name}` ({w})", s, c["n"], f"{100 * c['emk_shared']:.1f}", points(c["emk"]),
                  f"{100 * c['esk_shared']:.1f}", points(c["esk"]), against_one,
                  f"{c['p50_shared']:.0f}", c["differ"]]
             )  # fmt: skip
@@ -446,10 +446,10 @@ def weight_part(run: Mapping[str, Any]) -> list[str]:
         f"the configurations one after the other (load {stamp['load_start'][0]} → "
         f"{stamp['load_end'][0]}). Paired bootstrap intervals, in points.",
         "",
-        table(header, rows, "llrllllllr"),
+        table(header, rows, "llrlllllrr"),
         "",
         f"**Rule** (the best ES@3 on validation; a tie within intervals keeps 1.0): {why}. "
-        f"Default: `sharedWeight` {chosen:g}.",
+        f"Default: `sharedWeight` {chosen}.",
     ]
 
 
