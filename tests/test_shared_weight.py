@@ -16,6 +16,7 @@ from ngram_db.infini import build_index
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import ByteTokenizer
 from superposed import memory
+from superposed.ngram import Match
 from superposed.types import DecodeConfig
 
 BYTES = ByteTokenizer()
@@ -50,20 +51,16 @@ def _request(stores: list[NgramStore], shared: list, text: str = "x = 1\n"):  # 
     return Memory(BYTES).source_later(uri, len(text), {uri: text}).with_stores(stores, shared)
 
 
-def test_a_shared_match_at_half_weight_gets_half_the_lambda_of_the_same_store_match(
-    index: Path,
-) -> None:
-    store = NgramStore.open(":memory:", BYTES)
-    store.update_file("/client.py", CODE)
-    from_store = _request([store], []).match(_ids(CONTEXT), follow=6)
-    from_shared = _request([], _stores(index, 0.5).shared()).match(_ids(CONTEXT), follow=6)
+def _half(from_store: Match | None, from_shared: Match | None) -> None:
+    """``from_shared`` (weight 0.5) gets half the lambda of the same ``from_store`` match,
+    and the mix moves the model's probability half as far."""
     assert from_store is not None and from_shared is not None
     assert from_shared.length == from_store.length and from_shared.next_counts
     assert bytes(from_shared.continuation) == b"Client"
     cfg = DecodeConfig()
     assert memory.weight(from_store, cfg) > 0
     assert memory.weight(from_shared, cfg) == pytest.approx(0.5 * memory.weight(from_store, cfg))
-    # the mix moves the probability half as far: p = (1 - lambda) p_model + lambda p_match
+    # p = (1 - lambda) p_model + lambda p_match
     scores = torch.log(torch.tensor([[0.5, 0.5]]))
     candidates = torch.tensor([[ord("C"), ord("x")]])
     p_store = memory.mix(scores, candidates, [from_store], cfg).exp()[0, 0]
@@ -71,6 +68,29 @@ def test_a_shared_match_at_half_weight_gets_half_the_lambda_of_the_same_store_ma
     assert p_shared - 0.5 == pytest.approx(0.5 * (p_store - 0.5))
 
 
+def _store() -> NgramStore:
+    store = NgramStore.open(":memory:", BYTES)
+    store.update_file("/client.py", CODE)
+    return store
+
+
+def test_a_shared_match_at_half_weight_gets_half_the_lambda_of_the_same_store_match() -> None:
+    """The request's shared source (a suffix index of the same code in place of infini-gram's
+    engine, so no indexer process runs) against the store."""
+    from_store = _request([_store()], []).match(_ids(CONTEXT), follow=6)
+    org = Memory(BYTES).store_index(_store())
+    assert org is not None
+    shared = [_Budgeted([org], 1.0, lambda: 0.0, weight=0.5)]
+    _half(from_store, _request([], shared).match(_ids(CONTEXT), follow=6))
+
+
+@pytest.mark.slow  # builds an index with infini-gram's indexer, a process
+def test_the_setting_weighs_an_infini_gram_index_match(index: Path) -> None:
+    from_store = _request([_store()], []).match(_ids(CONTEXT), follow=6)
+    _half(from_store, _request([], _stores(index, 0.5).shared()).match(_ids(CONTEXT), follow=6))
+
+
+@pytest.mark.slow  # the index: infini-gram's indexer
 def test_the_default_weighs_a_shared_match_as_a_store_match(index: Path) -> None:
     settings, _ = parse_settings({})
     assert settings.stores.shared_weight == 1.0
@@ -78,6 +98,7 @@ def test_the_default_weighs_a_shared_match_as_a_store_match(index: Path) -> None
     assert found is not None and found.weight == 1.0
 
 
+@pytest.mark.slow  # the index: infini-gram's indexer
 def test_weight_zero_leaves_the_shared_indexes_unasked(index: Path) -> None:
     stores = _stores(index, 0.0)
     assert stores.shared() == []
@@ -86,8 +107,6 @@ def test_weight_zero_leaves_the_shared_indexes_unasked(index: Path) -> None:
 
 
 def test_a_zero_weight_match_neither_mixes_nor_proposes() -> None:
-    from superposed.ngram import Match
-
     cfg = DecodeConfig()
     found = Match(12, {ord("C"): 3}, [ord("C")], [], weight=0.0)
     scores = torch.log(torch.tensor([[0.5, 0.5]]))
@@ -97,6 +116,7 @@ def test_a_zero_weight_match_neither_mixes_nor_proposes() -> None:
     assert memory.proposals([found], candidates, cfg) is None
 
 
+@pytest.mark.slow  # the index: infini-gram's indexer
 def test_a_store_as_long_as_the_shared_match_gives_full_weight(index: Path) -> None:
     """Equal lengths add counts (MatchSet): the user's own code backs that length."""
     store = NgramStore.open(":memory:", BYTES)
@@ -108,8 +128,6 @@ def test_a_store_as_long_as_the_shared_match_gives_full_weight(index: Path) -> N
 
 
 def test_the_budgeted_source_weighs_what_it_finds() -> None:
-    from superposed.ngram import Match
-
     class Index:
         def match(self, context, follow=32, others=0):  # type: ignore[no-untyped-def]
             return Match(4, {7: 1}, [7], [])
