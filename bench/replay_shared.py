@@ -370,7 +370,8 @@ def budget_part(run: Mapping[str, Any]) -> list[str]:
         f"and with {budget_text}. One server, the configurations one after the other on a "
         f"shared CPU (load {stamp['load_start'][0]} → {stamp['load_end'][0]}): the latencies "
         "compare within this run only. Each request's shared lookups stop once they have "
-        f"spent the budget; a context asked again in the request is answered from its cache.{one}",
+        f"spent the budget (this run's server also kept a per-request cache of answers, since "
+        f"removed: it answered no question twice).{one}",
         "",
         table(["configuration", "p50 ms", "p95 ms", "p50 / store"], speed, "lrrr"),
         "",

@@ -1,4 +1,4 @@
-"""A request's shared-index lookups within sharedBudgetMs, each context once (lsp_server/shared.py).
+"""A request's shared-index lookups within sharedBudgetMs (lsp_server/shared.py).
 
 The clock is injected: a fake index "takes" a set time per lookup, so the budget is tested
 without timing anything real.
