@@ -85,3 +85,21 @@ def ws(tmp_path: Path) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     return root
+
+
+@pytest.fixture(scope="session")
+def org_index(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """Builds a shared infini-gram index (byte tokens) of one repository, org-client, whose
+    client.py holds the code given; its folder (infini-gram's indexer runs as a process)."""
+    from ngram_db.infini import build_index
+    from ngram_db.tokenizer import ByteTokenizer
+
+    def build(code: str) -> Path:
+        base = tmp_path_factory.mktemp("shared")
+        repo = base / "org-client"
+        repo.mkdir()
+        (repo / "client.py").write_text(code)
+        build_index(base / "index", [repo], ByteTokenizer(), "bytes", cpus=1, mem_gib=1)
+        return base / "index"
+
+    return build

@@ -6,7 +6,7 @@ without timing anything real.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,6 @@ from lsp_server.memory import Memory
 from lsp_server.settings import parse_settings
 from lsp_server.shared import SharedIndexes, _Budgeted
 from lsp_server.stores import Stores
-from ngram_db.infini import build_index
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import ByteTokenizer
 from superposed.ngram import Match
@@ -91,13 +90,8 @@ def test_the_setting_parses_and_a_bad_value_keeps_the_default() -> None:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("shared")
-    repo = base / "org-client"
-    repo.mkdir()
-    (repo / "client.py").write_text("def connect(cluster):\n    return OrgClient(cluster)\n")
-    build_index(base / "index", [repo], BYTES, "bytes", cpus=1, mem_gib=1)
-    return base / "index"
+def index(org_index: Callable[[str], Path]) -> Path:
+    return org_index("def connect(cluster):\n    return OrgClient(cluster)\n")
 
 
 def test_each_request_gets_its_own_budget_from_the_setting(index: Path) -> None:

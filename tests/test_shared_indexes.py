@@ -6,7 +6,7 @@ index is reported once and left out, never raising into a request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,6 @@ from lsp_server.memory import Memory
 from lsp_server.settings import parse_settings
 from lsp_server.shared import SharedIndexes, _Guarded
 from lsp_server.stores import Stores
-from ngram_db.infini import build_index
 from ngram_db.infini_source import InfiniSource
 from ngram_db.tokenizer import ByteTokenizer
 from superposed.ngram import Match
@@ -25,13 +24,8 @@ ORG = "def connect(cluster):\n    return OrgClient(cluster, region='eu-west-4')\
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("shared")
-    repo = base / "org-client"
-    repo.mkdir()
-    (repo / "client.py").write_text(ORG)
-    build_index(base / "index", [repo], BYTES, "bytes", cpus=1, mem_gib=1)
-    return base / "index"
+def index(org_index: Callable[[str], Path]) -> Path:
+    return org_index(ORG)
 
 
 def _ids(text: str) -> list[int]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,6 @@ from lsp_server.memory import Memory
 from lsp_server.settings import parse_settings
 from lsp_server.shared import _Budgeted
 from lsp_server.stores import Stores
-from ngram_db.infini import build_index
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import ByteTokenizer
 from superposed import memory
@@ -29,13 +29,8 @@ def _ids(text: str) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("shared_weight")
-    repo = base / "org-client"
-    repo.mkdir()
-    (repo / "client.py").write_text(CODE)
-    build_index(base / "index", [repo], BYTES, "bytes", cpus=1, mem_gib=1)
-    return base / "index"
+def index(org_index: Callable[[str], Path]) -> Path:
+    return org_index(CODE)
 
 
 def _stores(index: Path, weight: float) -> Stores:
