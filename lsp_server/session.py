@@ -8,7 +8,9 @@ session is in, the slot holds ``Loading`` (the model loads) or ``Failed`` (it di
 why): they answer every call a handler makes as a server without a model should
 (``NotReady``), so no handler asks which of the three it holds. A call that does work takes
 what does it (the Decoder, the Warmer, ahead.Drafts): a Session hands itself to it, and
-NotReady answers in its place, in one line each.
+NotReady answers in its place, in one line each. Work queued on the engine thread (a
+decode, a warm-up) takes the session in when it runs, and is cancelled if a reload has
+emptied the slot meanwhile.
 
 The stores open before the model, with its tokenizer alone, and outlive a session: they
 are ``server.learning``'s (learning.py), which the session's stores are when it is built.
@@ -144,30 +146,6 @@ class Session:
         without a session to keep)."""
         warmer.warm(where, context, settings, place[2])
 
-    def decode(
-        self,
-        decoder: Decoder,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        matches: Callable[[], MatchSource | None] | None,
-        cancel: threading.Event,
-    ) -> Answer | None:
-        """On the engine thread: the model call (Decoder.decode)."""
-        return decoder.decode(self, where, context, settings, matches, cancel)
-
-    def warm_up(
-        self,
-        warmer: Warmer,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        resting: bool,
-        event: threading.Event,
-    ) -> None:
-        """On the engine thread: prefill the prompt at ``context`` (Warmer.prefill)."""
-        warmer.prefill(self, where, context, settings, resting, event)
-
     def ngram_source(
         self, where: Where, lambdas: Mapping[int, float], notifier: Notifier
     ) -> NgramSource | None:
@@ -299,29 +277,6 @@ class NotReady:
     ) -> None:
         warmer.waiting = place  # the last such place is warmed once a session is in
 
-    def decode(
-        self,
-        decoder: Decoder,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        matches: Callable[[], MatchSource | None] | None,
-        cancel: threading.Event,
-    ) -> Answer | None:
-        decoder.cancelled()  # queued before a reload emptied the slot
-        return None
-
-    def warm_up(
-        self,
-        warmer: Warmer,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        resting: bool,
-        event: threading.Event,
-    ) -> None:
-        warmer.cancelled()
-
 
 class Loading(NotReady):
     """No session yet: the model loads (or the server waits for ``initialized`` to load it).
@@ -410,23 +365,11 @@ class Decoder:
         cancel: threading.Event,
     ) -> Answer | None:
         """On the engine thread: one model call with the session in now, or None if
-        cancelled (or no session is in: NotReady.decode)."""
+        cancelled (or queued before a reload emptied the slot: no session is in)."""
         session = self._current()
-        if cancel.is_set():
+        if cancel.is_set() or not isinstance(session, Session):
             self.cancelled()
             return None
-        return session.decode(self, where, context, settings, matches, cancel)
-
-    def decode(
-        self,
-        session: Session,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        matches: Callable[[], MatchSource | None] | None,
-        cancel: threading.Event,
-    ) -> Answer | None:
-        """On the engine thread: the model call (Session.decode)."""
         decoding = settings.decoding
         ngram = session.ngram_source(where, decoding.lambdas, self._notifier)
         context = session.with_preamble(self._assembler, where, context, decoding)

@@ -30,13 +30,14 @@ import torch
 
 from lsp_server.completion import CursorContext, choose_prompt, request_prompt
 from lsp_server.scheduler import Scheduler
+from lsp_server.session import Session
 from lsp_server.settings import Settings
 from superposed.runner import ModelRunner, reusable_prefix
 from superposed.types import CancelCheck
 
 if TYPE_CHECKING:
     from lsp_server.context import ContextAssembler
-    from lsp_server.session import Place, Session, State, Where
+    from lsp_server.session import Place, State, Where
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests
@@ -97,7 +98,7 @@ class Warmer:
         cache lacks more than ``firstPromptTokens`` of the full one (the full window would
         take over a second, and a request coming sooner could use none of it).
         Queued with a session in (Session.warm, or after its answer); one that finds none
-        when it runs is cancelled (NotReady.warm_up).
+        when it runs is cancelled.
         """
         if not settings.decoding.first_prompt_tokens:
             return
@@ -111,26 +112,12 @@ class Warmer:
         resting: bool,
         event: threading.Event,
     ) -> None:
-        """On the engine thread: after a pause, the session in now warms (Session.warm_up)."""
+        """On the engine thread, after a pause: prefill the prompt at ``context`` chunk by
+        chunk, with the session in now (none: a reload emptied the slot; cancelled)."""
         session = self._current()
-        if event.wait(0 if resting else WARM_IDLE_S):  # a request came
-            self.cancelled()
+        if event.wait(0 if resting else WARM_IDLE_S) or not isinstance(session, Session):
+            self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return
-        session.warm_up(self, where, context, settings, resting, event)
-
-    def cancelled(self) -> None:
-        self._counters["warmups_cancelled"] += 1
-
-    def prefill(
-        self,
-        session: Session,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        resting: bool,
-        event: threading.Event,
-    ) -> None:
-        """On the engine thread: prefill the prompt at ``context``, chunk by chunk."""
         engine, decoding = session.engine, settings.decoding
         context = session.with_preamble(self._assembler, where, context, decoding)
         max_prompt = decoding.max_prompt_tokens or None
@@ -142,7 +129,7 @@ class Warmer:
             prompt = request_prompt(engine, context, decoding, max_prompt)
         done = prefill_missing(engine.runner, prompt.ids, self._scheduler.cancel_check(event))
         if done is None:
-            self.cancelled()
+            self._counters["warmups_cancelled"] += 1
         else:
             self._counters["warmups_done"] += 1
             self._counters["warmup_tokens"] += done
