@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -99,10 +101,31 @@ class ByteTokenizer:
         ]
 
 
+# One wrapper per tokenizer object: its fingerprint hashes the whole vocabulary (0.1-0.2 s for
+# 49,152 tokens), and a server wraps the model's tokenizer for every store it opens, for the
+# session and for the memory. Keyed weakly, and by size too: adding tokens makes a new one.
+_WRAPPED: weakref.WeakKeyDictionary[Any, tuple[int, HFTokenizer]] = weakref.WeakKeyDictionary()
+_WRAPPED_LOCK = threading.Lock()
+
+
+def _size(tokenizer: Any) -> int:
+    if hasattr(tokenizer, "get_vocab_size"):  # a raw tokenizers.Tokenizer
+        return int(tokenizer.get_vocab_size(with_added_tokens=True))
+    return len(tokenizer)
+
+
 def as_tokenizer(tokenizer: Any) -> Tokenizer:
-    """Accept a store Tokenizer as is, or wrap a transformers tokenizer."""
+    """Accept a store Tokenizer as is, or wrap a transformers tokenizer (once per object)."""
     if hasattr(tokenizer, "fingerprint") and hasattr(tokenizer, "encode_batch"):
         return tokenizer  # type: ignore[no-any-return]
-    if hasattr(tokenizer, "get_vocab"):
-        return HFTokenizer(tokenizer)
-    raise TypeError(f"not a tokenizer: {type(tokenizer).__name__}")
+    if not hasattr(tokenizer, "get_vocab"):
+        raise TypeError(f"not a tokenizer: {type(tokenizer).__name__}")
+    size = _size(tokenizer)
+    with _WRAPPED_LOCK:
+        cached = _WRAPPED.get(tokenizer)
+    if cached is not None and cached[0] == size:
+        return cached[1]
+    wrapped = HFTokenizer(tokenizer)
+    with _WRAPPED_LOCK:
+        _WRAPPED[tokenizer] = (size, wrapped)
+    return wrapped

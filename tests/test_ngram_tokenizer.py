@@ -26,6 +26,28 @@ def test_transformers_and_raw_tokenizers_agree(tokenizer: Any) -> None:
     assert got[0] == tokenizer(CODE, add_special_tokens=False)["input_ids"]
 
 
+def test_a_tokenizer_is_fingerprinted_once_until_tokens_are_added(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each store, the session and the memory wrap the model's tokenizer: the vocabulary is
+    hashed once per tokenizer object, and again only after it gained tokens."""
+    from transformers import AutoTokenizer
+
+    import ngram_db.tokenizer as module
+    from superposed.model import default_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())  # its own: it is changed
+    hashed = []
+    fingerprint = module.vocab_fingerprint
+    monkeypatch.setattr(module, "vocab_fingerprint", lambda v: hashed.append(1) or fingerprint(v))
+    first = as_tokenizer(tokenizer)
+    assert as_tokenizer(tokenizer) is first and NgramStore.open(":memory:", tokenizer)
+    assert len(hashed) == 1
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<fim_prefix>"]})
+    grown = as_tokenizer(tokenizer)
+    assert len(hashed) == 2 and grown.fingerprint != first.fingerprint
+
+
 def test_a_store_of_the_model_tokenizer_rejects_another(tokenizer: Any, tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
     with NgramStore.open(path, tokenizer) as store:
