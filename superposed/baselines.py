@@ -24,6 +24,8 @@ from superposed.types import Cancelled, DecodeRequest, Draft
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Keep the smallest set of tokens whose probability reaches top_p; logits [B, V]."""
+    if top_p >= 1.0:
+        return logits  # every token: no sort of the vocabulary needed
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     cumulative = sorted_logits.softmax(-1).cumsum(-1)
     drop = cumulative - sorted_logits.softmax(-1) >= top_p  # mass before this token suffices

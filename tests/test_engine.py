@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from superposed.api import Engine, find_method
+from superposed.baselines import top_p_filter
 from superposed.hypotheses import Hypothesis
 from superposed.ngram import InMemoryNgramSource
 from superposed.options import METHODS
@@ -89,11 +90,20 @@ def test_k_distinct_drafts_best_first(tiny_engine: Engine) -> None:
 
 
 def test_deterministic_with_a_seed(tiny_loaded) -> None:
-    cfg = DecodeConfig(k=3, seed=7)
+    cfg = DecodeConfig(k=3, seed=7, max_new_tokens=8)
     for method in ("superposed", "nucleus", "nucleus-sequential", "beam"):
         first = Engine(tiny_loaded).complete(CODE, method, cfg).drafts
         second = Engine(tiny_loaded).complete(CODE, method, cfg).drafts
         assert [d.token_ids for d in first] == [d.token_ids for d in second], method
+
+
+def test_top_p_keeps_the_smallest_set_that_reaches_it() -> None:
+    logits = torch.tensor([[0.5, 0.1, 0.25, 0.15], [0.97, 0.01, 0.01, 0.01]]).log()
+    kept = top_p_filter(logits, 0.7).isfinite()
+    assert kept.tolist() == [[True, False, True, False], [True, False, False, False]]
+    # at 1.0 every token stays, even one whose mass float rounding puts past the cumulative 1
+    tail = torch.tensor([[0.0] * 1000 + [-30.0]])
+    assert torch.equal(top_p_filter(tail, 1.0), tail)
 
 
 def test_nucleus_seeds_differ(tiny_loaded) -> None:
@@ -102,7 +112,9 @@ def test_nucleus_seeds_differ(tiny_loaded) -> None:
             tuple(d.token_ids)
             for d in Engine(tiny_loaded)
             .complete(
-                CODE, "nucleus", DecodeConfig(k=3, seed=seed, nucleus_temperature=1.5, top_p=1.0)
+                CODE,
+                "nucleus",
+                DecodeConfig(k=3, seed=seed, nucleus_temperature=1.5, top_p=1.0, max_new_tokens=6),
             )
             .drafts
         )
@@ -121,7 +133,7 @@ def test_every_method_returns_drafts_and_rewinds(tiny_engine: Engine) -> None:
         "beam",
         "nucleus-superposed",
     ):
-        completion = tiny_engine.complete(CODE, method, DecodeConfig(k=3))
+        completion = tiny_engine.complete(CODE, method, DecodeConfig(k=3, max_new_tokens=8))
         assert completion.drafts, method
         assert all(d.token_ids for d in completion.drafts), method
         # The cache holds exactly the prompt again: no draft tokens pollute it.
