@@ -6,6 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 GEMMA := $(VENV)/.gemma-installed
+# Python's default: cache compiled modules (gitignored __pycache__). Some sandboxes turn it off,
+# which makes every run recompile the packages and rewrite the tests' asserts, and every
+# server process an end-to-end test starts compile the server again.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test test-fast lint unit bench bench-quick clean editors gemma
 
@@ -47,7 +51,8 @@ test: setup gemma lint editors
 # Every module in tests/e2e is slow, editor or model as a whole (tests/test_layers.py checks),
 # so the fast tier does not even collect them.
 test-fast: setup
-	$(BIN)/pytest -q -m "not slow and not model and not editor" --ignore=tests/e2e
+	$(BIN)/pytest -q -m "not slow and not model and not editor" --ignore=tests/e2e \
+		--hypothesis-profile=fast
 
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
 bench-quick: setup

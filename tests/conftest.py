@@ -10,15 +10,24 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
+from hypothesis import settings
 
 from lsp_server import models
 from superposed.api import Engine
 from superposed.model import LoadedModel, default_model_dir, load_model
 from superposed.vocab import Vocab
+
+# Property tests run 300 examples each in `make test`; `make test-fast` loads the "fast" profile
+# (--hypothesis-profile=fast), a quick check while editing. Tests whose examples are costly
+# (a store per example) set a smaller count of their own.
+settings.register_profile("thorough", max_examples=300, deadline=None)
+settings.register_profile("fast", max_examples=40, deadline=None)
+settings.load_profile("thorough")
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +40,12 @@ def tokenizer() -> Any:
 @pytest.fixture(scope="session")
 def vocab(tokenizer: Any) -> Vocab:
     return Vocab.from_tokenizer(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_engine(tokenizer: Any) -> SimpleNamespace:
+    """What building a prompt reads of an Engine: the real tokenizer and a context size."""
+    return SimpleNamespace(tokenizer=tokenizer, max_context=2048, fim_tokens=None, name="t")
 
 
 def tiny_llama(vocab_size: int, seed: int = 0) -> Any:

@@ -117,18 +117,6 @@ def test_typing_to_the_end_of_a_draft_is_not_an_answer() -> None:
     assert cache.along("u", CursorContext("x = 1", "")) is None
 
 
-@pytest.fixture(scope="module")
-def tokenizer_engine() -> SimpleNamespace:
-    """Just what prompt_text needs from an Engine: the real tokenizer and a context size."""
-    from transformers import AutoTokenizer
-
-    from superposed.model import default_model_dir
-
-    return SimpleNamespace(
-        tokenizer=AutoTokenizer.from_pretrained(default_model_dir()), max_context=2048
-    )
-
-
 def test_prompt_window_fits_and_starts_at_a_line(tokenizer_engine: SimpleNamespace) -> None:
     short = "import os\nos."
     assert prompt_text(tokenizer_engine, short, 100) == short  # type: ignore[arg-type]

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import SimpleNamespace
 
-import pytest
-
 from lsp_server.completion import CursorContext, prompt_budget, prompt_window
 from lsp_server.context import ContextAssembler, Piece, assemble, used_names
 from lsp_server.settings import DecodingSettings, parse_settings
@@ -135,16 +133,6 @@ def test_the_settings_parse_and_refuse_bad_values() -> None:
     assert DecodingSettings().context == "off"
     _, errors = parse_settings({"context": "everything", "contextTokens": 3})
     assert len(errors) == 2 and "context" in errors[0] and "contextTokens" in errors[1]
-
-
-@pytest.fixture(scope="module")
-def tokenizer_engine() -> SimpleNamespace:
-    from transformers import AutoTokenizer
-
-    from superposed.model import default_model_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
-    return SimpleNamespace(tokenizer=tokenizer, max_context=2048, fim_tokens=None, name="t")
 
 
 def test_the_prompt_lays_the_preamble_before_the_window(tokenizer_engine: SimpleNamespace) -> None:

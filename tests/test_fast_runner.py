@@ -16,13 +16,13 @@ from superposed.fast_runner import (
     FastRunner,
     UnsupportedModel,
 )
-from superposed.model import LoadedModel, default_model_dir, load_model
+from superposed.model import LoadedModel, load_model
 from superposed.quant import DenseLinear, prefill_dtype
 from superposed.runner import HFRunner, prefill_reusing_cache
 from superposed.runners import make_runner
 from superposed.types import DecodeConfig, EngineError
 from superposed.vocab import Vocab
-from tests.runner_harness import VOCAB, ids, script, tiny
+from tests.runner_harness import VOCAB, ids, script, tiny, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -205,11 +205,9 @@ def test_the_runner_keeps_no_view_of_the_model_weights(precision: str) -> None:
 
 
 def saved(model: Any, directory: Path, **options: Any) -> str:
-    """``model`` saved as a model directory (safetensors), with the default model's tokenizer."""
-    from transformers import AutoTokenizer
-
+    """``model`` saved as a model directory (safetensors), with a tokenizer of its vocabulary."""
     model.save_pretrained(directory, **options)
-    AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(directory)
+    tiny_tokenizer().save_pretrained(directory)
     return str(directory)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lsp_server import memory as memory_module
@@ -43,7 +43,6 @@ streams_st = st.lists(st.lists(st.integers(0, 4), max_size=40), max_size=6)
 context_st = st.lists(st.integers(0, 4), min_size=1, max_size=12)
 
 
-@settings(max_examples=200, deadline=None)
 @given(streams=streams_st, context=context_st, vector_range=st.sampled_from([1, 4, 4096]))
 def test_longest_match_equals_brute_force(
     streams: list[list[int]], context: list[int], vector_range: int
@@ -63,7 +62,6 @@ def test_longest_match_equals_brute_force(
     assert len(after) == (expected if length else 0)
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     streams=st.lists(st.lists(st.integers(0, 2), max_size=40), max_size=8),
     repeats=st.integers(1, 4),
@@ -112,7 +110,6 @@ def _brute_force_live(streams: list[list[int]], context: list[int], min_follow: 
     return best
 
 
-@settings(max_examples=200, deadline=None)
 @given(streams=streams_st, context=context_st, min_follow=st.integers(1, 4))
 def test_match_backs_off_from_occurrences_at_a_stream_end(
     streams: list[list[int]], context: list[int], min_follow: int
