@@ -41,7 +41,8 @@ the server of a git commit (its sources extracted with ``git archive``) in the s
 Prints and writes p50/p95 (and min/max) per case, with the machine's load average:
 bench/results/lsp_latency.json and .md.
 
-    .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m] [--before REF]
+    .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m]
+        [--before REF [--rounds 2]]
     .venv/bin/python -m bench.lsp_latency --cases rest [--requests 20]
 """
 
@@ -142,13 +143,15 @@ async def server(
         await client.stop()
 
 
-def summary(values: list[float]) -> dict[str, float]:
+def summary(values: list[float]) -> dict[str, Any]:
+    """A case's p50, p95, min and max, with the times themselves (runs pool them)."""
     return {
         "n": len(values),
         "p50_ms": statistics.median(values),
         "p95_ms": percentile(values, 95),
         "min_ms": min(values),
         "max_ms": max(values),
+        "values_ms": values,
     }
 
 
@@ -422,13 +425,55 @@ def sources_at(ref: str, directory: Path) -> Path:
     return directory
 
 
-async def before_run(model: str, requests: int, k: int, settings: dict[str, Any], ref: str
-                     ) -> dict[str, Any]:  # fmt: skip
-    """The same cases on the server of commit ``ref`` (its cases and first requests kept):
-    a refactor's latency against the code before it, in one run of this script."""
+def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One server's runs as one: every case summarised over all the runs' requests (the rest,
+    the footprint and the counters, as the first run gave them)."""
+
+    def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+        return summary([ms for one in summaries for ms in one["values_ms"]])
+
+    result = dict(runs[0])
+    result["cases"] = {case: pool([r["cases"][case] for r in runs]) for case in runs[0]["cases"]}
+    if runs[0]["first_request"]:
+        modes = [r["first_request"]["modes"] for r in runs]
+        result["first_request"] = {
+            **runs[0]["first_request"],
+            "modes": {
+                mode: {
+                    **settings,
+                    "first": pool([m[mode]["first"] for m in modes]),
+                    "later": pool([m[mode]["later"] for m in modes]),
+                }
+                for mode, settings in modes[0].items()
+            },
+        }
+    return result
+
+
+async def side_by_side(model: str, requests: int, k: int, settings: dict[str, Any], ref: str,
+                       rounds: int) -> dict[str, Any]:  # fmt: skip
+    """This server and the server of commit ``ref``, ``rounds`` times each, in the order
+    ABBA ABBA... (a drift of the machine's load during the run falls on both alike); each
+    server's cases pooled over its runs. A refactor's latency against the code before it."""
+    runs: dict[str, list[dict[str, Any]]] = {"this": [], ref: []}
+    order = [
+        which for r in range(rounds) for which in (("this", ref) if r % 2 == 0 else (ref, "this"))
+    ]
     with tempfile.TemporaryDirectory(prefix="lsp-before-") as tmp:
-        result = await run(model, requests, k, settings, sources_at(ref, Path(tmp)))
-    return {"ref": ref, "cases": result["cases"], "first_request": result["first_request"]}
+        then = sources_at(ref, Path(tmp))
+        for which in order:
+            sources = None if which == "this" else then
+            runs[which].append(await run(model, requests, k, settings, sources))
+    result = pooled(runs["this"])
+    before = pooled(runs[ref])
+    result["before"] = {
+        "ref": ref,
+        "cases": before["cases"],
+        "first_request": before["first_request"],
+        "rounds": rounds,
+        "order": order,
+    }
+    return result
 
 
 def before_table(result: dict[str, Any]) -> list[str]:
@@ -449,12 +494,20 @@ def before_table(result: dict[str, Any]) -> list[str]:
         f"## Against the server of {ref}",
         "",
         f"The same cases on the server of commit {ref} (its code extracted with `git archive`, "
-        "driven by this script), in the same run, after this commit's: a ratio near 1 is "
-        "within noise.",
+        f"driven by this script), in the same run, {_order(result['before'])}: a ratio near 1 "
+        "is within noise.",
         "",
         table(["case", f"p50 ms ({ref})", "p50 ms (this)", "ratio", f"p95 ms ({ref})",
                "p95 ms (this)"], rows, align="lrrrrr"),  # fmt: skip
     ]
+
+
+def _order(before: dict[str, Any]) -> str:
+    rounds = before.get("rounds", 1)
+    if rounds == 1:
+        return "after this commit's"
+    return (f"each server {rounds} times, in the order {' '.join(before['order'])}, "
+            "its requests pooled")  # fmt: skip
 
 
 def first_request_cases(case: dict[str, Any] | None) -> dict[str, dict[str, float]]:
@@ -983,6 +1036,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before", metavar="REF", help="also measure the server at this commit, side by side"
     )
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="with --before: each server this many times, ABBA")  # fmt: skip
     parser.add_argument(
         "--settings",
         type=json.loads,
@@ -1008,11 +1063,14 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.with_name(f"{args.out.name}_{args.cases}")
         save(result, before, out, "lsp_latency.py", argv, alone_markdown)
         return 0
-    result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
-    result["out"] = str(args.out)
     if args.before:
-        then = before_run(args.model, args.requests, args.k, args.settings, args.before)
-        result["before"] = asyncio.run(then)
+        both = side_by_side(
+            args.model, args.requests, args.k, args.settings, args.before, args.rounds
+        )
+        result = asyncio.run(both)
+    else:
+        result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
+    result["out"] = str(args.out)
     result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0

@@ -417,6 +417,26 @@ def test_lsp_latency_puts_the_server_before_beside_this_ones_case_by_case() -> N
     assert len(firsts) == 2 and all("| 1.00x |" in row for row in firsts)
 
 
+def test_lsp_latency_pools_each_servers_runs_request_by_request() -> None:
+    """``--rounds``: a server's runs become one, each case summarised over all their requests
+    (not a median of medians), the first-request case's too."""
+    from bench import lsp_latency
+
+    def one_run(times: list[float]) -> dict[str, Any]:
+        return {
+            "cases": {"short": lsp_latency.summary(times)},
+            "first_request": {"modes": {"m": {"first": lsp_latency.summary(times),
+                                              "later": lsp_latency.summary(times[:1])}}},
+            "counters": {"model_calls": len(times)},
+        }  # fmt: skip
+
+    both = lsp_latency.pooled([one_run([1.0, 2.0, 30.0]), one_run([4.0, 5.0])])
+    assert both["cases"]["short"]["n"] == 5 and both["cases"]["short"]["p50_ms"] == 4.0
+    modes = both["first_request"]["modes"]["m"]
+    assert modes["first"]["p50_ms"] == 4.0 and modes["later"]["values_ms"] == [1.0, 4.0]
+    assert both["counters"] == {"model_calls": 3}  # the rest is the first run's
+
+
 @pytest.mark.parametrize("quick", [False, True])
 def test_the_committed_reports_are_the_saved_results(quick: bool) -> None:
     """docs/benchmarks.md and benchmarks-quick.md are exactly what ``python -m bench.report``
