@@ -249,16 +249,15 @@ def _lambdas(value: Any) -> dict[int, float]:
     return out
 
 
-def _prompt_tokens(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or value >= 16):
-        raise InvalidSetting("use 0 (all the model's context) or a whole number >= 16")
-    return value
+def _prompt_tokens(zero: str) -> Callable[[Any], int]:
+    """A prompt size in tokens: at least 16, or 0, which means ``zero``."""
 
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or value >= 16):
+            raise InvalidSetting(f"use 0 ({zero}) or a whole number >= 16")
+        return value
 
-def _first_prompt_tokens(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or value >= 16):
-        raise InvalidSetting("use 0 (off: always the full window) or a whole number >= 16")
-    return value
+    return parse
 
 
 def _camel(name: str) -> str:
@@ -311,9 +310,13 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
     "maxLines": ("decoding", "max_lines", _int(1, 64)),
     "fim": ("decoding", "fim", _choice(FIM_MODES)),
-    "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens),
+    "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens("all the model's context")),
     "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),
-    "firstPromptTokens": ("decoding", "first_prompt_tokens", _first_prompt_tokens),
+    "firstPromptTokens": (
+        "decoding",
+        "first_prompt_tokens",
+        _prompt_tokens("off: always the full window"),
+    ),
     "orders": ("stores", "orders", _orders),
     "codebaseDb": ("stores", "codebase_db", _optional_path),
     "userDb": ("stores", "user_db", _optional_path),

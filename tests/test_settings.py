@@ -49,6 +49,19 @@ def test_each_invalid_value_is_named_and_falls_back() -> None:
     assert len(errors) == 8
 
 
+def test_prompt_sizes_take_0_or_at_least_16_tokens_and_say_what_0_means() -> None:
+    settings, errors = parse_settings({"maxPromptTokens": 0, "firstPromptTokens": 16})
+    assert (settings.decoding.max_prompt_tokens, settings.decoding.first_prompt_tokens) == (0, 16)
+    assert errors == []
+    settings, errors = parse_settings({"maxPromptTokens": 8, "firstPromptTokens": True})
+    assert settings.decoding.max_prompt_tokens == Settings().decoding.max_prompt_tokens
+    assert settings.decoding.first_prompt_tokens == Settings().decoding.first_prompt_tokens
+    (too_few,) = [e for e in errors if "superposed.maxPromptTokens" in e]
+    (not_a_number,) = [e for e in errors if "superposed.firstPromptTokens" in e]
+    assert "use 0 (all the model's context) or a whole number >= 16" in too_few
+    assert "use 0 (off: always the full window) or a whole number >= 16" in not_a_number
+
+
 def test_lambdas_must_match_orders() -> None:
     settings, errors = parse_settings({"orders": [2, 3], "lambdas": {"2": 0.2, "3": 0.3, "6": 1}})
     assert settings.decoding.lambdas == {2: 0.2, 3: 0.3}
