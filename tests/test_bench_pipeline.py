@@ -370,6 +370,7 @@ def test_save_cost_saves_each_case_with_its_median(
         ("lsp_latency", "markdown", "lsp_latency"),
         ("lsp_latency", "markdown", "lsp_latency_refactor"),
         ("lsp_latency", "markdown", "lsp_latency_refactor2"),
+        ("lsp_latency", "markdown", "lsp_latency_refactor3"),
         ("lsp_latency", "alone_markdown", "lsp_latency_rest"),
         ("lsp_latency", "alone_markdown", "lsp_latency_accept"),
         ("lsp_debounce", "markdown", "lsp_debounce"),
