@@ -52,7 +52,7 @@ test: setup gemma lint editors
 # so the fast tier does not even collect them.
 test-fast: setup
 	$(BIN)/pytest -q -m "not slow and not model and not editor" --ignore=tests/e2e \
-		--hypothesis-profile=fast
+		--hypothesis-profile=fast -p no:pytest-lsp
 
 # Quality benchmarks (bench/): small fixed subsets in minutes, or the full sizes (hours).
 bench-quick: setup

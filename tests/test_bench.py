@@ -166,7 +166,7 @@ def test_humaneval_canonical_line_passes_and_a_wrong_line_fails() -> None:
 
 
 def test_humaneval_time_limit_fails_a_hanging_program() -> None:
-    assert not humaneval.passes("while True:\n    pass\n", timeout=1.0)
+    assert not humaneval.passes("while True:\n    pass\n", timeout=0.3)
     assert humaneval.passes("assert 1 + 1 == 2\n")
 
 

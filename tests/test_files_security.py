@@ -291,8 +291,8 @@ def test_a_fifo_for_a_gitignore_blocks_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_git: bool
 ) -> None:
     """git waits for ever on a FIFO .gitignore: it is stopped, and the walk never opens one."""
-    monkeypatch.setattr(files, "GIT_LIST_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(files, "GIT_CHECK_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(files, "GIT_LIST_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(files, "GIT_CHECK_TIMEOUT_S", 0.2)
     root = tmp_path / "tree"
     root.mkdir()
     if in_git:

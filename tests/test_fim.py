@@ -7,6 +7,7 @@ auto/on/off choice and the cache reuse run for real.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from lsp_server.completion import CursorContext, decode, postprocess, stop_at_su
 from lsp_server.settings import DecodingSettings, parse_settings
 from superposed import fim
 from superposed.api import Completion, Engine
-from superposed.model import LoadedModel, default_model_dir
+from superposed.model import LoadedModel
 from superposed.prompt import Prompt, encode_healed
 from superposed.types import DecodeConfig, Draft
 from superposed.vocab import Vocab
@@ -27,12 +28,12 @@ AFTER = "size(path)\n\n\nprint(size('a.txt'))\n"
 
 
 @pytest.fixture(scope="module")
-def fim_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def fim_tokenizer(tmp_path_factory: pytest.TempPathFactory, tokenizer: Any) -> Any:
     """The default tokenizer plus <fim_prefix>, <fim_suffix>, <fim_middle> as special tokens,
     saved under a directory of its own (auto reads the tokenizer's path: SmolLM2's is off)."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    tokenizer = copy.deepcopy(tokenizer)  # the session's is shared: never changed
     tokenizer.add_special_tokens({"additional_special_tokens": list(STARCODER)})
     path = tmp_path_factory.mktemp("tiny-fim-coder")
     tokenizer.save_pretrained(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,10 @@ def test_a_tokenizer_is_fingerprinted_once_until_tokens_are_added(
 ) -> None:
     """Each store, the session and the memory wrap the model's tokenizer: the vocabulary is
     hashed once per tokenizer object, and again only after it gained tokens."""
-    from transformers import AutoTokenizer
-
     import ngram_db.tokenizer as module
-    from superposed.model import default_model_dir
+    from tests.runner_harness import tiny_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())  # its own: it is changed
+    tokenizer = copy.deepcopy(tiny_tokenizer())  # its own: it is changed
     hashed = []
     fingerprint = module.vocab_fingerprint
     monkeypatch.setattr(module, "vocab_fingerprint", lambda v: hashed.append(1) or fingerprint(v))
