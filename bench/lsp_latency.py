@@ -427,7 +427,7 @@ def sources_at(ref: str, directory: Path) -> Path:
 
 def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One server's runs as one: every case summarised over all the runs' requests (the rest,
-    the footprint and the counters, as the first run gave them)."""
+    its memory and counters among them, as the first run gave them)."""
 
     def pool(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         return summary([ms for one in summaries for ms in one["values_ms"]])
