@@ -159,7 +159,7 @@ def _build(engine: str, work: Path, size: int, out: Path) -> dict[str, Any]:
         infini._suffix_array(shard, threads, 8)
         fingerprint = json.loads((work / "corpus.json").read_text())["tokenizer"]
         (out / "fingerprint").write_text(json.dumps(fingerprint))
-        shards = {"corpus": {"tokens": int(sum(len(s) for s in streams))}}
+        shards = {"corpus": {"tokens": int(sum(len(s) for s in streams)), "files": len(streams)}}
         infini._write_manifest(out, {"format": infini.FORMAT, "tokenizer": fingerprint,
                                      "shards": shards})  # fmt: skip
     seconds = time.perf_counter() - started

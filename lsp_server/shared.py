@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence, Sized
 from dataclasses import replace
 from typing import Any
 
+from ngram_db.infini_check import InfiniIndexError
 from ngram_db.infini_source import InfiniSource
 from ngram_db.suffix import MatchSet
 from superposed.ngram import Match, MatchSource
@@ -52,16 +53,18 @@ class SharedIndexes:
         self._report = report or (lambda message: log.warning("%s", message))
         self._lock = threading.Lock()
         self._key: tuple[tuple[str, ...], str] | None = None
-        self._sources: list[MatchSource] = []
+        self._sources: list[_Guarded] = []
+        self._closed = False  # close() was called: nothing opens again
 
     def sources(self, folders: Sequence[str], fingerprint: str) -> list[MatchSource]:
         """The usable indexes among ``folders`` for a model whose tokenizer has
         ``fingerprint`` (opened at the first call after either changed)."""
         key = (tuple(folders), fingerprint)
         with self._lock:
-            if key == self._key:
-                return self._sources
-            opened: list[MatchSource] = []
+            if key == self._key or self._closed:
+                return list(self._sources)
+            self._close_sources()  # the setting or the model changed: their processes end
+            opened: list[_Guarded] = []
             for folder in key[0]:
                 try:
                     source = InfiniSource([folder], fingerprint)
@@ -70,7 +73,18 @@ class SharedIndexes:
                     continue
                 opened.append(_Guarded(source, folder, self._report))
             self._key, self._sources = key, opened
-            return opened
+            return list(opened)
+
+    def close(self) -> None:
+        """Stop every opened index's engine process (the stores are being closed)."""
+        with self._lock:
+            self._close_sources()
+            self._closed = True
+
+    def _close_sources(self) -> None:
+        for source in self._sources:
+            source.close()
+        self._sources = []
 
     def for_request(
         self,
@@ -152,12 +166,20 @@ class _Guarded:
     def __len__(self) -> int:
         return len(self.source)
 
+    def close(self) -> None:
+        self.source.close()
+
     def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
         if self.failed:
             return None
         try:
             return self.source.match(context, follow, others)
+        except InfiniIndexError as err:  # its engine's process died or hung: it says why
+            self.failed = True
+            self._report(str(err))
+            return None
         except Exception as err:
             self.failed = True
+            log.exception("shared index %s failed", self.folder)
             self._report(f"shared index {self.folder} failed and is left out: {err!r}")
             return None

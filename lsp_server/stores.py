@@ -234,6 +234,7 @@ class Stores:
             self._codebase, self._user = {}, None
         for store in closing:
             store.close()
+        self._shared.close()  # the shared indexes' engine processes
 
     # -- opening, and leaving out what fails ----------------------------------------------
 

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from ngram_db.errors import NgramStoreError
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES, Skipped, list_candidates, read_text
+from ngram_db.infini_check import ENGINE_WORDS, InfiniIndexError, plain_path, read_manifest_file
 from ngram_db.store import content_hash
 from ngram_db.tokenizer import as_tokenizer
 
@@ -53,10 +53,6 @@ DOC_SEPARATOR = 0xFFFF
 END_TOKEN = 0xFFFE
 TOKENIZE_BATCH = 256  # files tokenized at a time (the Rust tokenizer uses every core)
 Progress = Callable[[str], None]
-
-
-class InfiniIndexError(NgramStoreError):
-    """An infini-gram index cannot be built or opened; the message says why."""
 
 
 @dataclass
@@ -98,15 +94,11 @@ class BuildSummary:
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
-    """The index's manifest, None when there is none; raises InfiniIndexError if unreadable."""
+    """The index's manifest, None when there is none; raises InfiniIndexError if unreadable
+    (also when it is no regular file: a FIFO would hang the reader, /dev/zero fill memory)."""
     path = out / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InfiniIndexError(f"{path} is not a readable manifest: {err}") from err
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    data = read_manifest_file(path)
+    if data is not None and data.get("format") != FORMAT:
         raise InfiniIndexError(f"{path} is not a {FORMAT} manifest")
     return data
 
@@ -181,18 +173,44 @@ def _write_tokens(folder: Path, tokenizer: Any, texts: Sequence[tuple[str, str]]
     return tokens
 
 
+def _plain_folder() -> str:
+    """A new empty temporary folder whose path infini-gram's indexer cannot misread.
+
+    The indexer derives ``table.0``'s path by replacing ``tokenized`` anywhere in the path of
+    ``tokenized.0``, and passes paths to shell commands unquoted: a path with a file word
+    (ENGINE_WORDS) or a space broke the build (``/mnt/portable disk/...``) or wrote the table
+    elsewhere (``/srv/tokenized/...``). So it only sees paths under this folder."""
+    for base in (None, "/tmp"):
+        for _ in range(4):
+            path = tempfile.mkdtemp(prefix="superposed-index-", dir=base)
+            if plain_path(path):
+                return path
+            os.rmdir(path)
+    raise InfiniIndexError(
+        f"no temporary folder with a plain path ({tempfile.gettempdir()!r} holds one of "
+        f"{', '.join(ENGINE_WORDS)} or a character a shell splits): set TMPDIR to a folder "
+        "whose path has only letters, digits and - _ . /"
+    )
+
+
 def _suffix_array(folder: Path, cpus: int, mem_gib: int) -> None:
-    """table.0 from tokenized.0, by infini-gram's indexer (a child process)."""
+    """table.0 from tokenized.0, by infini-gram's indexer (a child process), through links
+    from a plain folder (``_plain_folder``) to ``folder`` and a scratch folder beside it."""
     with tempfile.TemporaryDirectory(prefix="infini-", dir=folder.parent) as scratch:
-        empty = Path(scratch) / "data"  # the raw-text folder: unused (tokenized.0 exists)
-        empty.mkdir()
-        command = [
-            sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(empty),
-            "--save_dir", str(folder), "--temp_dir", str(Path(scratch) / "tmp"),
-            "--token_dtype", "u16", "--cpus", str(cpus), "--mem", str(mem_gib),
-            "--ulimit", "1024",
-        ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        links = _plain_folder()
+        try:
+            os.symlink(folder, os.path.join(links, "shard"))
+            os.symlink(scratch, os.path.join(links, "work"))
+            (Path(scratch) / "data").mkdir()  # the raw-text folder: unused (tokenized.0 exists)
+            command = [
+                sys.executable, "-m", "infini_gram.indexing", "--data_dir", f"{links}/work/data",
+                "--save_dir", f"{links}/shard", "--temp_dir", f"{links}/work/tmp",
+                "--token_dtype", "u16", "--cpus", str(cpus), "--mem", str(mem_gib),
+                "--ulimit", "1024",
+            ]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        finally:
+            shutil.rmtree(links, ignore_errors=True)  # the links, not what they point to
     if done.returncode != 0 or not (folder / "table.0").exists():
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
         raise InfiniIndexError(f"infini-gram's indexer failed: {' / '.join(tail)}")

@@ -15,29 +15,47 @@ file's end continues nothing: the next shorter suffix is the match. Which occurr
 continuation differs: infini-gram orders occurrences by suffix, not by recency, so it is the
 first in that order, not the latest written.
 
-Opening checks the manifest first (the engine's C++ asserts would abort the process on a
-missing file): a missing index, one built with another tokenizer, or a shard with a missing
-file raises InfiniIndexError, which the server reports once and then serves without it.
+The engine trusts its files, and a damaged one kills the process that maps it. So opening
+checks the manifest and every shard's files first (ngram_db/infini_check.py: regular files,
+sizes that agree with each other and the manifest), and the engine runs in a worker process
+(ngram_db/infini_worker.py), one per source, kept for its lookups. A check that fails raises
+InfiniIndexError; a worker that dies (a crash, a file truncated under its map) or does not
+answer in ``LOOKUP_TIMEOUT_S`` makes that lookup and every later one raise InfiniIndexError,
+which the server reports once and then serves without the index (lsp_server/shared.py).
+A lookup through the worker costs a pipe's round trip more than in-process:
+bench/results/infini_worker.json.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
-from collections import Counter
+import weakref
 from collections.abc import Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ngram_db.infini import END_TOKEN, SHARDS, InfiniIndexError, read_manifest
+from ngram_db.infini import END_TOKEN, SHARDS, read_manifest
+from ngram_db.infini_check import InfiniIndexError, ShardFiles, check_shard
 from superposed.ngram import Match
 
-MAX_SUPPORT = 64  # occurrences whose next tokens are counted (the SuffixIndex's too)
 MAX_CONTEXT = 256  # context tokens looked up at most (SuffixIndex.max_context)
-_SHARD_FILES = ("tokenized.0", "offset.0", "table.0")
+OPEN_TIMEOUT_S = 60.0  # the engine only maps its files: seconds mean a hung file system
+LOOKUP_TIMEOUT_S = 10.0  # one lookup; tens of milliseconds on a 21-shard index (docs/scale.md)
+WORKER = Path(__file__).with_name("infini_worker.py")
+ERROR_TAIL = 300  # characters of the worker's stderr quoted in a report
 
 
-def _shard_dirs(folder: Path, fingerprint: str) -> tuple[list[str], int]:
-    """The shard folders of the index at ``folder`` and its tokens; raises InfiniIndexError."""
+def _shards(folder: Path, fingerprint: str) -> tuple[list[ShardFiles], int]:
+    """The checked shards of the index at ``folder`` and its tokens; raises InfiniIndexError."""
     if not folder.is_dir():
         raise InfiniIndexError(f"shared index {folder} does not exist")
     manifest = read_manifest(folder)
@@ -49,108 +67,164 @@ def _shard_dirs(folder: Path, fingerprint: str) -> tuple[list[str], int]:
             f"({manifest.get('model')!r}, {manifest.get('tokenizer')}; this model's is "
             f"{fingerprint}): rebuild it with this model's --model"
         )
-    dirs: list[str] = []
-    tokens = 0
-    for name, shard in sorted(manifest.get("shards", {}).items()):
-        shard_dir = folder / SHARDS / name
-        missing = [f for f in _SHARD_FILES if not (shard_dir / f).is_file()]
-        if missing:
-            raise InfiniIndexError(f"shard {shard_dir} lacks {', '.join(missing)}")
-        dirs.append(str(shard_dir))
-        tokens += int(shard.get("tokens", 0))
-    return dirs, tokens
+    entries = manifest.get("shards", {})
+    if not isinstance(entries, dict):
+        raise InfiniIndexError(f"{folder}/manifest.json has no shard table: rebuild the index")
+    odd = [name for name in entries if not re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*", name)]
+    if odd:  # not a name shard_name gives: a path out of the index, say
+        raise InfiniIndexError(f"{folder}/manifest.json names shards {odd!r}: rebuild the index")
+    shards = [check_shard(folder / SHARDS / name, entry) for name, entry in sorted(entries.items())]
+    return shards, sum(s.tokens - s.documents for s in shards)
+
+
+def _stop(process: subprocess.Popen[bytes], ends: Sequence[Connection], scratch: str) -> None:
+    """End a worker (its finalizer: also at the server's exit) and remove its scratch folder."""
+    for end in ends:
+        end.close()
+    if process.poll() is None:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # stuck in a hung mount: let be
+            process.wait(timeout=5)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+class _Worker:
+    """One engine in a child process (ngram_db/infini_worker.py) over checked shards."""
+
+    def __init__(self, shards: Sequence[ShardFiles], name: str) -> None:
+        self.name = name
+        self.scratch = tempfile.mkdtemp(prefix="superposed-infini-")
+        self._log = Path(self.scratch) / "worker.log"
+        try:
+            self.process, self._requests, self._answers = self._start(shards)
+        except OSError as err:  # no scratch folder, no process: as unusable as a bad shard
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise InfiniIndexError(f"shared index {name}: its engine cannot start: {err}") from err
+        self.dead: str | None = None  # why it stopped answering
+        self._finalizer = weakref.finalize(
+            self, _stop, self.process, (self._requests, self._answers), self.scratch
+        )
+        self._answer(OPEN_TIMEOUT_S, "while opening")
+
+    def _start(
+        self, shards: Sequence[ShardFiles]
+    ) -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+        """The engine's view of the shards (links with clean names: the worker's doc) and
+        the process, with a pipe each way."""
+        for i, shard in enumerate(shards):
+            folder = Path(self.scratch) / f"s{i}"
+            folder.mkdir()
+            for file, target in shard.files.items():
+                os.symlink(target, folder / file)
+        request_read, request_write = os.pipe()
+        answer_read, answer_write = os.pipe()
+        try:
+            with open(self._log, "wb") as log:
+                process = subprocess.Popen(
+                    [sys.executable, "-I", str(WORKER), str(request_read), str(answer_write),
+                     self.scratch, str(END_TOKEN), str(len(shards))],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    pass_fds=(request_read, answer_write),
+                )  # fmt: skip
+        except OSError:
+            os.close(request_write)
+            os.close(answer_read)
+            raise
+        finally:
+            os.close(request_read)
+            os.close(answer_write)
+        requests = Connection(request_write, readable=False)
+        return process, requests, Connection(answer_read, writable=False)
+
+    def _failed(self, why: str, crashed: bool = True) -> InfiniIndexError:
+        """Stop the worker for good; the error that says why (how it ended, when it
+        ``crashed`` rather than hung, and its last output)."""
+        code = None
+        if crashed:  # it is ending: its status says how
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.process.wait(timeout=5)
+        if code is not None and code < 0:
+            why = f"{why}: the engine was killed by {signal.Signals(-code).name}"
+        elif code is not None:
+            why = f"{why}: the engine exited with status {code}"
+        try:
+            tail = self._log.read_text(errors="replace").strip()[-ERROR_TAIL:]
+        except OSError:
+            tail = ""
+        self._finalizer()  # kills it if still running, removes the scratch folder
+        self.dead = (
+            f"shared index {self.name} stopped {why}{f' ({tail})' if tail else ''}; a shard "
+            "is damaged or changed while in use: rebuild or re-sync the index (it is left "
+            "out until the setting or the model changes)"
+        )
+        return InfiniIndexError(self.dead)
+
+    def _answer(self, timeout: float, doing: str) -> Any:
+        try:
+            if not self._answers.poll(timeout):
+                raise self._failed(f"{doing}: it did not answer in {timeout:g} s", False)
+            kind, value = self._answers.recv()
+        except (EOFError, OSError) as err:
+            raise self._failed(doing) from err
+        if kind == "error":
+            raise InfiniIndexError(f"shared index {self.name}: {value}")
+        return value
+
+    def lookup(self, query: list[int], follow: int, others: int) -> Any:
+        """The worker's answer to one lookup; raises InfiniIndexError once it is dead."""
+        if self.dead is not None:
+            raise InfiniIndexError(self.dead)
+        try:
+            self._requests.send((query, follow, others))
+        except OSError as err:
+            raise self._failed("before a lookup") from err
+        return self._answer(LOOKUP_TIMEOUT_S, "during a lookup")
+
+    def close(self) -> None:
+        self._finalizer()
 
 
 class InfiniSource:
     """Shared indexes (folders built by ``index-repo --engine infini-gram``) as one source."""
 
     def __init__(self, folders: Sequence[str | Path], fingerprint: str) -> None:
-        """Open the indexes read-only; raises InfiniIndexError when one cannot be used."""
-        dirs: list[str] = []
+        """Check the indexes and start their engine; raises InfiniIndexError when one
+        cannot be used."""
+        shards: list[ShardFiles] = []
         self.tokens = 0
         for folder in folders:
-            found, tokens = _shard_dirs(Path(folder).expanduser(), fingerprint)
-            dirs.extend(found)
+            found, tokens = _shards(Path(folder).expanduser(), fingerprint)
+            shards.extend(found)
             self.tokens += tokens
         self.folders = [str(f) for f in folders]
-        self.engine: Any = None
-        if dirs:
-            from infini_gram.engine import InfiniGramEngine
-
-            self.engine = InfiniGramEngine(
-                index_dir=dirs, eos_token_id=END_TOKEN, vocab_size=END_TOKEN + 1,
-                token_dtype="u16", max_support=MAX_SUPPORT,
-            )  # fmt: skip
         self._lock = threading.Lock()  # one query at a time per engine: keep it simple
+        self._closed = False
+        name = ", ".join(self.folders)
+        self._worker = _Worker(shards, name) if shards else None
 
     def __len__(self) -> int:
         return self.tokens
 
-    def _distribution(self, query: list[int]) -> tuple[int, dict[int, int]]:
-        """(length, next-token counts) of the longest suffix of ``query`` that something
-        other than a file's end follows; (0, {}) when none."""
-        while query:
-            found = self.engine.infgram_ntd(prompt_ids=query)
-            if "error" in found:
-                return 0, {}
-            length = int(found["suffix_len"])
-            if length == 0:
-                return 0, {}
-            counts = {
-                int(t): int(r["cont_cnt"])
-                for t, r in found["result_by_token_id"].items()
-                if int(t) != END_TOKEN
-            }
-            if counts:
-                return length, counts
-            query = query[len(query) - length + 1 :]  # only a file's end follows: shorter
-        return 0, {}
-
-    def _continuations(
-        self, needle: list[int], matched: int, follow: int, limit: int
-    ) -> list[list[int]]:
-        """Up to ``limit`` texts that follow occurrences of ``needle`` (from its token at
-        ``matched`` on), ``follow`` tokens each, in the engine's order."""
-        found = self.engine.find(input_ids=needle)
-        if "error" in found:
-            return []
-        wanted: list[tuple[int, int, int, int]] = []
-        for shard, (lo, hi) in enumerate(found["segment_by_shard"]):
-            for rank in range(lo, min(hi, lo + limit - len(wanted))):
-                wanted.append((shard, rank, len(needle), follow))
-            if len(wanted) >= limit:
-                break
-        if not wanted:
-            return []
-        docs = self.engine.get_docs_by_ranks_2(requests=wanted)
-        if isinstance(docs, dict):  # an error
-            return []
-        out = []
-        for doc in docs:
-            start = int(doc["needle_offset"]) + matched
-            out.append([int(t) for t in doc["token_ids"][start : start + follow]])
-        return out
+    def close(self) -> None:
+        """Stop the engine's process; later lookups find nothing."""
+        with self._lock:
+            self._closed = True
+            if self._worker is not None:
+                self._worker.close()
 
     def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
-        """The longest match of ``context`` in the shared indexes (see the module doc)."""
-        if self.engine is None or not context:
+        """The longest match of ``context`` in the shared indexes (see the module doc);
+        raises InfiniIndexError when the engine's process died or hangs."""
+        if self._worker is None or not context:
             return None
         query = [int(t) for t in context[-MAX_CONTEXT:]]
         if any(t < 0 or t >= END_TOKEN for t in query):
             return None
         with self._lock:
-            length, counts = self._distribution(query)
-            if not length:
+            if self._closed:
                 return None
-            suffix = query[len(query) - length :]
-            best = max(counts, key=lambda t: counts[t])
-            firsts = self._continuations([*suffix, best], length, follow, 1)
-            continuation = firsts[0] if firsts else [best]
-            alternatives: list[list[int]] = []
-            if others:
-                for text in self._continuations(suffix, length, follow, 4 * others):
-                    if len(alternatives) == others:
-                        break
-                    if text and text != continuation and text not in alternatives:
-                        alternatives.append(text)
-        return Match(length, dict(Counter(counts)), continuation, alternatives)
+            found = self._worker.lookup(query, int(follow), int(others))
+        if found is None:
+            return None
+        length, counts, continuation, alternatives = found
+        return Match(length, dict(counts), continuation, alternatives)
