@@ -11,6 +11,8 @@ from typing import Any, cast
 import torch
 
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
+from superposed.cuda_graph import GraphRunner
+from superposed.cuda_graph import unsupported_reason as graphs_unsupported
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt
@@ -126,9 +128,13 @@ class Engine:
         return engine
 
     def start_compiler(self, builder: list[str]) -> None:
-        """Have the fast runner's decode step compiled in the background, where it can be."""
+        """Have the fast runner's decode step compiled in the background, where it can be;
+        on CUDA, captured in CUDA graphs in this process instead (cuda_graph.py)."""
         assert isinstance(self.runner, FastRunner)
         reason = unsupported_reason(self.runner.device)
+        if reason is not None and graphs_unsupported(self.runner) is None:
+            self.runner = GraphRunner(self.runner)
+            return
         if reason is not None:
             log.warning("compile background: %s", reason)
             self.compile_off_reason = reason
@@ -138,6 +144,8 @@ class Engine:
     def compile_status(self) -> str:
         """off | building | ready | failed: <why> (the background-compiled decode step)."""
         compiler = self.compiler
+        if isinstance(self.runner, GraphRunner):
+            return "ready: CUDA graphs"
         if compiler is None:
             return f"off: {self.compile_off_reason}" if self.compile_off_reason else "off"
         if compiler.ready:
@@ -145,7 +153,9 @@ class Engine:
         return f"failed: {compiler.error}" if compiler.error else "building"
 
     def decode_step(self) -> str:
-        """compiled | eager: which step decodes the drafts now."""
+        """compiled | graphs | eager: which step decodes the drafts now."""
+        if isinstance(self.runner, GraphRunner):
+            return "graphs"
         return "compiled" if self.compile_status() == "ready" else "eager"
 
     @property

@@ -328,9 +328,11 @@ class FastRunner:
         position: torch.Tensor,
         keys: list[torch.Tensor],
         values: list[torch.Tensor],
+        every: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A decode step (or a prefill of a few tokens) as a pure function, for torch.export
-        and AOTInductor (compiled.py).
+        and AOTInductor (compiled.py) and CUDA graphs (cuda_graph.py; ``every``: the logits
+        [B, T, V] of every new position, for the verify batch).
 
         x [B, T, H] at positions ``position`` [1] onwards; keys, values: each layer's whole
         cache [B, kv_heads, C, D], of which the positions before ``position`` are read (a
@@ -359,7 +361,7 @@ class FastRunner:
                 split_attention(q, keys[i], values[i], k, v, old_mask, new_mask, scale)
             )
 
-        logits = self._layers(self.decode_weights, x, attend)
+        logits = self._layers(self.decode_weights, x, attend, every)
         return logits, torch.stack(new_keys), torch.stack(new_values)
 
     def _compiled_forward(self, step: StepFn, x: torch.Tensor) -> torch.Tensor:

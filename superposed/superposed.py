@@ -55,6 +55,20 @@ def superposed_input(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tenso
     return (gamma[:, None] * embeds).sum(0)[None, None, :]  # [1, 1, H]
 
 
+def superposed_step(runner: ModelRunner, hyps: list[Hypothesis]) -> torch.Tensor:
+    """One step on the superposed input -> logits [1, V].
+
+    A runner with ``step_mixture`` (cuda_graph.GraphRunner) takes the drafts' newest tokens
+    and weights and mixes their embeddings inside its captured step; others get the mixed
+    input made here.
+    """
+    step_mixture = getattr(runner, "step_mixture", None)
+    if step_mixture is None:
+        return runner.step(superposed_input(runner, hyps))
+    newest = torch.tensor([[h.tokens[-1] for h in hyps]])  # [1, D]
+    return step_mixture(newest, superposition_weights(hyps)[None])  # type: ignore[no-any-return]
+
+
 def branch(
     logits: torch.Tensor,
     base: Hypothesis,
@@ -195,7 +209,7 @@ class SuperposedDecoder:
 
     def _step(self, alive: list[Hypothesis]) -> list[Hypothesis]:
         """One forward on the superposed input; extend and re-score every draft."""
-        logits = self.runner.step(superposed_input(self.runner, alive))  # [1, V]
+        logits = superposed_step(self.runner, alive)  # [1, V]
         logp = F.log_softmax(logits.float() / self.cfg.temperature, dim=-1)  # [1, V]
         width = min(self.cfg.candidates, logp.shape[-1])
         masks = heal_masks(self.vocab, alive, logp.shape[-1], logp.device)
