@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from lsp_server.device_model import device_default_model
 from lsp_server.shared import index_folders
 from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
@@ -41,7 +42,9 @@ DEFAULT_DEBOUNCE_MS = 0
 class ModelSettings:
     """Which language model runs, and where."""
 
-    # An embedded model (superposed/embedded.py), a local directory, or "tiny-random"
+    # An embedded model (superposed/embedded.py), a local directory, or "tiny-random". Not
+    # set: SmolLM2, or Gemma 3 on a GPU where a device run measured it fast enough there
+    # (lsp_server/device_model.py).
     model: str = DEFAULT_MODEL
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
@@ -366,6 +369,8 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
             setattr(getattr(settings, group), name, parse(value))
         except InvalidSetting as err:
             errors.append(f"invalid {SECTION}.{key} = {value!r}: {err}; using the default")
+    if section.get("model") is None:  # not set: the default follows the device (device_model)
+        settings.model.model = device_default_model(settings.model.device)
     # Cross-field check: weights for orders the stores do not count are meaningless.
     lambdas, orders = settings.decoding.lambdas, settings.stores.orders
     extra = sorted(set(lambdas) - set(orders))
