@@ -55,14 +55,25 @@ def _site_packages() -> Path:
     return Path(np_module.__file__).resolve().parents[1]
 
 
-def _rss() -> dict[str, float]:
-    """This process's resident set now, MiB: all, private (anon) and mapped files."""
+def _rss(pid: str = "self") -> dict[str, float]:
+    """A process's resident set now, MiB: all, private (anon) and mapped files."""
     out: dict[str, float] = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, value = line.partition(":")
         if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
             out[key] = int(value.split()[0]) / 1024
     return out
+
+
+def _footprint(source: Any) -> dict[str, float]:
+    """This process's resident set plus, for infini-gram, its engine's worker process's
+    (ngram_db/infini_worker.py: the maps are there, and its interpreter counts too)."""
+    own = _rss()
+    worker = getattr(source, "_worker", None)
+    if worker is not None:
+        theirs = _rss(str(worker.process.pid))
+        own = {key: value + theirs.get(key, 0.0) for key, value in own.items()}
+    return own
 
 
 def _corpus(work: Path, largest: int) -> dict[str, Any]:
@@ -196,7 +207,7 @@ def _query(engine: str, out: Path, queries_path: Path) -> dict[str, Any]:
         from ngram_db.infini_source import InfiniSource
 
         source = InfiniSource([out], json.loads((out / "fingerprint").read_text()))
-    opened = _rss()
+    opened = _footprint(source)
     source.match(queries[0], 32)  # first touch
     times, lengths = [], []
     for context in queries:
@@ -204,7 +215,7 @@ def _query(engine: str, out: Path, queries_path: Path) -> dict[str, Any]:
         found = source.match(context, 32)
         times.append((time.perf_counter() - t0) * 1000)
         lengths.append(found.length if found is not None else 0)
-    after = _rss()
+    after = _footprint(source)
     return {
         "p50_ms": float(np.percentile(times, 50)),
         "p95_ms": float(np.percentile(times, 95)),
