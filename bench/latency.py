@@ -90,11 +90,16 @@ def make(loaded: LoadedModel, name: str) -> ModelRunner:
     return fast_runner(loaded, name.removeprefix("fast-"), rows=(1, BASELINE_K))
 
 
+ENGINE_SOURCE = "superposed"  # the prompts' text: the engine's own code
+
+
 def code_context(tokenizer: Any, tokens: int) -> str:
     """About ``tokens`` tokens of this repository's engine code, ending mid-line."""
-    files = sorted((ROOT / "lsp_server" / "engine").glob("*.py"))
+    files = sorted((ROOT / ENGINE_SOURCE).glob("*.py"))
     text = "\n\n".join(path.read_text() for path in files)
     ids = tokenizer.encode(text, add_special_tokens=False)[:tokens]
+    if len(ids) < tokens:  # the engine moved and the prompt would silently shrink (or empty)
+        raise ValueError(f"{ENGINE_SOURCE}/*.py holds {len(ids)} tokens, fewer than {tokens}")
     return str(tokenizer.decode(ids))
 
 

@@ -332,7 +332,7 @@ def load_model(
     name: str = DEFAULT_MODEL,
     device: str = "auto",
     dtype: str = "auto",
-    threads: int = 1,
+    threads: int | None = None,
     skeleton: bool = False,
 ) -> LoadedModel:
     """Load a causal LM: an embedded one by name, a local directory, or a hub id (when a
@@ -341,10 +341,13 @@ def load_model(
     skeleton: where the weights are local safetensors, read none of them: the model comes on
     the meta device with a ``Checkpoint`` (see the module docstring); elsewhere, or without
     it, the model with its weights.
+
+    threads: torch's CPU threads; None leaves the caller's setting as it is.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    set_threads(threads)
+    if threads is not None:
+        set_threads(threads)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     named = embedded(name)

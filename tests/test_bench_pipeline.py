@@ -246,6 +246,20 @@ def test_latency_times_the_models_interleaved_against_the_first() -> None:
     assert engines["a"].calls == ["greedy", "greedy", "superposed", "greedy", "superposed"]
 
 
+def test_latency_prompts_are_the_engine_code_at_full_length() -> None:
+    """The prompts read superposed/*.py: they read lsp_server/engine/*.py after the engine had
+    moved, so every setting timed an empty prompt."""
+    from bench import latency
+    from tests.runner_harness import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    text = latency.code_context(tokenizer, 300)
+    assert len(tokenizer.encode(text, add_special_tokens=False)) >= 290  # decode re-splits
+    assert text.startswith('"""Decoding engine')  # superposed/__init__.py
+    with pytest.raises(ValueError, match="fewer than"):
+        latency.code_context(tokenizer, 10**8)
+
+
 def test_latency_cli_keeps_its_modes() -> None:
     from bench import latency
 

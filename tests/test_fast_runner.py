@@ -236,6 +236,20 @@ def test_a_runner_read_tensor_by_tensor_equals_one_built_from_the_loaded_model(
         assert torch.equal(got, expected)
 
 
+def test_load_model_keeps_the_callers_threads_unless_asked(tmp_path: Path) -> None:
+    """load_model's default set torch's threads to one, silently undoing a caller's setting
+    (bench.latency sets its --threads, then loads)."""
+    directory = saved(tiny(), tmp_path)
+    torch.set_num_threads(2)
+    try:
+        load_model(directory, "cpu", "float32", skeleton=True)
+        assert torch.get_num_threads() == 2
+        load_model(directory, "cpu", "float32", threads=1, skeleton=True)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(1)
+
+
 def test_a_checkpoint_reads_a_big_tensor_in_blocks_of_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
