@@ -16,9 +16,11 @@ disk, memory-mapped (ngram_db/suffix_store.py): ``SuffixArrays`` is what it hold
 from __future__ import annotations
 
 import bisect
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from pydivsufsort import divsufsort
@@ -33,6 +35,20 @@ _VECTOR_RANGE = 4096  # narrow ranges at most this long with numpy, longer ones 
 # lookup instead of 0.05 (several per decoding step).
 _DIRECT_RANGE = 64
 _MAX_OCCURRENCES = 64  # occurrences whose next tokens are counted (the most recent ones)
+
+log = logging.getLogger(__name__)
+# What reading a mapped file's changed bytes as positions raises (numpy's bounds checks).
+_FAULTS = (IndexError, ValueError, OverflowError)
+
+
+class Backing(Protocol):
+    """The file that an index's arrays are mapped from (ngram_db.suffix_store.MappedBase)."""
+
+    max_token: int  # the largest token id the file held when it was checked
+
+    def intact(self) -> bool:
+        """Whether the file still holds what was checked (asked before each lookup)."""
+        ...
 
 
 def suffix_array(values: np.ndarray) -> np.ndarray:
@@ -78,8 +94,10 @@ class SuffixIndex:
         vector_range: int = _VECTOR_RANGE,
         min_follow: int = 1,
         direct_range: int = _DIRECT_RANGE,
+        backing: Backing | None = None,
     ) -> None:
-        """Index ``streams`` (each file's ids), or search ``SuffixArrays`` built before."""
+        """Index ``streams`` (each file's ids), or search ``SuffixArrays`` built before
+        (``backing``: the file they are mapped from, which may change under the map)."""
         arrays = streams if isinstance(streams, SuffixArrays) else SuffixArrays.build(streams)
         self.tokens = arrays.tokens  # [N] the streams, each followed by a separator
         self.reversed = arrays.tokens[::-1]  # [N] a view: a mapped file's pages stay on disk
@@ -97,9 +115,37 @@ class SuffixIndex:
         # [S] int16: each stream's language (ngram_db.languages.codes); None: not known. A
         # request matches the streams of its document's language (``match(streams=...)``).
         self.languages: np.ndarray | None = None
+        self.backing = backing
+        self.failed: str | None = None  # why the mapped file is no longer read (then no match)
 
     def __len__(self) -> int:
         return self._n
+
+    def _usable(self) -> bool:
+        """Whether the arrays can be read now: in RAM, or mapped from a file that still holds
+        what was checked. Asked before touching a page: a read past the end of a file that
+        shrank under the map raises SIGBUS, which no Python code can catch."""
+        if self.backing is None:
+            return True
+        if self.failed is None and not self.backing.intact():
+            self._fail("the file changed on disk since it was checked")
+        return self.failed is None
+
+    def _fail(self, why: str) -> None:
+        if self.failed is None:
+            self.failed = why
+            log.warning("suffix index %s left out: %s", getattr(self.backing, "path", "?"), why)
+
+    def _checked(self, found: Match | None) -> Match | None:
+        """``found``, unless a mapped file's changed bytes made up a token it never held."""
+        if found is None or self.backing is None:
+            return found
+        limit = self.backing.max_token
+        proposed = [*found.next_counts, *found.continuation, *(t for o in found.others for t in o)]
+        if any(not 0 <= t <= limit for t in proposed):
+            self._fail("a lookup read a token out of range (bytes changed in place)")
+            return None
+        return found
 
     def _value(self, j: int, depth: int) -> int:
         """The symbol at ``depth`` of the j-th sorted suffix; -2 past the end (sorts first)."""
@@ -179,10 +225,18 @@ class SuffixIndex:
         Occurrences are positions in the forward stream of the token that FOLLOWED each
         occurrence of the matched suffix (possibly a separator).
         """
-        ranges, depth = self._ranges(context)
-        if depth == 0:
+        if not self._usable():
             return 0, np.zeros(0, dtype=np.int64)
-        return depth, self._after(*ranges[-1])
+        try:
+            ranges, depth = self._ranges(context)
+            if depth == 0:
+                return 0, np.zeros(0, dtype=np.int64)
+            return depth, self._after(*ranges[-1])
+        except _FAULTS as err:
+            if self.backing is None:
+                raise  # arrays built in RAM: a bug
+            self._fail(f"a lookup went out of bounds (bytes changed in place: {err})")
+            return 0, np.zeros(0, dtype=np.int64)
 
     def _live(self, after: np.ndarray, streams: np.ndarray | None = None) -> np.ndarray:
         """The occurrences (positions after them) in alive streams (and in ``streams``, [S]
@@ -213,7 +267,22 @@ class SuffixIndex:
         context does, as the requesting document's text before the cursor's line does,
         continues nothing). Neither do occurrences in streams that ``alive`` masks out, nor,
         when ``streams`` ([S] bool) is given, in the streams it leaves out.
+
+        A mapped file that changed under the map gives None from then on (``failed``).
         """
+        if not self._usable():
+            return None
+        try:
+            return self._checked(self._match(context, follow, others, streams))
+        except _FAULTS as err:
+            if self.backing is None:
+                raise  # arrays built in RAM: a bug
+            self._fail(f"a lookup went out of bounds (bytes changed in place: {err})")
+            return None
+
+    def _match(
+        self, context: Sequence[int], follow: int, others: int, streams: np.ndarray | None
+    ) -> Match | None:
         ranges, depth = self._ranges(context)
         while ranges:
             after = self._live(self._after(*ranges[-1]), streams)

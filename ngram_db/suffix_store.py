@@ -10,10 +10,20 @@ file beside the store, ``<store>-suffix``, the *base*:
     | tokens [N] int32 | suffix array [N] int32 (int64 from 2^31 tokens)
 
 The header names the tokenizer, the arrays' checksum and each stream's file (path, sha256,
-tokens). ``open_base`` checks the size and checksum (reading, not mapping) and maps the arrays
-(np.memmap): an open base costs the pages that lookups touch, not a copy. The file is written to
-a temporary file and renamed over the old one, so no reader sees it half-written; a damaged
-one (truncated, bytes changed) raises BaseDamaged, and the memory deletes and rebuilds it.
+tokens). ``open_base`` checks the size and checksum before any use. A small base (up to
+COPY_BYTES) is then read into memory whole: nothing done to the file afterwards can reach it. A
+bigger one is mapped (np.memmap: it costs the pages that lookups touch, not a copy); the file
+is written to a temporary file and renamed over the old one, so a reader never sees it
+half-written and a mapping keeps the file it mapped. A damaged base (truncated, bytes changed)
+raises BaseDamaged, and the memory deletes and rebuilds it.
+
+A mapped file changed in place by someone else (truncated by a sync tool, a full disk, an
+editor; overwritten) cannot be trusted: reading a page past a shrunk end raises SIGBUS, which
+Python cannot catch, and changed bytes index out of bounds. So before each lookup the index
+asks the open file (``MappedBase.intact``: fstat of its descriptor) whether its size and
+modification time are still those that were checked; if not, or if a lookup meets an index out
+of bounds or a token the file did not hold, the base is left out (SuffixIndex.failed) and the
+memory reopens the file at its next use (checked again: rebuilt when damaged).
 
 What changed in the store since the base was built is the memory's to follow: it masks out
 the base's streams whose file changed or went away (``Segment.mask``, SuffixIndex.alive) and
@@ -34,6 +44,7 @@ import json
 import os
 import struct
 import threading
+import weakref
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +67,12 @@ _PREFIX = struct.Struct("<8sII")  # magic, version, header bytes
 _ALIGN = 64  # the arrays start at a multiple of this many bytes
 _CHUNK = 1 << 22  # bytes read at a time for the checksum
 _TOKENS = np.dtype("<i4")
+# Bases whose arrays hold up to this many bytes are copied into memory when opened, not
+# mapped. The checksum reads every byte at open anyway, so a copy costs no more disk reads,
+# only RAM equal to the file: 16 MiB is 2M tokens (a large repository), under 4% of the
+# server's resident size (about 460 MB with the default model). A copy cannot change under the
+# server; a mapped file can (see the module docstring), which only bigger bases risk.
+COPY_BYTES = 16 << 20
 
 # One build of a base file at a time per file in this process (index_repo on the server's store
 # thread, the memory's compaction on its own): the second finds the first's result.
@@ -229,9 +246,11 @@ def _running(pid: int) -> bool:
 
 
 def open_base(store_path: Path, tokenizer: str, **options: Any) -> Segment | None:
-    """The store's base file, mapped (``options``: SuffixIndex's); None when there is none.
+    """The store's base file, read into memory (up to COPY_BYTES) or mapped (``options``:
+    SuffixIndex's); None when there is none.
 
-    Raises BaseDamaged when it is not whole (truncated, bytes changed, another tokenizer's).
+    Raises BaseDamaged when it is not whole (truncated, bytes changed, another tokenizer's),
+    or when it changed while it was being opened.
     """
     path = base_path(store_path)
     try:
@@ -250,25 +269,96 @@ def open_base(store_path: Path, tokenizer: str, **options: Any) -> Segment | Non
             raise BaseDamaged(f"{path}: its header is incomplete ({err!r})") from err
         if sa_type not in (np.dtype("<i4"), np.dtype("<i8")):
             raise BaseDamaged(f"{path}: its suffix array has the type {sa_type}")
-        if st.st_size != start + n * (_TOKENS.itemsize + sa_type.itemsize):
+        size = n * (_TOKENS.itemsize + sa_type.itemsize)
+        if n < 0 or st.st_size != start + size:
             raise BaseDamaged(f"{path}: {st.st_size} bytes, not the {n} tokens its header says")
         if header.get("tokenizer") != tokenizer:
             raise BaseDamaged(f"{path} was built with another tokenizer")
-        if _checksum(handle, start) != crc:
-            raise BaseDamaged(f"{path}: its checksum does not match")
         lengths = np.array([length for _, _, length in files], dtype=np.int64)
-        if int(lengths.sum()) + len(files) != n:
+        if int(lengths.sum()) + len(files) != n or (lengths < 0).any():
             raise BaseDamaged(f"{path}: its streams do not add up to its tokens")
-        if n:  # one mapping: the arrays are views of it (np.memmap cannot map 0 bytes)
-            raw = np.asarray(np.memmap(handle, dtype=np.uint8, mode="r", offset=start))
-            tokens = raw[: n * _TOKENS.itemsize].view(_TOKENS)
-            sa = raw[n * _TOKENS.itemsize :].view(sa_type)
+        backing: MappedBase | None = None
+        if size <= COPY_BYTES:  # the bytes checked are the bytes used
+            raw = _read_checked(handle, path, start, size, crc)
         else:
-            tokens, sa = np.zeros(0, dtype=_TOKENS), np.zeros(0, dtype=sa_type)
+            max_token = _check(handle, path, start, n * _TOKENS.itemsize, crc)
+            raw = np.asarray(np.memmap(handle, dtype=np.uint8, mode="r", offset=start))
+            backing = MappedBase(handle.fileno(), path, st, max_token)
+            if not backing.intact():  # changed between the checksum and the mapping
+                backing.close()
+                raise BaseDamaged(f"{path} changed while it was being opened")
+        tokens = raw[: n * _TOKENS.itemsize].view(_TOKENS)
+        sa = raw[n * _TOKENS.itemsize :].view(sa_type)
     ends = np.cumsum(lengths + 1) - 1
-    index = SuffixIndex(SuffixArrays(tokens, sa, ends), **options)
+    index = SuffixIndex(SuffixArrays(tokens, sa, ends), backing=backing, **options)
+    if backing is not None:  # the descriptor lives as long as the mapping's index
+        weakref.finalize(index, backing.close)
     identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     return Segment(index, [(p, sha) for p, sha, _ in files], lengths, identity)
+
+
+class MappedBase:
+    """The file under a mapped base, kept open: whether it still holds what was checked.
+
+    ``intact`` is one fstat (about a microsecond), asked before each lookup. What it cannot
+    close: a truncation between that fstat and the lookup's page reads (a lookup takes well
+    under a millisecond) still raises SIGBUS; and a write in place that keeps the size and
+    lands within the file system's timestamp granularity (a few ms) goes unseen, which the
+    lookups' bounds checks catch (SuffixIndex.failed). Our own writers never do either: they
+    write a new file and rename it over the old one, which leaves this mapping whole.
+    """
+
+    def __init__(self, fd: int, path: Path, st: os.stat_result, max_token: int) -> None:
+        self._fd: int | None = os.dup(fd)
+        self.path = path
+        self._checked = (st.st_size, st.st_mtime_ns)
+        self.max_token = max_token  # the largest token id the file held when checked
+
+    def intact(self) -> bool:
+        """Whether the open file still has the size and modification time it was checked
+        with (False once closed)."""
+        fd = self._fd
+        if fd is None:
+            return False
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        return (st.st_size, st.st_mtime_ns) == self._checked
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _read_checked(handle: Any, path: Path, start: int, size: int, crc: int) -> np.ndarray:
+    """The arrays' ``size`` bytes read into memory, their checksum checked."""
+    handle.seek(start)
+    raw = bytearray(size)
+    if handle.readinto(raw) != size:
+        raise BaseDamaged(f"{path} shrank while it was being read")
+    if zlib.crc32(raw) != crc:
+        raise BaseDamaged(f"{path}: its checksum does not match")
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+def _check(handle: Any, path: Path, start: int, token_bytes: int, crc: int) -> int:
+    """Check the arrays' checksum, read in chunks (through the page cache, not mapped);
+    returns the largest token id (the lookups' bound on what a match may propose)."""
+    handle.seek(start)
+    value, max_token, left = 0, -1, token_bytes
+    while chunk := handle.read(min(_CHUNK, left) if left > 0 else _CHUNK):
+        value = zlib.crc32(chunk, value)
+        if left > 0:  # the tokens come first; _CHUNK keeps their chunks whole int32s
+            if len(chunk) % _TOKENS.itemsize:
+                raise BaseDamaged(f"{path} shrank while it was being read")
+            max_token = max(max_token, int(np.frombuffer(chunk, dtype=_TOKENS).max()))
+            left -= len(chunk)
+    if value != crc:
+        raise BaseDamaged(f"{path}: its checksum does not match")
+    return max_token
 
 
 def _read_header(handle: Any, path: Path) -> tuple[dict[str, Any], int]:
@@ -287,15 +377,6 @@ def _read_header(handle: Any, path: Path) -> tuple[dict[str, Any], int]:
         raise BaseDamaged(f"{path}: its header cannot be read ({err})") from err
     start = _PREFIX.size + size
     return header, start + (-start % _ALIGN)
-
-
-def _checksum(handle: Any, start: int) -> int:
-    """crc32 of the arrays, read in chunks (through the page cache, not mapped)."""
-    handle.seek(start)
-    crc = 0
-    while chunk := handle.read(_CHUNK):
-        crc = zlib.crc32(chunk, crc)
-    return crc
 
 
 def _held_paths(target: Path) -> set[str] | None:

@@ -45,6 +45,12 @@ def knows(source: Any, text: str) -> bool:
     return found is not None and found.length >= len(context) - 2
 
 
+@pytest.fixture(autouse=True)
+def mapped_bases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These small bases mapped, as big ones are (smaller ones are copied when opened)."""
+    monkeypatch.setattr(suffix_store, "COPY_BYTES", 0)
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
     return tmp_path / "store.sqlite"
