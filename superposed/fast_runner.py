@@ -368,7 +368,7 @@ class FastRunner:
         """x [B, T, H] at the next positions through a compiled step; stores the new K, V."""
         n = self.cache.length
         position = torch.tensor([n], device=self.device)
-        keys, values = self.cache.views()
+        keys, values = self.cache.views(self.cache.attended())  # [B, kv, A, D] each
         logits, new_keys, new_values = step(x.to(self.device), position, keys, values)
         self.compiled_calls += 1
         self.cache.write(n, new_keys, new_values)  # [layers, B, kv_heads, T, D]
