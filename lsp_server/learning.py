@@ -41,7 +41,11 @@ log = logging.getLogger(__name__)
 
 ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
-SHUTDOWN_WAIT_S = 10.0  # shutdown waits this long for queued saves to be written
+# Shutdown waits for the queued writes while they are being made: until none has ended for
+# SHUTDOWN_WAIT_S (a lock held by another process, a full disk), SHUTDOWN_MAX_S at most. What is
+# left then is said (log, message, superposed.stats' writes.dropped), never dropped silently.
+SHUTDOWN_WAIT_S = 10.0
+SHUTDOWN_MAX_S = 60.0
 
 
 class Learning:
@@ -95,7 +99,11 @@ class Learning:
         stores, writes = self.stores, self.writes
         return {
             "stores": stores.stats(roots) if stores is not None else None,
-            "writes": {"pending": writes.pending(), "retried": writes.retries},
+            "writes": {
+                "pending": writes.pending(),
+                "retried": writes.retries,
+                "dropped": len(writes.dropped),  # given up at shutdown
+            },
         }
 
     def _unavailable(self, loading: str) -> str:
@@ -229,10 +237,21 @@ class Learning:
         await loop.run_in_executor(None, self.ready.wait, SHUTDOWN_WAIT_S)
         if self.stores is not None:
             self._apply_early_saves()
-        if not await loop.run_in_executor(None, self.writes.drain, SHUTDOWN_WAIT_S):
-            log.warning("shutdown: %d store write(s) not written", self.writes.pending())
-        if self._early:
-            log.warning("shutdown: %d save(s) not written: no store opened", len(self._early))
+        dropped = await loop.run_in_executor(
+            None, self.writes.flush, SHUTDOWN_WAIT_S, SHUTDOWN_MAX_S
+        )
+        dropped += [f"save:{path}" for path, _ in self._early.values()]  # no store opened
+        if dropped:
+            shown = ", ".join(dropped[:5]) + (
+                f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+            )
+            message = (
+                f"shutdown: {len(dropped)} store write(s) not made in time, dropped ({shown}); "
+                "run index-repo on the workspace to learn those saves"
+            )
+            log.warning("%s", message)
+            self._counters["writes_dropped"] += len(dropped)
+            self._notifier.once(message)
 
 
 async def written(future: Future[Any], wait_s: float) -> tuple[bool, Any]:

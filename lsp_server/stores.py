@@ -11,6 +11,13 @@ folder (not through ``..`` or a symbolic link that leads elsewhere, not a file o
 repository) and index-repo would index it (``ngram_db.files.save_skip_reason``: no secrets,
 no ignored or generated files, nothing over ``maxFileBytes``). A store that cannot be used
 is reported once (through ``report``) and left out; the other store keeps serving.
+
+A store file replaced under the server (``index-repo --rebuild``, which the store-damaged
+message advises, deletes it and writes a new one) is noticed at each use: an open store whose
+path now holds another file (or none) is closed and the path opened again before the next read
+or write, and a write that committed while the file was being replaced runs again on the new
+file, so a save counted as indexed is in the store on disk. A store left out as broken is tried
+again once its path holds another file.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from pathlib import Path
@@ -35,6 +42,7 @@ from lsp_server.shared import SharedIndexes
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
 from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
 from ngram_db.files import save_skip_reason
+from ngram_db.suffix_store import FileId, file_id
 from ngram_db.tokenizer import as_tokenizer
 from superposed.ngram import MatchSource, NgramResult, NgramSource
 
@@ -179,6 +187,7 @@ class Stores:
         self._codebase: dict[Path, NgramStore] = {}
         self._user: NgramStore | None = None
         self._broken: dict[Path, NgramStoreError] = {}  # store file -> why it is not used
+        self._broken_ids: dict[Path, FileId | None] = {}  # the broken file then (file_id)
         self._lock = threading.RLock()  # opening and swapping stores; SQLite does the rest
         self._closed = False  # close() was called: the server opened new Stores instead
         self._shared = SharedIndexes(self._report)  # the sharedIndexes setting's indexes
@@ -247,13 +256,16 @@ class Stores:
         if self._closed:
             raise StoreClosed(f"the stores were closed before {path} could be opened")
         if path in self._broken:
-            return None
+            if file_id(path) == self._broken_ids.get(path):
+                return None
+            del self._broken[path]  # another file now (index-repo --rebuild): try it
         try:
             store = NgramStore.open(path, self._tokenizer, orders=self._settings.orders)
         except StoreBusy:
             raise
         except NgramStoreError as err:
             self._broken[path] = err
+            self._broken_ids[path] = file_id(path)
             self._report(f"n-gram store not used: {explain(err)}")
             return None
         for notice in store.notices:
@@ -268,18 +280,24 @@ class Stores:
             if store.path is None or store.path in self._broken:
                 return
             self._broken[store.path] = err
+            self._broken_ids[store.path] = file_id(store.path)
         self._drop(store)
         store.close()
         self._report(f"n-gram store not used: {explain(err)}")
 
-    def _use(self, store: NgramStore, action: Callable[[], T]) -> T | None:
+    def _use(self, store: NgramStore, action: Callable[[], T], write: bool = True) -> T | None:
         """Run ``action`` on ``store``; None if the store failed.
 
         The TRANSIENT errors pass through, for the write queue to retry the write; a full
-        disk is also said (once per store and run of failures).
+        disk is also said (once per store and run of failures). A write that committed to a
+        file replaced meanwhile (index-repo --rebuild) raises StoreClosed too: the queue runs
+        it again, on the new file.
         """
         try:
             result = action()
+            if write and store.replaced():
+                self._retire(store)
+                raise StoreClosed(f"{store.name} was replaced during this write: written again")
         except TRANSIENT as err:
             if isinstance(err, StoreFull):
                 self._report(f"n-gram store cannot be written now: {explain(err)}")
@@ -294,7 +312,7 @@ class Stores:
     def _read(self, store: NgramStore, action: Callable[[], T]) -> T | None:
         """``_use`` for reads: None, the store left as it is, when it was just closed."""
         try:
-            return self._use(store, action)
+            return self._use(store, action, write=False)
         except StoreClosed:
             return None
 
@@ -304,6 +322,35 @@ class Stores:
             self._codebase = {r: s for r, s in self._codebase.items() if s is not store}
             if self._user is store:
                 self._user = None
+
+    def _retire(self, store: NgramStore) -> None:
+        """A store whose file was replaced on disk: forget it and close it (a call still on
+        it raises StoreClosed: a write runs again, a read answers without it). Not under
+        ``_lock``: closing waits for a transaction in progress."""
+        log.info("n-gram store %s was replaced on disk: opened again", store.name)
+        self._drop(store)
+        store.close()
+
+    @contextlib.contextmanager
+    def _replaced_closed(self) -> Iterator[list[NgramStore]]:
+        """A list for the stores found replaced while ``_lock`` is held; retired after."""
+        stale: list[NgramStore] = []
+        try:
+            yield stale
+        finally:
+            for store in stale:
+                self._retire(store)
+
+    @staticmethod
+    def _unless_replaced(store: NgramStore | None, stale: list[NgramStore]) -> bool:
+        """Whether ``store`` is open and its file the one at its path (else it goes to
+        ``stale``, to be retired once the lock is released)."""
+        if store is None:
+            return False
+        if store.replaced():
+            stale.append(store)
+            return False
+        return True
 
     def _codebase_path(self, root: Path) -> Path:
         configured = self._settings.codebase_db
@@ -316,8 +363,9 @@ class Stores:
     def codebase(self, root: Path, create: bool = True) -> NgramStore | None:
         """The codebase store of ``root``; None if it cannot be used, or if it does not exist
         and ``create`` is false."""
-        with self._lock:
-            if root not in self._codebase:
+        with self._replaced_closed() as stale, self._lock:
+            if not self._unless_replaced(self._codebase.get(root), stale):
+                self._codebase.pop(root, None)
                 path = self._codebase_path(root)
                 if not create and not path.exists():
                     return None
@@ -331,8 +379,8 @@ class Stores:
         """The user store, or None when disabled or unusable."""
         if not self._settings.user_store:
             return None
-        with self._lock:
-            if self._user is None:
+        with self._replaced_closed() as stale, self._lock:
+            if not self._unless_replaced(self._user, stale):
                 self._user = self._open(self._user_path())
             return self._user
 
@@ -453,7 +501,10 @@ class Stores:
             if store is None:
                 return {"error": self.problem(self._codebase_path(root))}
             try:
-                return index_repo(root, store, progress=progress or False).as_dict()
+                summary = index_repo(root, store, progress=progress or False).as_dict()
+                if not store.replaced():
+                    return summary
+                log.info("index of %s: its store file was replaced, indexing again", root)
             except StoreClosed:
                 log.info("index of %s: its store was reopened, resuming", root)
             except NgramStoreError as err:
@@ -517,6 +568,8 @@ class WriteQueue:
         self._max_retry_s = max_retry_s
         self._full_s = retry_s  # the next wait after a full disk; back to retry_s on a write
         self.retries = 0  # writes run again, all causes (superposed.stats)
+        self.done = 0  # writes that ran to their end (what a flush watches progress by)
+        self.dropped: list[str] = []  # keys of the writes given up at shutdown (flush)
         self._items: OrderedDict[str, tuple[Callable[[], Any], Future[Any]]] = OrderedDict()
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
@@ -541,6 +594,33 @@ class WriteQueue:
         """Wait until every queued write has run (or ``timeout`` s): True if none is left."""
         with self._cond:
             return self._cond.wait_for(lambda: not self._items, timeout)
+
+    def flush(self, stall_s: float, max_s: float) -> list[str]:
+        """Shutdown: wait while the queued writes are being made; returns the keys of those
+        given up (their futures cancelled, kept in ``dropped``), [] when all were written.
+
+        It gives up once no write has ended for ``stall_s`` (another process holds the lock,
+        the disk stays full) or after ``max_s`` in all: a queue that moves is waited for (a
+        save after each of many files is not cut off at a fixed time), a stuck one is not.
+        """
+        deadline = time.monotonic() + max_s
+        with self._cond:
+            while self._items:
+                wait = min(stall_s, deadline - time.monotonic())
+                moved = self._cond.wait_for(partial(self._moved, self.done), wait)
+                if not moved or time.monotonic() >= deadline:
+                    break
+            left = list(self._items.items())
+            self._items.clear()
+            self.dropped.extend(key for key, _ in left)
+            self._cond.notify_all()
+        for _, (_, future) in left:  # the one running, if any, may still land: then it counts
+            future.cancel()
+        return [key for key, _ in left]
+
+    def _moved(self, seen: int) -> bool:
+        """(Under _cond.) Whether the queue is empty, or a write ended since ``seen``."""
+        return not self._items or self.done != seen
 
     def _run(self) -> None:
         while True:
@@ -581,4 +661,5 @@ class WriteQueue:
     def _done(self, key: str, item: tuple[Callable[[], Any], Future[Any]]) -> None:
         if self._items.get(key) is item:  # not replaced by a newer write meanwhile
             del self._items[key]
+        self.done += 1
         self._cond.notify_all()

@@ -262,6 +262,7 @@ class NgramStore:
         self._lambdas = _lambda_array(orders, lambdas)
         self.notices: list[str] = []  # what the user should know about opening it (once)
         self.closed = False
+        self.identity = file_identity(path)  # the file opened (set by open, before connecting)
 
     # ----- opening -----------------------------------------------------------------------
 
@@ -297,6 +298,8 @@ class NgramStore:
             make_private_dirs(file.parent)
             _create_private(file, tok, wanted)
         conn: sqlite3.Connection | None = None
+        # Before connecting: a file renamed over this one meanwhile then reads as replaced.
+        identity = file_identity(file)
         try:
             conn = _connect(":memory:" if file is None else str(file))
             stored = _init_or_read_meta(conn, file, tok, wanted)
@@ -304,6 +307,7 @@ class NgramStore:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             store = cls(conn, file, tok, stored, lambdas)
+            store.identity = identity
         except sqlite3.Error as err:
             if conn is not None:
                 conn.close()
@@ -324,6 +328,20 @@ class NgramStore:
             if self.closed:  # closed by another thread meanwhile: the file is not at fault
                 raise StoreClosed(f"{self.name} was closed during this call") from err
             raise store_error(self.name, err) from err
+
+    def replaced(self) -> bool:
+        """Whether the file at this store's path is no longer the one it opened: deleted, or
+        another renamed over it (index-repo --rebuild). Its writes would then go to a file that
+        nobody reads: the owner closes it and opens the path again."""
+        if self.path is None or self.identity is None:  # in memory, or not known at open
+            return False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError:  # cannot be looked at now (permissions): no sign of another file
+            return False
+        return (st.st_dev, st.st_ino) != self.identity
 
     def close(self) -> None:
         """Close the connections; a later call on this object raises StoreClosed."""
@@ -798,6 +816,17 @@ def _connect(target: str, query_only: bool = False) -> sqlite3.Connection:
     if query_only:
         conn.execute("PRAGMA query_only = 1")
     return conn
+
+
+def file_identity(path: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None: in memory, or none to be seen."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _lambda_array(orders: tuple[int, ...], lambdas: Mapping[int, float] | None) -> np.ndarray:

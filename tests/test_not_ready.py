@@ -81,7 +81,7 @@ def test_stats_say_the_model_is_not_ready_and_why(state: NotReady) -> None:
     stats = handlers.stats(not_ready_server(state))
     assert stats["ready"] is False and stats["error"] == state.error
     assert stats["model"] == "smollm2-135m"  # the settings' model, not yet loaded
-    assert stats["stores"] is None and stats["writes"] == {"pending": 0, "retried": 0}
+    assert stats["stores"] is None and stats["writes"] == {"pending": 0, "retried": 0, "dropped": 0}
     assert (stats["compiledStep"], stats["decodeStep"], stats["compiledCalls"]) == (None, None, 0)
 
 
