@@ -11,8 +11,11 @@ and what is allowed) and that one setting keeps its default, so the server keeps
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import PurePath
 from typing import Any
 
 from lsp_server.device_model import device_default_model
@@ -36,6 +39,10 @@ SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
 CONTEXT_MODES = ("off", "definitions", "definitions+recent")  # lsp_server/context.py
 DEFAULT_DEBOUNCE_MS = 0
+# Linux's limits (limits.h) on a path and on one of its names, in bytes: longer ones fail
+# with "File name too long" when a store opens.
+PATH_MAX = 4096
+NAME_MAX = 255
 
 
 @dataclass
@@ -213,11 +220,31 @@ def _bool(value: Any) -> bool:
 
 
 def _optional_path(value: Any) -> str | None:
+    """A store file's path, or None (the default). Checked here, when the setting arrives:
+    a path the file system cannot open (a NUL byte, a name longer than NAME_MAX, the whole
+    longer than PATH_MAX) failed every request that opens the store."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
         raise InvalidSetting("use a file path or null")
+    if "\0" in value:
+        raise InvalidSetting("a path cannot hold a NUL character")
+    if len(os.fsencode(value)) > PATH_MAX:
+        raise InvalidSetting(f"use a path of at most {PATH_MAX} bytes")
+    if any(len(os.fsencode(part)) > NAME_MAX for part in PurePath(value).parts):
+        raise InvalidSetting(f"use a path whose file and folder names are at most {NAME_MAX} bytes")
     return value
+
+
+def _non_finite(value: Any) -> bool:
+    """Whether ``value`` is or holds (in a list or an object) an infinite or NaN number."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def _model_name(value: Any) -> str:
@@ -366,6 +393,8 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
             continue  # null means "the default"
         group, name, parse = _FIELDS[key]
         try:
+            if _non_finite(value):  # JSON has no NaN or Infinity; Python's reader takes them
+                raise InvalidSetting("use finite numbers (not NaN or Infinity)")
             setattr(getattr(settings, group), name, parse(value))
         except InvalidSetting as err:
             errors.append(f"invalid {SECTION}.{key} = {value!r}: {err}; using the default")

@@ -65,8 +65,11 @@ class DecodeConfig:
     # which vetoes it (log 0). With a small codebase store the veto drops the new names a
     # line introduces; the memory carries the store's idioms instead (bench/results/replay*.json).
     mix: str = setting("interpolate", choices=MIXES)
-    # tau: the tempered distribution superposed candidates come from
-    temperature: float = setting(0.06, low=0.0, high=100.0, open_low=True)
+    # tau: the tempered distribution superposed candidates come from. At least 1e-3: the
+    # logits (float32, |logit| < ~1e3) divided by it stay far from float32's overflow, and
+    # a logit gap of 0.01 is already a factor e^10 there (as greedy as any smaller tau);
+    # 1e-300 overflowed every logit to inf and every request answered nothing.
+    temperature: float = setting(0.06, low=1e-3, high=100.0)
     n_candidates: int | None = None  # c: candidates per draft per step; None -> k
     delta: float = 200.0  # penalty (log space) for a draft none of whose candidates has support
     reset_every: int | None = None  # resets (paper 5.3): restart from the best draft every s steps

@@ -132,3 +132,49 @@ def test_engine_fields_marked_as_settings_are_settings() -> None:
     # A field not marked is the engine's alone: a client cannot set it.
     _, errors = parse_settings({"delta": 5.0})
     assert errors and "unknown setting superposed.delta" in errors[0]
+
+
+def test_non_finite_numbers_are_refused_everywhere() -> None:
+    """Issue 34 item 7: NaN or Infinity (which Python's JSON reader accepts) in a weight was
+    taken, and every request then answered nothing."""
+    nan, inf = float("nan"), float("inf")
+    for options in (
+        {"lambdas": {"2": nan}},
+        {"lambdas": {"3": inf}},
+        {"alpha": nan},
+        {"userWeight": -inf},
+        {"temperature": inf},
+    ):
+        settings, errors = parse_settings(options)
+        (key,) = options
+        assert len(errors) == 1 and f"superposed.{key} =" in errors[0], errors
+        assert "using the default" in errors[0]
+        assert settings == parse_settings({})[0]  # each one keeps its default
+    settings, _ = parse_settings({"lambdas": {"2": nan, "3": 0.2}})
+    assert settings.decoding.lambdas == Settings().decoding.lambdas
+
+
+def test_temperature_is_bounded_away_from_zero() -> None:
+    """Issue 34 item 7: 1e-300 was inside (0, 100] and overflowed every logit to inf."""
+    settings, errors = parse_settings({"temperature": 1e-300})
+    assert settings.decoding.temperature == Settings().decoding.temperature
+    assert len(errors) == 1 and "superposed.temperature = 1e-300" in errors[0]
+    settings, errors = parse_settings({"temperature": 1e-3})
+    assert errors == [] and settings.decoding.temperature == 1e-3
+
+
+def test_store_paths_the_file_system_cannot_open_are_refused() -> None:
+    """Issue 34 item 7: a NUL or a 5,000-character name was accepted, and every request then
+    failed with -32603 (embedded null byte, File name too long)."""
+    for key in ("codebaseDb", "userDb"):
+        for bad, why in (
+            ("/tmp/a\0b.sqlite", "NUL"),
+            ("/tmp/" + "x" * 5000, "4096 bytes"),
+            ("/tmp/" + "x" * 256 + "/s.sqlite", "255 bytes"),
+        ):
+            settings, errors = parse_settings({key: bad})
+            assert settings.stores == Settings().stores
+            assert len(errors) == 1 and f"superposed.{key} =" in errors[0] and why in errors[0]
+        good = "/tmp/" + "x" * 255 + "/s.sqlite"
+        settings, errors = parse_settings({key: good})
+        assert errors == [] and good in (settings.stores.codebase_db, settings.stores.user_db)
