@@ -14,7 +14,8 @@ drops (with a log line) a notification it cannot structure. A string field must 
 string: cattrs' default turns ``"text": null`` into the text ``"None"``, which a didChange
 then inserted into the document. A change to a document that was never opened is ignored
 (pygls raised KeyError, which clients show as a pop-up), and ``shutdown`` with requests in
-flight no longer fails (pygls iterated over its futures while they completed).
+flight no longer fails (pygls iterated over its futures while they completed). An internal
+error answers with one line; its traceback goes to the log only.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ MAX_MESSAGE_BYTES = 128 * 2**20
 MAX_HEADER_BYTES = 4096  # a header block longer than this is not a header block
 CHUNK_BYTES = 64 * 1024
 HEADER = b"Content-Length:"
+MAX_ERROR_CHARS = 500  # an internal error's message sent to the client, at most
 # A complete header line. Raw CR LF cannot follow digits inside valid JSON (in a string it must
 # be escaped; outside one, "Content-Length" cannot stand), so a match inside a body means the
 # body ended earlier: its Content-Length was too large.
@@ -239,6 +241,17 @@ class SuperposedProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: types.ResponseError | None = None
+    ) -> None:
+        """pygls's response, with an internal error's traceback left out: pygls logs it
+        (``logger.exception``) and put it, with its install paths, in the error's ``data``;
+        the client gets the exception's first line."""
+        if error is not None and error.code == types.ErrorCodes.InternalError:
+            first = error.message.strip().split("\n", 1)[0][:MAX_ERROR_CHARS]
+            error = types.ResponseError(code=error.code, message=first or "Internal Error")
+        super()._send_response(msg_id, result, error)
 
     def _reject(self, msg_id: int | str | None, code: int, message: str) -> None:
         """An error response; written as a dict, since pygls's converter would drop a null id."""

@@ -1,14 +1,17 @@
-"""FramedStdin: the frames pygls reads, from a byte stream with bad headers in it."""
+"""FramedStdin: the frames pygls reads, from a byte stream with bad headers in it; the
+errors SuperposedProtocol answers."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
+from typing import Any
 
 import pytest
+from pygls.lsp.server import LanguageServer
 
-from lsp_server.protocol import FramedStdin
+from lsp_server.protocol import FramedStdin, SuperposedProtocol
 
 
 def frame(body: bytes, length: int | bytes | None = None) -> bytes:
@@ -84,3 +87,43 @@ def test_skipped_input_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
         "Content-Length 'huge' is not a length from 1 to 1048576 bytes: message skipped",
         f"skipped {len(message(1)) + len(junk)} bytes of input that were not a message",
     ]
+
+
+class _Sent:
+    """A writer that keeps what the protocol sends."""
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.data.append(data)
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_internal_error_answers_one_line_and_logs_the_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 34 item 8c: pygls sent the whole traceback, install paths included, in the
+    error's ``data``."""
+    server = LanguageServer("t", "0", protocol_cls=SuperposedProtocol)
+
+    @server.command("fails")
+    def fails(ls: Any, *args: Any) -> None:
+        raise ValueError("no such thing\nsecond line")
+
+    sent = _Sent()
+    server.protocol.set_writer(sent, include_headers=False)
+    request = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "workspace/executeCommand",
+        "params": {"command": "fails", "arguments": []},
+    }
+    with caplog.at_level(logging.ERROR):
+        server.protocol.handle_message(server.protocol.structure_message(request))
+    (answer,) = [json.loads(d) for d in sent.data]
+    assert answer["id"] == 7
+    assert answer["error"] == {"code": -32603, "message": "ValueError: no such thing"}
+    assert "Traceback" in caplog.text and "second line" in caplog.text  # the log has it all
