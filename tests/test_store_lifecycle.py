@@ -5,6 +5,10 @@ writing to the deleted file (saves counted as indexed, missing from the store on
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -70,6 +74,36 @@ def test_reads_after_a_rebuild_see_the_new_store_file(tmp_path: Path, ws: Path) 
     here = stores.for_path(path, [ws]).codebase
     assert here is not None and len(here.file_hashes()) == 2  # a.py and b.py
     assert stores.stats([ws])["codebase"][str(ws)]["files"] == 2
+
+
+@pytest.mark.slow
+def test_index_repo_rebuild_from_the_shell_then_a_save(
+    tmp_path: Path, ws: Path, tokenizer: Any
+) -> None:
+    """The issue's reproduction with the real command: the save lands in the new file and
+    no deleted store file stays open."""
+    db = tmp_path / "cache" / "codebase.sqlite"
+    stores = Stores(tokenizer, StoreSettings(codebase_db=str(db), user_store=False))
+    path, key = save(ws, "a.py", "def first():\n    return 1\n")
+    assert stores.update_file(path, path.read_text(), [ws]) is None
+    run = subprocess.run(
+        [sys.executable, "-m", "ngram_db.cli", str(ws), "--db", str(db), "--rebuild"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    text = "def second():\n    return 2\n"
+    path.write_text(text)
+    assert stores.update_file(path, text, [ws]) is None
+    with NgramStore.open(db, tokenizer) as fresh:
+        assert fresh.file_hashes()[key] == content_hash(text)
+    open_files = []
+    for fd in Path("/proc/self/fd").iterdir():  # Linux
+        with contextlib.suppress(OSError):  # closed meanwhile
+            open_files.append(os.readlink(fd))
+    assert not [f for f in open_files if str(db) in f and "(deleted)" in f]
+    stores.close()
 
 
 def test_a_write_that_commits_while_the_file_is_replaced_runs_again(
