@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lsprotocol import types
+from pygls.workspace import PositionCodec
 
 from lsp_server.completion import Suggestion
 
@@ -48,21 +49,31 @@ def inline_items(
     line: str,
     suggestions: list[Suggestion],
     selected: types.SelectedCompletionInfo | None = None,
+    codec: PositionCodec | None = None,
 ) -> list[types.InlineCompletionItem]:
     """The drafts at ``pos`` as inline completion items. With the suggest widget open
     (``selected``), a draft extends the item the user is about to accept: it replaces that
-    item's range, starting with the item's text (as the protocol asks)."""
+    item's range, starting with the item's text (as the protocol asks). ``codec``: the
+    position encoding the client negotiated (None: UTF-16, the protocol's default)."""
     here, head, at = types.Range(start=pos, end=pos), "", pos
     if selected is not None:  # the draft goes in after the item's text
         here, head = selected.range, selected.text
-        start = selected.range.start
-        at = types.Position(line=start.line, character=start.character + len(head))
+        at = position_after(selected.range.start, head, codec or PositionCodec())
     return [
         types.InlineCompletionItem(
             insert_text=head + s.text, range=here, command=accept_command(uri, line, s, at)
         )
         for s in suggestions
     ]
+
+
+def position_after(start: types.Position, text: str, codec: PositionCodec) -> types.Position:
+    """Where the cursor is once ``text`` is inserted at ``start``, counted in the client's
+    position encoding (UTF-16 code units by default: an astral character counts 2, not 1)."""
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return types.Position(start.line, start.character + codec.client_num_units(text))
+    return types.Position(start.line + len(lines) - 1, codec.client_num_units(lines[-1]))
 
 
 def completion_items(

@@ -325,7 +325,9 @@ async def inline_completion(
     # With the suggest widget open, the drafts continue the item the user is about to accept.
     selected = params.context.selected_completion_info
     line, suggestions = await ls.suggest(uri, pos, automatic, selected)
-    return types.InlineCompletionList(items=inline_items(uri, pos, line, suggestions, selected))
+    codec = ls.workspace.position_codec  # the negotiated encoding counts the accept's place
+    items = inline_items(uri, pos, line, suggestions, selected, codec)
+    return types.InlineCompletionList(items=items)
 
 
 @SERVER.feature(
