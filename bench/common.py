@@ -191,12 +191,18 @@ COMPILE_TIMEOUT_S = 1200  # to build a missing compiled step (one to three minut
 
 
 def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
-    """A FastRunner for ``variant``: a precision, or "<precision>-compiled", which steps
-    ``rows``-row batches through the compiled step (built first if it is not cached)."""
+    """A FastRunner for ``variant``: a precision, "<precision>-compiled", which steps
+    ``rows``-row batches through the compiled step (built first if it is not cached), or
+    "<precision>-graphs", which replays CUDA graphs (superposed/cuda_graph.py)."""
     from superposed.compiled import BackgroundCompiler, builder_command
     from superposed.runners import fast_runner_class
 
-    precision = variant.removesuffix("-compiled")
+    precision = variant.removesuffix("-compiled").removesuffix("-graphs")
+    if variant.endswith("-graphs"):  # CUDA graphs; on a CPU their bookkeeping alone (dry runs)
+        from superposed.cuda_graph import GraphRunner, eager_capture
+
+        static = fast_runner_class(loaded.model)(loaded.model, precision, static_cache=True)
+        return GraphRunner(static, None if static.device.type == "cuda" else eager_capture)
     runner = fast_runner_class(loaded.model)(loaded.model, precision)
     if variant.endswith("-compiled"):
         builder = builder_command(loaded.name, loaded.device.type, "auto", precision)

@@ -49,6 +49,7 @@ from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
 from bench.tables import table
 from ngram_db.suffix import MatchSet, SuffixIndex
 from superposed.api import Engine
+from superposed.cuda_graph import GRAPH_PRECISIONS
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
 from superposed.fast_runner import PRECISIONS
 from superposed.model import LoadedModel, load_model
@@ -57,6 +58,9 @@ from superposed.types import DecodeConfig, StopCondition
 
 # fast-<precision>-compiled: the decode step compiled by AOTInductor (built first if needed)
 RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS), *(f"fast-{p}-compiled" for p in PRECISIONS)]
+DEFAULT_RUNNERS = RUNNERS[:]
+# fast-<precision>-graphs: CUDA graphs (cuda_graph.py); for a GPU (bench/gpu.py), not a default
+RUNNERS += [f"fast-{p}-graphs" for p in GRAPH_PRECISIONS]
 SUPERPOSED_K = (1, 2, 3, 4, 8)
 BASELINE_K = 3
 NEW_TOKENS = 10
@@ -412,7 +416,7 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="repetitions (medians)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--runners", nargs="+", default=RUNNERS, choices=RUNNERS)
+    parser.add_argument("--runners", nargs="+", default=DEFAULT_RUNNERS, choices=RUNNERS)
     parser.add_argument("--settings", nargs="+", default=["short", "long"], choices=SETTINGS)
     parser.add_argument("--out", type=Path, default=RESULTS / "latency")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="the default, or a model directory")

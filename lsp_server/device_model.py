@@ -50,9 +50,12 @@ def read_times(path: Path) -> RequestTimes | None:
     if not path.is_file():
         return None
     try:
-        p50 = json.loads(path.read_text())["request_p50_ms"]
+        measured = json.loads(path.read_text())
+        if measured.get("dry_run"):  # bench.gpu --device cpu: a test of the script, no numbers
+            raise ValueError("a dry run's file")
+        p50 = measured["request_p50_ms"]
         return RequestTimes(float(p50[GEMMA3.name]["cuda"]), float(p50[DEFAULT_MODEL]["cpu"]))
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         log.warning("ignoring the device measurements in %s (%r): default model kept", path, err)
         return None
 

@@ -78,7 +78,8 @@ def cuda_capture(forward: Callable[[], Outputs]) -> tuple[Outputs, Callable[[], 
             forward()
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: another thread's CUDA work (a warm-up, a load) does not spoil the capture
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         outputs = forward()
     return outputs, graph.replay
 
@@ -149,6 +150,7 @@ class Graphs:
     storage: tuple[int, int] = (0, 0)  # the cache's K and V addresses the graphs read
     captures: int = 0  # graphs captured so far (a storage move captures them again)
     replays: int = 0
+    failed: set[GraphKey] = field(default_factory=set)  # captures that raised: eager instead
 
     def get(self, kind: str, rows: int, tokens: int, width: int = 1) -> Graph | None:
         """The graph for ``tokens`` new positions after the cache's filled ones; None where
@@ -162,8 +164,15 @@ class Graphs:
             self.graphs.clear()
             self.storage = storage
         key = GraphKey(kind, rows, tokens, width, capacity)
+        if key in self.failed:
+            return None
         if key not in self.graphs:
-            self.graphs[key] = self._capture(key)
+            try:
+                self.graphs[key] = self._capture(key)
+            except RuntimeError as err:  # a request must not fail for want of a graph
+                log.warning("capturing %s failed (%s): that forward stays eager", key, err)
+                self.failed.add(key)
+                return None
             self.captures += 1
         self.replays += 1
         return self.graphs[key]

@@ -123,6 +123,25 @@ def test_drafts_with_graphs_equal_the_eager_runner_s(tiny_loaded: LoadedModel) -
     assert got == want and all(got)
 
 
+def test_a_capture_that_fails_leaves_that_forward_eager() -> None:
+    """A capture can fail (another thread's CUDA work during it, memory): the request must
+    still be answered, eagerly, and that shape is not tried again."""
+    attempts: list[int] = []
+
+    def fails(forward: Any) -> Any:
+        attempts.append(1)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    eager = FastRunner(tiny(), "fp32", static_cache=True)
+    graphed = GraphRunner(FastRunner(tiny(), "fp32", static_cache=True), fails)
+    for runner in (eager, graphed):
+        runner.prefill(ids(20))
+    for token in (3, 4):
+        embeds = eager.embed(torch.tensor([[token]]))
+        assert (graphed.step(embeds) - eager.step(embeds)).abs().max() < 1e-4
+    assert len(attempts) == 1 and graphed.graphs.captures == 0
+
+
 def test_graphs_need_cuda_and_say_why() -> None:
     with pytest.raises(EngineError, match="CUDA graphs need a CUDA device"):
         GraphRunner(FastRunner(tiny(), "fp32", static_cache=True))

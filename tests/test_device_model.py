@@ -75,3 +75,10 @@ def test_settings_follow_the_device_only_for_an_unset_model(
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the device results decide")
 def test_on_a_cpu_the_default_is_unchanged() -> None:
     assert parse_settings({})[0].model.model == DEFAULT_MODEL
+
+
+def test_a_dry_run_s_file_decides_nothing(tmp_path: Path, on_cuda: None) -> None:
+    """bench.gpu --device cpu writes the same file from tiny models on a CPU."""
+    path = results(tmp_path, 40.0, 300.0)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "dry_run": True}))
+    assert device_default_model("cuda", path) == DEFAULT_MODEL
