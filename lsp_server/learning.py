@@ -5,7 +5,7 @@ thread): saves made while the model loads are learned at once, not lost when the
 before it is up; saves made before any store opened are kept and queued once one is. A
 loaded session (session.py) serves with the same stores; a model switch reopens them.
 
-Writes (saves, accepted drafts, forgetting) go through one queue (stores.WriteQueue) on a
+Writes (saves, accepted drafts, forgetting) go through one queue (writes.WriteQueue) on a
 thread of its own, which keeps and retries a write that meets another process's lock, so no
 save is lost and no request waits for the lock. Each write runs on the stores open when it
 runs, not when it was queued.
@@ -31,7 +31,8 @@ from lsp_server.completion import clean_text
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores, WriteQueue, accepted_name
+from lsp_server.stores import Stores, accepted_name
+from lsp_server.writes import WriteQueue
 from ngram_db.errors import StoreClosed
 
 if TYPE_CHECKING:

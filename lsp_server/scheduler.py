@@ -3,7 +3,7 @@
 - One engine thread: model loads, decodes and KV-cache warm-ups run there in order (the
   engine holds one KV cache and is not thread-safe).
 - One store thread: index runs (saves and the other writes have their own queue,
-  stores.WriteQueue).
+  writes.WriteQueue).
 - Supersession: a request for a document cancels the older one for the same document (and
   ``$/cancelRequest`` or ``didClose`` cancel it too). A cancelled request's event is set;
   the engine checks it between decoding steps, and its answer is dropped, so a stale answer

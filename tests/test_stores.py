@@ -11,7 +11,8 @@ import pytest
 
 from lsp_server import stores as stores_module
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores, WriteQueue
+from lsp_server.stores import Stores
+from lsp_server.writes import WriteQueue
 from ngram_db import ByteTokenizer, NgramStore
 from ngram_db.errors import StoreBusy
 
