@@ -455,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     go.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     go.add_argument("--shapes", type=Path, help="prepare's output (default: bench/results/tmp/"
                     "gpu-shapes; the dry run: tiny ones)")  # fmt: skip
-    go.add_argument("--budget-s", type=float, default=420.0, help="no step starts after this")
+    go.add_argument("--budget-s", type=float, default=360.0, help="no step starts after this")
     go.add_argument("--steps", nargs="*", choices=OPTIONAL_STEPS, default=list(OPTIONAL_STEPS),
                     help="the optional steps (shapes, targets, decide always run)")  # fmt: skip
     args = parser.parse_args(argv)
