@@ -191,7 +191,10 @@ class Memory:
             return False, None
         path = base_path(store.path)
         identity = file_id(path)
-        if identity == entry.on_disk:
+        # A mapped base whose file changed unseen (SuffixIndex.failed: bytes changed in place
+        # within the file system's timestamp granularity) is opened again, so checked again.
+        failed = entry.base is not None and entry.base.index.failed is not None
+        if identity == entry.on_disk and not failed:
             return False, None
         entry.on_disk = identity
         try:

@@ -119,11 +119,13 @@ def test_random_bytes_in_place_give_no_match_and_no_exception(
     assert segment.index.match(context) is None  # left out from then on
 
 
+@pytest.mark.parametrize("mtime", ["moved", "kept"])
 def test_a_request_in_flight_survives_its_base_overwritten_in_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mtime: str
 ) -> None:
     """The memory's source that a request holds, its base overwritten under it: the lookup
-    is skipped; the next request's source has the base rebuilt from the store."""
+    is skipped; the next request's source has the base rebuilt from the store (``kept``:
+    the change only the failed lookup saw)."""
     monkeypatch.setattr(suffix_store, "COPY_BYTES", 0)
     path = tmp_path / "store.sqlite"
     context = make_base(path)
@@ -132,10 +134,13 @@ def test_a_request_in_flight_survives_its_base_overwritten_in_place(
         in_flight = memory.store_index(store)
         assert in_flight is not None and in_flight.match(context) is not None
         file = base_path(path)
+        st = file.stat()
         start = arrays_start(file)
         with file.open("r+b") as out:
             out.seek(start)
-            out.write(np.random.default_rng(3).bytes(file.stat().st_size - start))
+            out.write(np.random.default_rng(3).bytes(st.st_size - start))
+        if mtime == "kept":
+            os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert in_flight.match(context) is None  # no IndexError reaches the request
         memory.store_index(store)  # sees the file changed: damaged, deleted, rebuilt
         memory.wait()
