@@ -148,21 +148,32 @@ class Learning:
             self._queue_save(path, text)
 
     async def accept(self, item: Mapping[str, Any], user_store: bool) -> dict[str, Any]:
-        """superposed.accept: the accepted draft (with the line before it) into the user store.
+        """superposed.accept: the accepted draft (with the line before it) into the user store,
+        unless a save of its file would not be learned or the draft itself would not be
+        (Stores.learn_text): then ``{"learned": false, "reason": ...}``.
 
         Answers within ACCEPT_WAIT_S: a write that waits for another writer's lock stays queued.
         """
-        text = item.get("text")
+        text, uri = item.get("text"), item.get("uri")
         if not isinstance(text, str) or not text.strip() or self.stores is None:
             return {"learned": False}
         if not user_store:
             return {"learned": False}
         self._counters["accepted"] += 1
         learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
-        future = self.writes.submit(name, partial(self._on_stores, "learn_text", learned, name))
+        path, roots = path_of(uri) if isinstance(uri, str) else None, self._roots()
+        future = self.writes.submit(
+            name, partial(self._on_stores, "learn_text", learned, path, roots, name)
+        )
         future.add_done_callback(lambda _: self._changed(False))
-        finished, ok = await written(future, ACCEPT_WAIT_S)
-        return {"learned": bool(ok)} if finished else {"learned": True, "queued": True}
+        finished, reason = await written(future, ACCEPT_WAIT_S)
+        if not finished:
+            return {"learned": True, "queued": True}
+        if reason is not None:
+            log.info("accepted draft not learned: %s (%s)", uri, reason)
+            self._counters["accepts_skipped"] += 1
+            return {"learned": False, "reason": reason}
+        return {"learned": True}
 
     async def forget(self, item: Any) -> dict[str, Any]:
         """superposed.forget: erase a file or folder (``{"path"}``, ``{"uri"}`` or either as a

@@ -8,8 +8,9 @@ first time.
 
 What is learned: a saved file is counted only when its resolved path lies inside a workspace
 folder (not through ``..`` or a symbolic link that leads elsewhere, not a file of another
-repository) and index-repo would index it (``ngram_db.files.save_skip_reason``: no secrets,
-no ignored or generated files, nothing over ``maxFileBytes``). A store that cannot be used
+repository) and index-repo would index it (no secrets, no ignored or generated files,
+nothing over ``maxFileBytes``). ``never_learned`` is that rule, for saves, accepted drafts
+and the open documents that drafts elsewhere copy from. A store that cannot be used
 is reported once (through ``report``) and left out; the other store keeps serving.
 
 A store file replaced under the server (``index-repo --rebuild``, which the store-damaged
@@ -40,7 +41,7 @@ from lsp_server.shared import SharedIndexes
 from lsp_server.writes import TRANSIENT
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
 from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
-from ngram_db.files import save_skip_reason
+from ngram_db.files import content_skip_reason, path_skip_reason
 from ngram_db.suffix_store import FileId, file_id
 from ngram_db.tokenizer import as_tokenizer
 from superposed.ngram import MatchSource, NgramResult, NgramSource
@@ -141,6 +142,43 @@ def root_for(path: Path, roots: Sequence[Path]) -> Path | None:
         return None
 
 
+class Placed(NamedTuple):
+    """A file as the stores see it: resolved, its workspace folder, and why its text is never
+    learned by where it is (None: its text decides)."""
+
+    path: Path | None  # resolved; None: not a file, or a loop of links on its way
+    root: Path | None  # the innermost workspace folder that holds it; None: none does
+    reason: str | None
+
+
+def placed(path: Path | None, roots: Sequence[Path]) -> Placed:
+    """Where ``path`` is learned, or why it never is: not a file, a loop of symbolic links,
+    outside the workspace folders, a name or an ignore file that index-repo skips."""
+    if path is None:
+        return Placed(None, None, "not a file")
+    try:
+        real = resolved(path)
+    except UnresolvablePath:
+        return Placed(None, None, "symlink loop")
+    root = workspace_root(real, roots)
+    if root is None:
+        return Placed(real, None, "outside the workspace")
+    return Placed(real, root, path_skip_reason(real, root))
+
+
+def never_learned(
+    path: Path | None, text: str, roots: Sequence[Path], max_bytes: int
+) -> str | None:
+    """Why ``text`` in the file ``path`` is never learned; None: it may be.
+
+    The one rule for a save of the file (``text``: its text), a draft accepted in it
+    (``text``: the draft with its line) and an open document that other documents' drafts
+    would copy from (lsp_server/memory.py): where the file is (``placed``), then what the
+    text holds (``ngram_db.files.content_skip_reason``: secrets, size, binary, generated).
+    """
+    return placed(path, roots).reason or content_skip_reason(text, max_bytes)
+
+
 class _Guarded:
     """A store's n-gram source that, when the store fails, answers "no support" instead."""
 
@@ -187,6 +225,11 @@ class Stores:
         self._lock = threading.RLock()  # opening and swapping stores; SQLite does the rest
         self._closed = False  # close() was called: the server opened new Stores instead
         self._shared = SharedIndexes(self._report)  # the sharedIndexes setting's indexes
+
+    @property
+    def max_file_bytes(self) -> int:
+        """The size limit of what is learned (maxFileBytes), for ``never_learned``'s callers."""
+        return self._settings.max_file_bytes
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -426,16 +469,13 @@ class Stores:
         Returns why it was not learned (its old contribution is then removed), or None.
         A write that may succeed later (TRANSIENT) raises: the write queue retries it.
         """
-        try:
-            real = resolved(path)
-        except UnresolvablePath as err:
-            self._report(f"not learned: {err}")
-            return "symlink loop"
-        root = workspace_root(real, roots)
-        if root is None:
-            return "outside the workspace"
+        real, root, reason = placed(path, roots)
+        if real is None or root is None:
+            if reason == "symlink loop":
+                self._report(f"not learned: {path} goes through a loop of symbolic links")
+            return reason
         key = str(real)  # index_repo's keys: absolute, resolved
-        reason = save_skip_reason(real, root, text, self._settings.max_file_bytes)
+        reason = reason or content_skip_reason(text, self._settings.max_file_bytes)
         written = True
         for store in (self.codebase(root), self.user()):
             if store is None:
@@ -447,21 +487,29 @@ class Stores:
             return "store not usable"  # said once by _failed
         return reason
 
-    def learn_text(self, text: str, name: str | None = None) -> bool:
-        """Add accepted text to the user store; False when the user store is disabled.
+    def learn_text(
+        self, text: str, path: Path | None, roots: Sequence[Path], name: str | None = None
+    ) -> str | None:
+        """Add a draft accepted in the file ``path`` (``text``: the draft with its line) to
+        the user store; returns why it was not learned, or None.
 
+        A draft obeys a save's rules (``never_learned``): those of the file it went into,
+        and the content scan and the size limit (maxFileBytes) on ``text`` itself.
         ``name`` identifies the draft (a retry with the same name writes nothing twice).
         Only the newest ACCEPTED_KEEP drafts are kept.
         """
         user = self.user()
         if user is None:
-            return False
+            return "the user store is off or not usable"
+        reason = never_learned(path, text, roots, self._settings.max_file_bytes)
+        if reason is not None:
+            return reason
         name = name or accepted_name()
         # The store counts files exactly: each accepted draft is a pseudo-file of its own.
         if self._use(user, lambda: user.update_file(name, text)) is None:
-            return False
+            return "store not usable"  # said once by _failed
         self._use(user, lambda: user.prune(ACCEPTED_PREFIX, ACCEPTED_KEEP))
-        return True
+        return None
 
     def forget(self, path: Path | None, roots: Sequence[Path]) -> dict[str, Any]:
         """Erase ``path`` (a file or folder) from the user store and its codebase store;

@@ -9,7 +9,9 @@ A folder outside git still has its ``.gitignore`` files respected. Files whose t
 secret (a private key block, an AWS, GitHub, GitLab, Slack, Stripe, Google or npm token) are
 skipped whatever their name. Symbolic links are never followed.
 
-``save_skip_reason`` applies the same rules to one saved file (the language server's didSave).
+``save_skip_reason`` applies the same rules to one saved file (the language server's didSave):
+``path_skip_reason`` (where the file is) and ``content_skip_reason`` (its text) apart, for a
+text that is not the file's (a draft accepted in it) or a file that is not saved (an open one).
 
 Every git call goes through ``_git``: two plumbing commands (``ls-files``, ``check-ignore``)
 under settings that let no program the repository names run (docs/privacy.md, Security).
@@ -383,26 +385,40 @@ def _gitignored(root: Path, rel: str) -> bool:
     return GitignoreRules(root).ignored(rel)  # outside git, or a folder git ignores
 
 
+def path_skip_reason(path: Path, root: Path) -> str | None:
+    """Why a file under ``root`` is not indexed by where it is: its name (secret, generated,
+    binary, an ignored folder) or the ignore files; None: its text decides.
+
+    ``path`` and ``root`` are resolved; ``path`` lies under ``root``.
+    """
+    rel = path.relative_to(root).as_posix()
+    reason = skip_reason(rel)
+    if reason is not None:
+        return reason
+    return "gitignored" if _gitignored(root, rel) else None
+
+
+def content_skip_reason(text: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str | None:
+    """Why a text is not indexed whatever its file: over ``max_bytes`` of UTF-8, binary,
+    generated, minified, or holding a secret (``text_skip_reason``); None: index it."""
+    # a character is 1 to 4 bytes: measure the bytes only when the bounds do not decide
+    if len(text) > max_bytes or (
+        4 * len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
+    ):
+        return "too large"
+    return text_skip_reason(text)
+
+
 def save_skip_reason(
     path: Path, root: Path, text: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES
 ) -> str | None:
     """Why a saved file would not be indexed, as index-repo decides (None: index it).
 
     ``path`` and ``root`` are resolved; ``path`` lies under ``root``. Checks the name rules,
-    the ignore files, the size (``max_bytes`` of UTF-8) and the text (secrets included).
+    the ignore files (``path_skip_reason``), the size (``max_bytes`` of UTF-8) and the text,
+    secrets included (``content_skip_reason``).
     """
-    rel = path.relative_to(root).as_posix()
-    reason = skip_reason(rel)
-    if reason is not None:
-        return reason
-    # a character is 1 to 4 bytes: measure the bytes only when the bounds do not decide
-    if len(text) > max_bytes or (
-        4 * len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
-    ):
-        return "too large"
-    if _gitignored(root, rel):
-        return "gitignored"
-    return text_skip_reason(text)
+    return path_skip_reason(path, root) or content_skip_reason(text, max_bytes)
 
 
 def read_text(candidate: Candidate, root: Path, max_bytes: int, skip_secrets: bool = True) -> str:

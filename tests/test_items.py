@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import PositionCodec
 
 from lsp_server.completion import Suggestion
@@ -55,3 +56,27 @@ def test_the_accept_after_a_selected_item_of_two_lines_is_on_its_last_line() -> 
     selected = types.SelectedCompletionInfo(range=types.Range(start=start, end=start), text=text)
     (item,) = inline_items("file:///x.py", start, "", [Suggestion(")", 1.0)], selected)
     assert argument(item)["position"] == {"line": 2, "character": 4 + 4}
+
+
+@pytest.mark.parametrize(
+    ("position", "named"),
+    [
+        ({"line": -1, "character": 0}, "position.line"),
+        ({"line": 0, "character": 2**62}, "position.character"),
+        ({"line": True, "character": 0}, "position.line"),
+        ({"line": 0, "character": "3"}, "position.character"),
+        ({"line": 0}, "position.character"),
+        ([0, 3], "position must be"),
+    ],
+)
+def test_an_impossible_accept_position_is_invalid_params(position: Any, named: str) -> None:
+    """Issue 34, item 8: -32602 saying which field is wrong, not -32603 with a traceback."""
+    item = {"uri": "file:///a.py", "text": "x", "position": position}
+    with pytest.raises(JsonRpcInvalidParams, match=named):
+        accepted_at(item)
+
+
+def test_an_accept_without_position_only_says_nothing_of_where() -> None:
+    assert accepted_at({"uri": "file:///a.py", "text": "x"}) is None  # a partial accept
+    at = accepted_at({"uri": "u", "text": "x", "position": {"line": 2**31 - 1, "character": 0}})
+    assert at is not None and at[2].line == 2**31 - 1

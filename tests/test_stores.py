@@ -116,7 +116,7 @@ def test_accepted_drafts_are_bounded(
     monkeypatch.setattr(stores_module, "ACCEPTED_KEEP", 3)
     stores, _ = make_stores(tmp_path)
     for i in range(5):
-        assert stores.learn_text(f"draft number {i}\n")
+        assert stores.learn_text(f"draft number {i}\n", ws / "a.py", [ws]) is None
     user = stores.user()
     assert user is not None
     kept = user.paths(stores_module.ACCEPTED_PREFIX)
@@ -130,7 +130,7 @@ def test_forget_a_path_or_the_whole_user_store(tmp_path: Path, ws: Path) -> None
     stores, _ = make_stores(tmp_path)
     for name in ("a.py", "b.py"):
         stores.update_file(ws / name, f"{name} = 1\n", [ws])
-    stores.learn_text("accepted draft\n")
+    assert stores.learn_text("accepted draft\n", ws / "a.py", [ws]) is None
     result = stores.forget(ws / "a.py", [ws])
     assert set(result["removed"].values()) == {1}  # from both stores
     assert stored(tmp_path / "cache" / "codebase.sqlite") == [str((ws / "b.py").resolve())]
@@ -191,3 +191,27 @@ def test_the_write_queue_retries_a_busy_write_until_it_lands() -> None:
     assert queue.submit("save:a", write).result(timeout=5) == "written"
     assert len(attempts) == 3
     assert queue.drain(1) and queue.pending() == 0
+
+
+def test_an_accepted_draft_obeys_a_saves_rules(tmp_path: Path, ws: Path) -> None:
+    """Issue 34, item 1: the file's rules where it went in, the content scan and the size
+    limit on the draft itself (``never_learned``, the one rule a save obeys too)."""
+    stores, _ = make_stores(tmp_path, max_file_bytes=1_000)
+    (ws / ".gitignore").write_text("scratch.py\n")
+    aws, token = "AKIA" + "QWERTYUIOPASDFGH", "ghp_" + "x7" * 18  # no secret in this file
+    drafts = [
+        (ws / "app.py", f'key = "{aws}"', "secret content"),
+        (ws / "app.py", PEM, "secret content"),
+        (ws / "app.py", f"token = {token!r}", "secret content"),
+        (ws / ".env", "DB_HOST=db7.corp.internal", "secret"),
+        (ws / "scratch.py", "host = 'db7'", "gitignored"),
+        (tmp_path / "elsewhere.py", "host = 'db7'", "outside the workspace"),
+        (None, "host = 'db7'", "not a file"),
+        (ws / "app.py", "value = 12345\n" * 100, "too large"),
+    ]
+    assert [stores.learn_text(text, path, [ws]) for path, text, _ in drafts] == [
+        reason for _, _, reason in drafts
+    ]
+    assert stored(tmp_path / "data" / "user.sqlite") == []
+    assert stores.learn_text("return 42", ws / "app.py", [ws]) is None
+    assert len(stored(tmp_path / "data" / "user.sqlite")) == 1
