@@ -22,7 +22,7 @@ export interface ServerStatus {
   model: string; // the model loading, or loaded
   message?: string; // for people; the error's text when state is 'error'
   percent?: number; // 0..100, while indexing
-  step?: 'compiled' | 'eager'; // when ready: the decode step serving the drafts
+  step?: 'compiled' | 'graphs' | 'eager'; // when ready: the decode step (graphs: on CUDA)
 }
 
 /** The state a superposed/status stands for; `ready` builds the ready state (model, k, stats). */
