@@ -133,10 +133,23 @@ class Drafts:
         self._scheduler = scheduler
         self._counters = counters
         self._call_soon = call_soon  # onto the event loop, from any thread
+        self._erased: dict[str, object] = {}  # key -> erasure stamp at its last request
 
-    async def without_model(self, key: str, context: CursorContext) -> list[Suggestion] | None:
+    async def without_model(
+        self, key: str, context: CursorContext, erased: object = None
+    ) -> list[Suggestion] | None:
         """The drafts for a request at ``context`` that need no model call of its own: the
-        shown ones typed along, or the accept's job's; None: the request decodes."""
+        shown ones typed along, or the accept's job's; None: the request decodes.
+
+        ``erased``: the stores' erasure stamp now (Memory.erasures). When it moved since the
+        document's last request, text was forgotten (by the editor or ``index-repo
+        --forget``) and the drafts shown or drafted ahead may hold it: they go.
+        """
+        if self._erased.get(key, erased) != erased:
+            self.cache.forget(key)
+            self.ahead.cancel(key)
+            self._counters["dropped_after_forget"] += 1
+        self._erased[key] = erased
         along = self.cache.along(key, context)
         if along is not None:
             self._counters["typed_along"] += 1
@@ -183,6 +196,7 @@ class Drafts:
         """The document closed: its drafts and its job go."""
         self.cache.forget(key)
         self.ahead.cancel(key)
+        self._erased.pop(key, None)
 
     def clear(self) -> None:
         """The settings changed: drafts shown under the old ones (k, method) are stale."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -55,6 +55,8 @@ from ngram_db.tokenizer import as_tokenizer
 from superposed.ngram import Match, MatchSource
 
 log = logging.getLogger(__name__)
+
+Select = Callable[[Mapping[str, str]], Mapping[str, str]]  # open documents -> those kept
 
 # Characters of an open document indexed at most (before and after the cursor's line for
 # the requesting one): a huge generated file would otherwise be tokenized at every change.
@@ -100,6 +102,13 @@ class _StoreMemory:
         return [s.index for s in (self.delta, self.base) if s is not None and len(s.index)]
 
 
+def _erased(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether files of ``old`` were erased in ``new``: a file gone, or accepted drafts gone
+    with none come (a clear; a prune makes room for a new one, which is no erasure)."""
+    gone = old.keys() - new.keys()
+    return any(lasting(p) for p in gone) or bool(gone and new.keys() <= old.keys())
+
+
 class Memory:
     """Suffix indexes over the stores' files and the open documents; thread-safe."""
 
@@ -118,6 +127,7 @@ class Memory:
         self._others: tuple[frozenset[tuple[str, int]], SuffixIndex | None] = (frozenset(), None)
         self._others_building: frozenset[tuple[str, int]] | None = None
         self._current: dict[str, tuple[tuple[int, int], SuffixIndex]] = {}
+        self._erased = 0  # times a file was seen erased from a store (``erasures``)
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -153,7 +163,11 @@ class Memory:
             moved, base = self._look_at_base(store, entry)
             version = store.change_counter()
             if version != entry.version or moved:
-                entry.table = store.file_table()  # read after the counter: at least as new
+                table = store.file_table()  # read after the counter: at least as new
+                if _erased(entry.table, table):
+                    with self._lock:
+                        self._erased += 1
+                entry.table = table
                 entry.version = version
                 self._publish(entry, base if moved else entry.base, entry.delta)
             return entry.missing
@@ -294,6 +308,23 @@ class Memory:
                     log.info("memory: store %s not read: %s", store.name, err)
             self._schedule(store, entry)
 
+    def erasures(self, stores: Sequence[NgramStore]) -> tuple[int, int]:
+        """A stamp that moves whenever a file was erased from one of ``stores`` (a forget, a
+        save that stopped qualifying) by this server or any other process (``index-repo
+        --forget``): each store is synced with its change counter first. Drafts shown before
+        it moved may hold erased text (ahead.Drafts drops them)."""
+        for store in stores:
+            with self._lock:
+                entry = self._stores.get(store)
+                if entry is None:
+                    entry = self._stores[store] = _StoreMemory()
+            try:
+                self._sync_store(store, entry)
+            except NgramStoreError as err:  # a closed or broken store: nothing erased here
+                log.info("memory: store %s not read: %s", store.name, err)
+        with self._lock:
+            return id(self), self._erased
+
     def wait(self) -> None:
         """Block until the builds started so far, and those they queue, are done (tests,
         benchmarks)."""
@@ -402,24 +433,31 @@ class Memory:
         offset: int,
         documents: Mapping[str, str],
         stores: Sequence[NgramStore] = (),
+        shared: Select | None = None,
     ) -> MatchSource:
         """Everything the request at ``offset`` in ``uri`` can match: the stores' files, the
-        open ``documents`` (uri -> text, ``uri``'s among them) as they are now; the files of
-        ``uri``'s language first, never across the code/prose line (``ngram_db.languages``)."""
+        open ``documents`` (uri -> text, ``uri``'s among them; of the others those that
+        ``shared`` keeps) as they are now; the files of ``uri``'s language first, never
+        across the code/prose line (``ngram_db.languages``)."""
         indexes: list[SuffixIndex | MatchSet | None] = [
             self.store_index(s) for s in stores if s is not None
         ]
-        found = [*indexes, *self._document_indexes(uri, offset, documents)]
+        found = [*indexes, *self._document_indexes(uri, offset, documents, shared)]
         return _match_set(found, languages.language_of(uri))
 
     def _document_indexes(
-        self, uri: str, offset: int, documents: Mapping[str, str]
+        self, uri: str, offset: int, documents: Mapping[str, str], shared: Select | None = None
     ) -> list[SuffixIndex | None]:
         """The other open documents' index and the requesting one's (see ``source``).
 
         The indexes are built outside the lock: the engine thread takes it for the stores'
         indexes (PendingSource.with_stores) while this runs on the requests' thread.
+        ``shared``: the documents that others may copy from (lsp_server/shareable.py); the
+        requesting one is indexed for itself whatever it says.
         """
+        if shared is not None:
+            own = {uri: documents[uri]} if uri in documents else {}
+            documents = {**shared(documents), **own}
         before, after = self._current_texts(documents.get(uri, ""), offset)
         key = (hash(before), hash(after))
         with self._lock:
@@ -438,13 +476,16 @@ class Memory:
                     self._current[uri] = cached
         return [others, cached[1]]
 
-    def source_later(self, uri: str, offset: int, documents: Mapping[str, str]) -> PendingSource:
-        """``source``, with the documents indexed from now on a thread of their own.
+    def source_later(
+        self, uri: str, offset: int, documents: Mapping[str, str], shared: Select | None = None
+    ) -> PendingSource:
+        """``source``, with the documents indexed from now on a thread of their own
+        (``shared``: those that other documents may copy from, see ``_document_indexes``).
 
         Call it when the request arrives; give the stores on the engine thread
         (``PendingSource.with_stores``). Its first ``match`` waits for the documents' indexes.
         """
-        future = self._requests.submit(self._document_indexes, uri, offset, documents)
+        future = self._requests.submit(self._document_indexes, uri, offset, documents, shared)
         return PendingSource(self, future, languages.language_of(uri))
 
 

@@ -156,9 +156,10 @@ class SuperposedServer(LanguageServer):
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
         key = _doc_key(uri)
         self.scheduler.supersede(key)  # this request supersedes older ones for the document
-        if (ready := await self.drafts.without_model(key, context)) is not None:
+        settings, where, session = self.settings, Where.of(uri, self.workspace), self.session
+        erased = await asyncio.to_thread(session.erasures, where)  # it reads the stores
+        if (ready := await self.drafts.without_model(key, context, erased)) is not None:
             return ready
-        settings, where = self.settings, Where.of(uri, self.workspace)
         answer = await self.session.answer(self.decoder, key, where, context, settings)
         if answer is None:
             return []  # superseded (a newer request answers instead), or no model yet

@@ -23,7 +23,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ from lsp_server.models import load_engine
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import DecodingSettings, ModelSettings, Settings
+from lsp_server.shareable import Shareable
 from lsp_server.stores import Stores, explain
 from ngram_db.errors import NgramStoreError
 from ngram_db.store import NgramStore
@@ -84,6 +85,8 @@ class Session:
     engine: Engine
     stores: Stores
     memory: Memory  # suffix indexes over the stores' files and the open documents
+    # the open documents that other documents' drafts may copy from (a save's rules)
+    shareable: Shareable = field(default_factory=Shareable)
     error = None  # the load did not fail
 
     def status(self) -> tuple[str, str | None]:
@@ -115,6 +118,11 @@ class Session:
     def stores_changed(self, forgotten: bool) -> None:
         """A store was written: the memory's indexes of it are out of date (Memory)."""
         self.memory.stores_changed(forgotten=forgotten)
+
+    def erasures(self, where: Where) -> object:
+        """A stamp that moves when text is erased from the stores that apply ``where``
+        (Memory.erasures); off the event loop: it reads them."""
+        return self.memory.erasures(where.stores(self.stores))
 
     async def answer(
         self, decoder: Decoder, key: str, where: Where, context: CursorContext, settings: Settings
@@ -169,7 +177,10 @@ class Session:
         the engine thread (like ``ngram_source``), and the definitions' proposals join them
         (lsp_server/definition_source.py).
         """
-        pending = self.memory.source_later(where.uri, len(context.before), where.documents)
+        shared = partial(
+            self.shareable.others, roots=where.roots, max_bytes=self.stores.max_file_bytes
+        )
+        pending = self.memory.source_later(where.uri, len(context.before), where.documents, shared)
 
         def build() -> MatchSource | None:
             stores = where.stores(self.stores)
@@ -249,6 +260,9 @@ class NotReady:
 
     def stores_changed(self, forgotten: bool) -> None:
         pass  # no memory yet: the next session's indexes the stores as they are
+
+    def erasures(self, where: Where) -> object:
+        return None  # no drafts are shown without a session
 
     async def answer(
         self, decoder: Decoder, key: str, where: Where, context: CursorContext, settings: Settings

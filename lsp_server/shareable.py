@@ -1,0 +1,74 @@
+"""Which open documents the memory may copy from into other documents (issue 34, item 1).
+
+The memory indexes the documents open in the editor, saved or not, and proposes their text
+word for word in the other documents. An open document obeys the rule a save of it would
+(``stores.never_learned``): one whose save would not be learned (a ``.env``, a git-ignored
+file, a file outside the workspace folders, one whose text holds a key, one over
+``maxFileBytes``, a buffer that is no file) still serves its own drafts, never another
+document's. Its own drafts read only its own text, which the user has in front of them.
+
+Where a file is (its name, the ignore files: a git call) is judged once per document and
+again after PLACE_TTL_S, what its text holds at each change of it (``content_skip_reason``:
+about 10 ms per MB). Called on the memory's own thread, never the event loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pygls.uris import to_fs_path
+
+from lsp_server.stores import placed
+from ngram_db.files import content_skip_reason
+
+# Where an open document lies is judged again after this long: a .gitignore edited, a
+# workspace folder added meanwhile.
+PLACE_TTL_S = 30.0
+
+
+class Shareable:
+    """The open documents that other documents' drafts may copy from; verdicts cached."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # uri -> (roots, when judged, why never learned where it lies)
+        self._places: dict[str, tuple[tuple[Path, ...], float, str | None]] = {}
+        self._texts: dict[str, tuple[str, int, str | None]] = {}  # uri -> (text, limit, why)
+
+    def others(
+        self, documents: Mapping[str, str], roots: Sequence[Path], max_bytes: int
+    ) -> dict[str, str]:
+        """The ``documents`` (uri -> text) whose text a save would learn; the verdicts of
+        documents no longer open are dropped."""
+        with self._lock:
+            for gone in [u for u in self._places if u not in documents]:
+                del self._places[gone]
+            for gone in [u for u in self._texts if u not in documents]:
+                del self._texts[gone]
+        return {
+            uri: text
+            for uri, text in documents.items()
+            if self.reason(uri, text, roots, max_bytes) is None
+        }
+
+    def reason(self, uri: str, text: str, roots: Sequence[Path], max_bytes: int) -> str | None:
+        """Why the open document ``uri`` does not feed the others' drafts; None: it may."""
+        key, now = tuple(roots), time.monotonic()
+        with self._lock:
+            place = self._places.get(uri)
+            known = self._texts.get(uri)
+        if place is None or place[0] != key or now - place[1] > PLACE_TTL_S:
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            place = (key, now, placed(Path(path) if path else None, roots).reason)
+            with self._lock:
+                self._places[uri] = place
+        if place[2] is not None:
+            return place[2]
+        if known is None or known[1] != max_bytes or (known[0] is not text and known[0] != text):
+            known = (text, max_bytes, content_skip_reason(text, max_bytes))
+            with self._lock:
+                self._texts[uri] = known
+        return known[2]
