@@ -208,6 +208,10 @@ class Session:
         if decoding.context == "off" or not where.uri:
             return context
         tokenizer = self.engine.tokenizer
+        open_uris: Mapping[str, str] = where.documents
+        if decoding.context == "definitions+recent":  # other documents' chunks: as the memory
+            max_bytes = self.stores.max_file_bytes
+            open_uris = self.shareable.others(where.documents, where.roots, max_bytes)
         preamble = assembler.preamble(
             decoding.context,
             decoding.context_tokens,
@@ -215,7 +219,7 @@ class Session:
             str(where.path) if where.path else where.uri,
             context.before + context.following,
             len(context.before),
-            [unquote(u) for u in where.documents],
+            [unquote(u) for u in open_uris],
             store_lookup(where.stores(self.stores)),
             lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
         )
