@@ -59,6 +59,7 @@ class ModelSettings:
     precision: str = "auto"  # auto | fp32 | bf16 | int8 | int4
     runner: str = "auto"  # auto (fast where it applies) | hf (the reference) | fast
     threads: int = 1  # CPU threads: two on a busy 2-core machine measured 3-35x slower
+    # (0: the count calibrated at the first load on this CPU, superposed/calibrate.py)
     # background: a child process compiles the fast runner's decode step (cached on disk),
     # used once it is ready; off: always eager.
     compile: str = "background"  # background | off
@@ -326,7 +327,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "dtype": ("model", "dtype", _choice(DTYPES)),
     "precision": ("model", "precision", _choice(PRECISION_CHOICES)),
     "runner": ("model", "runner", _choice(RUNNERS)),
-    "threads": ("model", "threads", _int(1, 64)),
+    "threads": ("model", "threads", _int(0, 64)),
     "compile": ("model", "compile", _choice(COMPILE_MODES)),
     "prefillCopy": ("model", "prefill_copy", _bool),
     **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...

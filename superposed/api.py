@@ -10,13 +10,14 @@ from typing import Any, cast
 
 import torch
 
+from superposed.calibrate import calibrated
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.cuda_graph import GraphRunner
 from superposed.cuda_graph import unsupported_reason as graphs_unsupported
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt
-from superposed.model import LoadedModel, compact_loading, load_model
+from superposed.model import LoadedModel, compact_loading, load_model, set_threads
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
@@ -104,6 +105,9 @@ class Engine:
         prefill_copy: an int8/int4 fast runner keeps a bf16 copy of its layers for prefills
         (FastRunner's ``prefill_copy``).
 
+        threads: torch's CPU threads; 0: the calibration's count for this CPU and model
+        (calibrate.py).
+
         compile "background": a child process compiles the fast runner's decode step
         (compiled.py), which the runner uses once it is ready; "off": always eager.
         """
@@ -113,10 +117,12 @@ class Engine:
         # (quantized decode; a bf16 prefill copy with prefill_copy): an fp32 master (0.5 GB
         # for the default model) would only raise the peak, and take memory from then on.
         with compact_loading():
-            loaded = load_model(model, device, dtype, threads, skeleton=runner != "hf")
+            loaded = load_model(model, device, dtype, threads or None, skeleton=runner != "hf")
+            if threads == 0 and loaded.device.type == "cpu":  # measured, once per CPU
+                set_threads(calibrated(loaded.model.config.to_json_string()).threads)
             hf = runner == "auto" and fast_runner_class(loaded.model).unsupported(loaded.model)
             if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
-                loaded = load_model(model, device, dtype, threads)
+                loaded = load_model(model, device, dtype)
             chosen = make_runner(
                 loaded.model, runner, precision, loaded.checkpoint, prefill_copy=prefill_copy
             )

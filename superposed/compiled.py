@@ -85,6 +85,7 @@ def fingerprint(runner: FastRunner, rows: int) -> str:
     for name in _CODE:
         digest.update((Path(__file__).parent / name).read_bytes())
     digest.update(f"{runner.precision} {rows} {torch.__version__} {runner.device.type}".encode())
+    digest.update(str(runner.dtype).encode())  # the KV cache's (quant.kv_dtype measures it)
     digest.update(runner.config_json.encode())
     for tensor in runner.weight_sample():
         digest.update(tensor.float().numpy().tobytes())

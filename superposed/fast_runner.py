@@ -46,9 +46,9 @@ from superposed.attention import (
 from superposed.blocks import Block, Dims, Fetch, copy_parameter, owned
 from superposed.kv_cache import KVCache
 from superposed.model import Checkpoint
-from superposed.options import PRECISIONS
+from superposed.options import PRECISIONS, QUANTIZED
 from superposed.prefill import TYPED_TOKENS, DequantizedBlocks, PrefillPlan, Weights
-from superposed.quant import Linear, RefinedHead, quantize
+from superposed.quant import Linear, RefinedHead, kv_dtype, quantize
 from superposed.runner import check_finite
 from superposed.types import EngineError
 
@@ -112,7 +112,7 @@ def build_head(model: Any, precision: str, head_weight: torch.Tensor, fetch: Fet
     output = model.get_output_embeddings()
     bias = getattr(output, "bias", None)
     bias = None if bias is None else fetch(bias)
-    if precision in ("int8", "int4"):  # int4 logits, the best ones recomputed exactly
+    if precision in QUANTIZED:  # coarse logits, the best ones recomputed exactly
         return RefinedHead(head_weight, bias)
     return quantize(head_weight, bias, precision)
 
@@ -146,6 +146,7 @@ class FastRunner:
         static_cache: bool | None = None,
         checkpoint: Checkpoint | None = None,
         prefill_copy: bool = False,
+        kv_dtype: torch.dtype | None = None,
     ) -> None:
         """static_cache: allocate the KV tensors for the whole context at once, so their
         addresses never change (what CUDA graphs need); None means on a GPU only (the
@@ -157,7 +158,10 @@ class FastRunner:
 
         prefill_copy (int8, int4): keep a dense copy of the layers for prefills of many
         tokens instead of de-quantizing the decode weights one layer at a time as a prefill
-        runs (prefill.py)."""
+        runs (prefill.py).
+
+        kv_dtype: the dtype of the KV cache (and the attention); None: quant.kv_dtype's
+        choice for the precision and this CPU."""
         if precision not in PRECISIONS:
             raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
         reason = self.unsupported(model)
@@ -165,10 +169,11 @@ class FastRunner:
             raise UnsupportedModel(f"the fast runner cannot run this model: {reason}")
         fetch: Fetch = checkpoint if checkpoint is not None else copy_parameter
         self.device = checkpoint.device if checkpoint else next(model.parameters()).device
-        if precision in ("int8", "int4") and self.device.type != "cpu":
+        if precision in QUANTIZED and self.device.type != "cpu":
             raise EngineError(f"precision {precision} runs on the CPU only: use bf16 on a GPU")
         self.precision = precision
         self.static_cache = self.device.type != "cpu" if static_cache is None else static_cache
+        self._kv_dtype = kv_dtype
         self._read_config(model.config)
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
         self._sample = [
@@ -213,7 +218,7 @@ class FastRunner:
             getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         )
         self.eps = float(config.rms_norm_eps)
-        self.dtype = torch.float32 if self.precision == "fp32" else torch.bfloat16  # KV
+        self.dtype = self._kv_dtype or kv_dtype(self.precision, self.device)  # q, k, v: the KV
         self.dims = Dims(self.heads, self.kv_heads, self.head_dim, self.eps, self.dtype)
         # What identifies the weights (compiled.py keys compiled steps by it).
         self.config_json: str = config.to_json_string()
@@ -223,7 +228,7 @@ class FastRunner:
         would keep the checkpoint's memory map resident (0.5 GB for the default); returns
         the head's weight (the same tensor where they are tied)."""
         embedding = model.get_input_embeddings().weight
-        if self.precision in ("int8", "int4"):  # bf16 rows: half the memory (54 MB here)
+        if self.precision in QUANTIZED:  # bf16 rows: half the memory (54 MB here)
             self._embed_weight = (
                 checkpoint(embedding, torch.bfloat16)
                 if checkpoint is not None

@@ -41,6 +41,7 @@ DTYPES = (AUTO, "float32", "bfloat16", "float16")  # auto: bfloat16 on a GPU, el
 # The fast runner's decode weights; auto (int4 on a CPU, bf16 on a GPU) is resolved by
 # runners.make_runner, so a FastRunner itself takes one of these.
 PRECISIONS = ("fp32", "bf16", "int8", "int4")
+QUANTIZED = ("int8", "int4")  # CPU-only kernels, with dense prefills (prefill.py)
 PRECISION_CHOICES = (AUTO, *PRECISIONS)
 RUNNERS = (AUTO, "hf", "fast")  # auto: the fast runner where it supports the model
 COMPILE_MODES = ("background", "off")  # the fast runner's decode step compiled in a child

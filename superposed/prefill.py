@@ -32,6 +32,7 @@ from typing import overload
 import torch
 
 from superposed.blocks import Block
+from superposed.options import QUANTIZED
 from superposed.quant import Linear, dequantized, prefill_dtype
 
 # A typed word, a warm-up chunk's tail: forwards of up to this many new tokens run on the
@@ -119,7 +120,7 @@ class PrefillPlan:
         """The plan for ``decode`` weights in ``precision`` (see the module docstring);
         ``copy``: the prefill copy; build(precision) builds the layers in ``precision``
         around the decode head."""
-        if precision not in ("int8", "int4"):
+        if precision not in QUANTIZED:
             return cls(decode, decode, TYPED_TOKENS, CHUNK)
         if copy:
             dense = build("bf16" if prefill_dtype() == torch.bfloat16 else "fp32")

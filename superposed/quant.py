@@ -9,6 +9,13 @@ Why not torchao: torchao 0.18 (the release for torch 2.13) dropped its CPU int4 
 6.6x slower than ``_weight_int8pack_mm`` here (653 vs 99 us, one thread). Both aten ops are
 private: torch is pinned (==2.13.0) and tests/test_fast_runner_quant.py checks them against
 a plain dequantized matmul, so an upgrade that changes them fails loudly.
+
+Why not int8 activations (fbgemm's dynamic linear, ``torch.ops.quantized.linear_dynamic``):
+its matmuls were the fastest here (the default model's 30 layers, one row, one thread: 5.8
+ms against 8.0 for int4 and 8.9 for int8 weight-only, AMD EPYC, issue 39), but one scale for
+a whole activation row is not faithful on this model: greedy agreement with the reference
+fell to 0.66 (0.77 with 8-bit activations, 0.82 on q/k/v and gate/up alone) against 1.00
+for int4 (tests/test_fast_runner_quality.py's prompts); torch.export does not trace it either.
 """
 
 from __future__ import annotations
@@ -215,6 +222,44 @@ def prefill_dtype() -> torch.dtype:
     weights took 50-77 s against 1.3 s on fp32 ones (bench/prefill_dtype.py).
     """
     return faster_dense_dtype(matmul_seconds(torch.bfloat16), matmul_seconds(torch.float32))
+
+
+def kv_dtype(precision: str, device: torch.device) -> torch.dtype:
+    """The dtype of a runner's queries, keys and values (its KV cache): fp32 for an fp32
+    runner; bf16 on a GPU; on a CPU bf16 unless its attention of one query is slower than
+    fp32's (``attention_seconds``).
+
+    Where bf16 is emulated or lacks a fast decode kernel, attending over a bf16 cache cost
+    0.7-0.8 ms a layer at 512 positions (issue 39): on this project's AMD EPYC, one thread,
+    the default model's 30 layers took 20.4 ms in bf16 against 3.0 ms in fp32.
+    """
+    if precision == "fp32":
+        return torch.float32
+    if device.type != "cpu":
+        return torch.bfloat16
+    slow = attention_seconds(torch.bfloat16) > attention_seconds(torch.float32)
+    return torch.float32 if slow else torch.bfloat16
+
+
+@functools.cache
+def attention_seconds(dtype: torch.dtype, positions: int = 256) -> float:
+    """The fastest of three one-query attentions (9 heads over 3 of 64, the default model's
+    shape) over ``positions`` keys in ``dtype``, ten at a time, on one thread."""
+    q = torch.randn(1, 9, 1, 64).to(dtype)
+    keys, values = (torch.randn(1, 3, positions, 64).to(dtype) for _ in range(2))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(10):
+                F.scaled_dot_product_attention(q, keys, values, enable_gqa=True)
+            best = min(best, time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return best
 
 
 def matmul_seconds(dtype: torch.dtype, rows: int = 64, size: int = 512) -> float:

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from superposed.calibrate import calibrated
 from superposed.fast_gemma import GEMMA_MODEL_TYPES, GemmaRunner
 from superposed.fast_runner import FastRunner
 from superposed.model import Checkpoint
@@ -21,11 +22,13 @@ from superposed.types import EngineError
 log = logging.getLogger(__name__)
 
 
-def default_precision(device: torch.device) -> str:
-    """int4 on a CPU (fastest, and on the default model the most faithful after fp32: its
-    layers were 4-bit in the GGUF it ships as); bf16 on a GPU, where the int kernels here
-    do not run."""
-    return "int4" if device.type == "cpu" else "bf16"
+def default_precision(device: torch.device, config: Any = None) -> str:
+    """bf16 on a GPU, where the int kernels here do not run. On a CPU int4 (on the default
+    model the most faithful after fp32: its layers were 4-bit in the GGUF it ships as), or
+    int8 where the calibration for ``config``'s shapes measured it faster (calibrate.py)."""
+    if device.type != "cpu":
+        return "bf16"
+    return "int4" if config is None else calibrated(config.to_json_string()).precision
 
 
 def fast_runner_class(model: Any) -> type[FastRunner]:
@@ -62,5 +65,5 @@ def make_runner(
             raise EngineError("the transformers runner needs the model with its weights")
         return HFRunner(model)
     device = checkpoint.device if checkpoint else next(model.parameters()).device
-    chosen = default_precision(device) if precision == "auto" else precision
+    chosen = default_precision(device, model.config) if precision == "auto" else precision
     return runner_class(model, chosen, checkpoint=checkpoint, prefill_copy=prefill_copy)

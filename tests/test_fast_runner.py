@@ -57,6 +57,17 @@ def test_lower_precisions_stay_close_to_the_reference(
     assert fast.cached_ids == reference.cached_ids
 
 
+@pytest.mark.parametrize("kv", [torch.float32, torch.bfloat16])
+def test_either_kv_cache_dtype_stays_close_to_the_reference(llama: Any, kv: torch.dtype) -> None:
+    """The KV cache's dtype is measured per CPU (quant.kv_dtype): int4 with either one keeps
+    the tolerance of the int4 test above."""
+    reference, fast = HFRunner(llama), FastRunner(llama, "int4", kv_dtype=kv)
+    assert fast.cache.keys.dtype == kv
+    for e, g in zip(script(reference), script(fast), strict=True):
+        assert (g - e).abs().max() < 0.3
+    assert fast.cached_ids == reference.cached_ids
+
+
 def test_long_prefill_in_chunks_and_cache_growth(llama: Any) -> None:
     """700 tokens: two prefill chunks, and the KV tensors grow past several quanta."""
     reference, fast = HFRunner(llama), FastRunner(llama, "fp32")
@@ -125,12 +136,19 @@ def test_engine_drafts_are_the_same_on_both_runners(
     assert fast.runner.cached_ids == reference.runner.cached_ids
 
 
-def test_make_runner_picks_fast_for_llama_and_falls_back_for_others(llama: Any) -> None:
+def test_make_runner_picks_fast_for_llama_and_falls_back_for_others(
+    llama: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from superposed import runners
+    from superposed.calibrate import Calibration
+
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2)).eval()
-    auto = make_runner(llama)
-    assert isinstance(auto, FastRunner) and auto.precision == "int4"  # on a CPU
+    for measured in ("int4", "int8"):  # auto on a CPU: the calibration's choice
+        monkeypatch.setattr(runners, "calibrated", lambda _, p=measured: Calibration(p, 1, {}))
+        auto = make_runner(llama)
+        assert isinstance(auto, FastRunner) and auto.precision == measured
     assert isinstance(make_runner(llama, "hf"), HFRunner)
     assert isinstance(make_runner(gpt2), HFRunner)
     runner = make_runner(llama, "fast", "int8")
