@@ -47,6 +47,9 @@ CANDIDATES = ("int4", "int8")  # the CPU decode precisions the quality tests hol
 DEFAULT = ("int4", 1)  # today's choice, kept unless another is faster by MARGIN
 MAX_THREADS = 8  # a decode step of a small model gains little beyond
 MARGIN = 0.1  # another choice must save more than this share of the default's time
+# Below this many ms a layer the timings are the calls' overhead, not the kernels (a tiny
+# test model's: 0.03-0.06 ms, which flipped int4/int8 from run to run): keep the default.
+MIN_MS = 0.1
 LAYERS = 1  # layers of random weights timed per candidate
 REPEATS = 9  # timings per candidate (the best counts)
 VERSION = 1  # of the calibration's method: a change measures again
@@ -71,10 +74,11 @@ def thread_counts(cores: int | None = None) -> list[int]:
 
 def choose(ms: dict[tuple[str, int], float]) -> tuple[str, int]:
     """The (precision, threads) to use from the timings of each: the fastest, unless it
-    saves no more than MARGIN of the default's time (then the default, where it was timed);
+    saves no more than MARGIN of the default's time or the default took under MIN_MS (then
+    the default, where it was timed);
     among choices within MARGIN of the fastest, the fewest threads (they are the user's)."""
     best = min(ms.values())
-    if DEFAULT in ms and ms[DEFAULT] <= best * (1 + MARGIN):
+    if DEFAULT in ms and (ms[DEFAULT] < MIN_MS or ms[DEFAULT] <= best * (1 + MARGIN)):
         return DEFAULT
     near = [choice for choice, t in ms.items() if t <= best * (1 + MARGIN)]
     return min(near, key=lambda c: (c[1], ms[c]))
