@@ -102,7 +102,7 @@ def file_id(path: Path) -> FileId | None:
     """What tells a file from the one that replaced it, or None when there is none."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except OSError:  # none there, or none that can be looked at (a folder that is a file)
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 

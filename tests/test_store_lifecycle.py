@@ -142,6 +142,15 @@ def test_a_broken_store_is_used_again_once_rebuilt(tmp_path: Path, ws: Path) -> 
     assert stores.codebase(ws) is not None  # before the fix: left out until settings change
 
 
+def test_a_store_path_that_cannot_be_looked_at_stays_left_out(tmp_path: Path, ws: Path) -> None:
+    """A path under a file (/dev/null/...): stat raises NotADirectoryError, not an answer."""
+    settings = StoreSettings(codebase_db="/dev/null/superposed/codebase.sqlite", user_store=False)
+    reported: list[str] = []
+    stores = Stores(BYTES, settings, report=reported.append)
+    assert stores.codebase(ws) is None and stores.codebase(ws) is None
+    assert len(reported) == 1 and "cannot create the folder /dev/null/superposed" in reported[0]
+
+
 # ----- shutdown ---------------------------------------------------------------------------------
 
 
