@@ -7,7 +7,8 @@ Protocol-free: the server turns ``Suggestion`` objects into LSP items. The steps
 2. ``TypingCache.along``: if the user typed characters that continue drafts just shown,
    answer from those drafts without calling the model;
 3. ``decode``: ``Engine.complete`` with the settings' method and n-gram source;
-4. ``postprocess``: single-line cut (or a block's end rules, ``block_stop``), stop each
+4. ``postprocess``: the document's line ending and indentation (lsp_server/layout.py),
+   single-line cut (or a block's end rules, ``block_stop``), stop each
    draft where it runs into the text after the cursor (``stop_at_suffix``), drop empty and
    whitespace-only drafts, merge duplicates, drop drafts that only repeat the text after
    the cursor.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+from lsp_server.layout import Layout
 from lsp_server.settings import DecodingSettings
 from lsp_server.syntax import Decision, decide
 from ngram_db.tokenizer import clean_text
@@ -338,7 +340,8 @@ def block_stop(context: CursorContext, settings: DecodingSettings) -> StopCondit
     code = line[: _code_end(line)].rstrip()
     opens = code.endswith((":", "{")) or code.split()[-1:] in (["do"], ["then"])
     floor = width + 1 if opens else width
-    body = line[: len(line) - len(line.lstrip())] + indent_unit(context.before) if opens else ""
+    unit = Layout.of(context.before, context.following, context.language).unit
+    body = line[: len(line) - len(line.lstrip())] + unit if opens else ""
     rows = context.following.split("\n", REPEAT_SCAN_LINES + 1)[1 : REPEAT_SCAN_LINES + 1]
     repeat = next((r.strip() for r in rows if r.strip()), "")
     return StopCondition(
@@ -350,17 +353,6 @@ def block_stop(context: CursorContext, settings: DecodingSettings) -> StopCondit
         max_lines=settings.max_lines,
         body=body,
     )
-
-
-def indent_unit(before: str, lines: int = 200) -> str:
-    """One level of the document's indentation: a tab where its lines indent with tabs, else
-    the smallest step by which a line is deeper than the one above (4 spaces if none)."""
-    rows = [r for r in before.split("\n")[-lines:] if r.strip()]
-    if any(r.startswith("\t") for r in rows):
-        return "\t"
-    widths = [len(r) - len(r.lstrip(" ")) for r in rows]
-    steps = [b - a for a, b in zip(widths, widths[1:], strict=False) if b > a]
-    return " " * (min(steps) if steps else INDENT_UNIT)
 
 
 def block_budget(settings: DecodingSettings) -> int:
@@ -554,6 +546,11 @@ def decode(
     )
     timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms
+    # The document's line ending and indentation, whatever another document's copy brought
+    layout = Layout.of(context.before, context.following, context.language)
+    line = context.before[context.before.rfind("\n") + 1 :]
+    drafts = [replace(d, text=layout.lines(d.text, line)) for d in completion.drafts]
+    completion = replace(completion, drafts=drafts)
     suggestions = postprocess(
         completion,
         context.after,
@@ -565,6 +562,7 @@ def decode(
         suggestions = reserve_first_word(suggestions, settings.k)
     if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
+    suggestions = [replace(s, text=layout.ends(s.text)) for s in suggestions]
     return Answer(
         suggestions[: settings.k],
         timing_ms,

@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import PositionCodec
 
 from lsp_server.completion import Suggestion
 
 CMD_ACCEPT = "superposed.accept"
+UINTEGER = 2**31 - 1  # LSP's uinteger: a position's line and character are at most this
+POSITION_SHAPE = '{"line": L, "character": C}'
 LABEL_CHARS = 60  # completion labels longer than this are shortened (the insert is not)
 
 
@@ -33,13 +36,24 @@ def accept_command(uri: str, line: str, s: Suggestion, at: types.Position) -> ty
 
 def accepted_at(item: Mapping[str, Any]) -> tuple[str, str, types.Position] | None:
     """An accept command's argument read back: the uri, the text and where it went in; None
-    when it does not say where (a client's partial accept may not send ``position``)."""
+    when it does not say where (a client's partial accept may not send ``position``).
+
+    A ``position`` that is not one (a line or character that is not an integer from 0 to
+    2^31 - 1, LSP's uinteger) is the client's mistake: JsonRpcInvalidParams, which says so.
+    """
     uri, text, at = item.get("uri"), item.get("text"), item.get("position")
-    if not (isinstance(uri, str) and isinstance(text, str) and isinstance(at, dict)):
+    if not (isinstance(uri, str) and isinstance(text, str)) or at is None:
         return None
+    if not isinstance(at, dict):
+        raise JsonRpcInvalidParams(f"{CMD_ACCEPT}: position must be {POSITION_SHAPE}, not {at!r}")
     line, character = at.get("line"), at.get("character")
-    if not isinstance(line, int) or not isinstance(character, int):
-        return None
+    for name, value in (("line", line), ("character", character)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= UINTEGER:
+            raise JsonRpcInvalidParams(
+                f"{CMD_ACCEPT}: position.{name} must be an integer from 0 to {UINTEGER}, "
+                f"not {value!r} (the position is {POSITION_SHAPE}, where the draft went in)"
+            )
+    assert isinstance(line, int) and isinstance(character, int)  # checked above (for mypy)
     return uri, text, types.Position(line=line, character=character)
 
 
@@ -86,7 +100,7 @@ def completion_items(
     here = types.Range(start=pos, end=pos)
     items = []
     for i, s in enumerate(suggestions):
-        label = s.text.strip().replace("\n", "⏎ ")
+        label = s.text.strip().replace("\r\n", "\n").replace("\n", "⏎ ")
         items.append(
             types.CompletionItem(
                 label=label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…",

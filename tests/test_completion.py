@@ -16,13 +16,13 @@ from lsp_server.completion import (
     block_stop,
     decode,
     first_line,
-    indent_unit,
     line_kind,
     near_key,
     postprocess,
     prompt_text,
     whole_lines,
 )
+from lsp_server.layout import Layout
 from lsp_server.settings import DecodingSettings
 from superposed.api import Completion
 from superposed.types import Draft, StopCondition
@@ -307,4 +307,4 @@ def test_a_block_floor_is_deeper_only_after_an_opener() -> None:
     assert block_stop(CursorContext.at(two, len(two)), settings).body == "    "
     tabs = "def f():\n\tif x:"
     assert block_stop(CursorContext.at(tabs, len(tabs)), settings).body == "\t\t"
-    assert indent_unit("a\n    b\n        c\n") == "    " and indent_unit("x = 1\n") == "    "
+    assert Layout.of("a\n    b\n        c\n").unit == "    " and Layout.of("x = 1\n").unit == "    "
