@@ -11,8 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from pygls.uris import from_fs_path
 
+from lsp_server import shareable as shareable_module
 from lsp_server.ahead import Drafts
 from lsp_server.completion import CursorContext, Suggestion
 from lsp_server.memory import Memory
@@ -142,3 +144,18 @@ def test_a_document_never_learned_lends_no_chunk_to_another_prompt(
             assembler, where, CursorContext.at(text, len(text)), settings
         )
     assert "frobnicate_database_host" in context.preamble
+
+
+def test_where_a_document_lies_is_judged_again_in_the_background(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A .gitignore edited while the document is open: the old verdict serves until the new
+    one, judged off the request's thread, is in."""
+    monkeypatch.setattr(shareable_module, "PLACE_TTL_S", 0.0)
+    shareable = Shareable()
+    doc = {uri(ws / "scratch.py"): "x = 1\n"}
+    assert shareable.others(doc, [ws], MAX_BYTES) == doc
+    (ws / ".gitignore").write_text("scratch.py\n")
+    assert shareable.others(doc, [ws], MAX_BYTES) == doc  # judged again meanwhile
+    shareable._judge.submit(lambda: None).result()  # the background judgement is done
+    assert shareable.others(doc, [ws], MAX_BYTES) == {}
