@@ -227,6 +227,10 @@ class ContextAssembler:
             del self._recent[gone]
         return [Piece("chunk", c.path, c.text) for u, c in self._recent.items() if u != uri]
 
+    def forget(self, uri: str) -> None:
+        """The document ``uri`` closed: its chunk goes."""
+        self._recent.pop(uri, None)
+
     def note(self, uri: str, path: str, document: str, offset: int) -> None:
         """Remember the lines before the cursor as this document's chunk (newest last)."""
         start = offset

@@ -308,10 +308,13 @@ def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams) -> N
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
-    """Cancel the document's request in flight and forget its drafts."""
+    """Cancel the document's request in flight; forget its drafts, its chunk in the
+    prompt's context and what the memory indexed of it."""
     key = _doc_key(params.text_document.uri)
     ls.scheduler.supersede(key)
     ls.drafts.forget(key)
+    ls.context.forget(key)
+    ls.session.closed(key)
 
 
 # -- completion -----------------------------------------------------------------------------

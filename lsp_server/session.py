@@ -119,6 +119,11 @@ class Session:
         """A store was written: the memory's indexes of it are out of date (Memory)."""
         self.memory.stores_changed(forgotten=forgotten)
 
+    def closed(self, uri: str) -> None:
+        """The document ``uri`` (unquoted) closed: what the memory held of it goes."""
+        self.memory.close(uri)
+        self.shareable.forget(uri)
+
     def erasures(self, where: Where) -> object:
         """A stamp that moves when text is erased from the stores that apply ``where``
         (Memory.erasures); off the event loop: it reads them."""
@@ -264,6 +269,9 @@ class NotReady:
 
     def stores_changed(self, forgotten: bool) -> None:
         pass  # no memory yet: the next session's indexes the stores as they are
+
+    def closed(self, uri: str) -> None:
+        pass  # no memory yet: nothing of the document is held
 
     def erasures(self, where: Where) -> object:
         return None  # no drafts are shown without a session

@@ -59,6 +59,17 @@ class Shareable:
             if self.reason(uri, text, roots, max_bytes) is None
         }
 
+    def forget(self, uri: str) -> None:
+        """The document ``uri`` closed: its verdicts (and the text they were for) go."""
+        with self._lock:
+            self._places.pop(uri, None)
+            self._texts.pop(uri, None)
+
+    def held(self) -> int:
+        """The documents with a verdict kept (tests)."""
+        with self._lock:
+            return len(self._places.keys() | self._texts.keys())
+
     def reason(self, uri: str, text: str, roots: Sequence[Path], max_bytes: int) -> str | None:
         """Why the open document ``uri`` does not feed the others' drafts; None: it may."""
         key, now = tuple(roots), time.monotonic()

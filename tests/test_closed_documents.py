@@ -1,0 +1,77 @@
+"""A closed document leaves nothing behind (issue 34 item 8d): opening and closing 2,000
+documents four times grew the resident set 464 -> 531 -> 543 -> 554 -> 563 MB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types
+from pygls.workspace import Workspace
+
+from lsp_server.completion import Suggestion
+from lsp_server.memory import Memory
+from lsp_server.server import SuperposedServer, did_close, did_open
+from lsp_server.session import Session, Where
+
+DOCUMENTS = 200
+TEXT = "def handle_{n}(request):\n    return respond_to_{n}(request.body)\n"
+
+
+def _server(tokenizer: Any) -> tuple[SuperposedServer, Session]:
+    """A server with a session whose memory is real (no model: nothing here decodes)."""
+    server = SuperposedServer()
+    server.protocol._workspace = Workspace(None)  # what initialize makes
+    session = Session(engine=None, stores=None, memory=Memory(tokenizer))  # type: ignore[arg-type]
+    server.loader.session = session
+    server.settings.decoding.first_prompt_tokens = 0  # no warm-ups: there is no engine
+    return server, session
+
+
+def test_closed_documents_leave_nothing_in_the_server(tokenizer: Any) -> None:
+    server, session = _server(tokenizer)
+    memory = session.memory
+    for cycle in range(2):
+        uris = [f"file:///w/c{cycle}/d{n}.py" for n in range(DOCUMENTS)]
+        for n, uri in enumerate(uris):
+            item = types.TextDocumentItem(uri, "python", 1, TEXT.format(n=n))
+            server.workspace.put_text_document(item)
+            did_open(server, types.DidOpenTextDocumentParams(item))
+            if n % 20 == 0:  # a request now and then: the memory indexes what is open
+                where = Where.of(uri, server.workspace)
+                memory.source(uri, 10, where.documents, shared=lambda d: d)
+                server.drafts.remember(uri, "def ", [Suggestion("handle", 1.0)])
+                server.context.note(uri, "/w/d.py", item.text, 10)
+                session.shareable.others(where.documents, (), 1 << 20)
+        memory.wait()
+        assert memory.held()["documents"] > DOCUMENTS // 2  # it did hold them
+        for uri in uris:
+            server.workspace.remove_text_document(uri)
+            did_close(server, types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        memory.wait()  # the others' index is rebuilt without them
+        assert memory.held() == {"documents": 0, "versions": 0, "current": 0, "others": 0}
+        assert session.shareable.held() == 0
+        assert not server.drafts.cache._shown and not server.context._recent
+        assert not server.workspace.text_documents
+
+
+def test_a_closed_document_leaves_the_others_index(tokenizer: Any) -> None:
+    """The index over the other open documents drops a closed one without waiting for a
+    request: its text is no longer matched, and its tokens are freed."""
+    memory = Memory(tokenizer)
+    ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    here, gone, kept = "file:///here.py", "file:///gone.py", "file:///kept.py"
+    docs = {
+        here: "x = 1\n",
+        gone: "value = transmogrify_gadgets(gamma)\n",
+        kept: "result = frobnicate_widgets(alpha, beta)\n",
+    }
+    found = memory.source(here, 0, docs).match(ids("value = transmogrify_g"))
+    assert found is not None and found.length >= 4
+    memory.close(gone)
+    memory.wait()
+    assert memory.held()["documents"] == 2 and memory.held()["others"] == 1
+    del docs[gone]
+    source = memory.source(here, 0, docs)
+    found = source.match(ids("result = frobnicate_widgets("))
+    assert found is not None and found.length >= 4
+    assert source.match(ids("value = transmogrify_g")) is None
