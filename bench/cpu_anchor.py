@@ -13,6 +13,7 @@ measured bounds: fp32 sgemm GFLOP/s and copy GB/s. llama.cpp runs the same GGUF 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -73,7 +74,7 @@ def step_samples(
                 else:
                     x = (embeds * weights).sum(1, keepdim=True)  # [1, 1, H]
                 runner.expand(rows)
-                out[label].setdefault(key, []).append(_ms(lambda r=runner, x=x: r.step(x)))
+                out[label].setdefault(key, []).append(_ms(functools.partial(runner.step, x)))
                 runner.rewind(POSITIONS)
     return out
 

@@ -3,23 +3,24 @@
 A decode step of a small model reads every weight once, so its speed depends on how fast
 this CPU's kernels unpack and multiply them, and on how many cores it has free: int4 and int8
 weight-only matmuls, and 1..min(affinity cores, MAX_THREADS) threads, differ from one CPU to
-the next (AVX2, AVX-512, AMX), not from one model to the next. So the calibration times a
-decode step's matmuls for a layer of the model's shapes, with random weights, for each
-candidate, and keeps the choice on disk with the model cache, keyed by the CPU's flags, its
-cores and torch's version: once per CPU, about a second (packing the random int4 weights is
-most of it; 1-5 s on this project's shared 2-core machine while other tests ran). One
-layer's weights stay in the CPU's caches, so this times the kernels' arithmetic, not the
-memory traffic of a whole step, which favours int4 (half int8's bytes): MARGIN keeps int4
-unless int8's arithmetic is clearly faster. The KV cache's dtype is measured apart
-(quant.kv_dtype). ``precision`` and ``threads`` settings force either choice.
+the next (AVX2, AVX-512, AMX), not from one model to the next. So the calibration times
+every matmul of a decode step of the model's shapes (all layers: one layer's weights stay
+in the caches, and a step streams them all from memory, where int4 reads half int8's
+bytes) on weights made in the kernels' packed layout, for each candidate, interleaved, and
+keeps the choice on disk with the model cache, keyed by the CPU's flags, its cores and
+torch's version. Once per CPU: on this project's 2-core machine, quiet, about half a
+second; while other tests ran, 7-15 s (two threads' timings under contention are most of
+it). The KV cache's dtype is measured apart (quant.kv_dtype). ``precision`` and ``threads``
+settings force either choice.
 
 The policy (``choose``) keeps today's choice, int4 on one thread, unless another candidate is
 faster by more than MARGIN: a new machine gets what was measured, a noisy measurement does
 not move a default for a few percent. On this project's shared 2-core AMD EPYC (AVX-512
-with BF16, no AMX) int4 and int8 timed within noise of each other (0.23-0.51 ms a layer),
-so it keeps int4; two threads timed anywhere from 0.6x to 500x one thread's time while
-other processes ran, so its thread count depends on the moment, and ``threads`` stays 1 by
-default (0 asks for the calibrated count).
+with BF16, no AMX) it keeps int4: a step's matmuls took 7-11 ms in int4 against 15-28 in
+int8 (with ATEN_CPU_CAPABILITY=avx2, as on an AVX2-only CPU: 14-17 against 19-34); two
+threads timed 0.5x to 2.3x one thread's time as other processes came and went, so its
+thread count depends on the moment, and ``threads`` stays 1 by default (0 asks for the
+calibrated count).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 import torch
 
 from superposed.model import cache_dir
-from superposed.quant import Linear, quantize
+from superposed.quant import INT4_GROUP
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,11 @@ CANDIDATES = ("int4", "int8")  # the CPU decode precisions the quality tests hol
 DEFAULT = ("int4", 1)  # today's choice, kept unless another is faster by MARGIN
 MAX_THREADS = 8  # a decode step of a small model gains little beyond
 MARGIN = 0.1  # another choice must save more than this share of the default's time
-# Below this many ms a layer the timings are the calls' overhead, not the kernels (a tiny
-# test model's: 0.03-0.06 ms, which flipped int4/int8 from run to run): keep the default.
-MIN_MS = 0.1
-LAYERS = 1  # layers of random weights timed per candidate
-REPEATS = 9  # timings per candidate (the best counts)
+# Below this many ms a step the timings are the calls' overhead, not the kernels (a tiny
+# test model's: under 0.1 ms, which flipped int4/int8 from run to run): keep the default.
+MIN_MS = 0.5
+REPEATS = 2  # timings per candidate and round (the best counts)
+ROUNDS = 3  # rounds over all candidates
 VERSION = 1  # of the calibration's method: a change measures again
 
 
@@ -61,7 +62,7 @@ class Calibration:
 
     precision: str
     threads: int
-    ms: dict[str, float]  # "precision@threads" -> ms of LAYERS layers' matmuls, one row
+    ms: dict[str, float]  # "precision@threads" -> ms of a step's matmuls, one row
 
 
 def thread_counts(cores: int | None = None) -> list[int]:
@@ -85,37 +86,54 @@ def choose(ms: dict[tuple[str, int], float]) -> tuple[str, int]:
 
 
 def layer_shapes(config: Any) -> list[tuple[int, int]]:
-    """A Llama-family layer's fused matmuls [N, K]: q/k/v, out, gate/up, down."""
+    """A Llama-family decode step's fused matmuls [N, K]: q/k/v, out, gate/up, down of
+    every layer."""
     hidden = int(config.hidden_size)
     heads = int(config.num_attention_heads)
     kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
     head_dim = int(getattr(config, "head_dim", None) or hidden // heads)
     inter = int(config.intermediate_size)
-    return [
+    layer = [
         ((heads + 2 * kv_heads) * head_dim, hidden),
         (hidden, heads * head_dim),
         (2 * inter, hidden),
         (hidden, inter),
     ]
+    return layer * int(config.num_hidden_layers)
+
+
+def _random_matmul(n: int, k: int, precision: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The decode kernel of ``precision`` (quant.Int4Linear's or Int8Linear's aten op) on
+    weights [N, K] made in its packed layout directly, of one repeated byte: the integer
+    values do not change the kernel's time, and packing real ones took most of a second a
+    layer here (making random ones, seconds for the model). Filled, not left as allocated:
+    untouched pages all read the kernel's one zero page, from the caches (int8 measured
+    2.5x faster so)."""
+    if precision == "int4" and n % 16 == 0 and k % INT4_GROUP == 0:  # else int8 (quantize)
+        packed = torch.full((n, k // 2), 0x5A, dtype=torch.uint8)
+        zeros = torch.full((k // INT4_GROUP, n, 2), 0.01, dtype=torch.bfloat16)
+        return lambda x: torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, INT4_GROUP, zeros)
+    q = torch.full((n, k), 0x5A, dtype=torch.int8)
+    scale = torch.full((n,), 0.01, dtype=torch.bfloat16)
+    return lambda x: torch._weight_int8pack_mm(x, q, scale)
 
 
 @functools.lru_cache(maxsize=len(CANDIDATES))
 def _random_layers(
     shapes: tuple[tuple[int, int], ...], precision: str
-) -> tuple[list[Linear], list[torch.Tensor]]:
-    """LAYERS layers of ``shapes`` with random weights in ``precision``, and an input row
-    for each matmul; built once per precision (int4's packing took most of a second here)."""
+) -> tuple[list[Callable[[torch.Tensor], torch.Tensor]], list[torch.Tensor]]:
+    """Every matmul of a decode step (``shapes``: all layers') on random weights in
+    ``precision``, and a bf16 input row for each; built once per precision. All layers, not
+    one: one layer's weights stay in the CPU's caches, and a step streams them all from
+    memory (int4 half int8's bytes)."""
     generator = torch.Generator().manual_seed(0)
-    every = list(shapes) * LAYERS
-    linears = [
-        quantize(torch.randn(n, k, generator=generator) * 0.02, None, precision) for n, k in every
-    ]
-    return linears, [torch.randn(1, k, generator=generator) for _, k in every]
+    matmuls = [_random_matmul(n, k, precision) for n, k in shapes]
+    return matmuls, [torch.randn(1, k, generator=generator).bfloat16() for _, k in shapes]
 
 
 def time_matmuls(shapes: list[tuple[int, int]], precision: str, threads: int) -> float:
-    """The best ms of REPEATS timings of LAYERS layers of matmuls of ``shapes`` for one
-    row, in ``precision`` on ``threads`` threads (random weights). The best, not the median:
+    """The best ms of REPEATS timings of the matmuls of ``shapes`` for one row, in
+    ``precision`` on ``threads`` threads (random weights). The best, not the median:
     on a shared machine a median moved with the other processes (two threads once 0.19 ms,
     once 160 ms), and which kernel is faster should not."""
     linears, inputs = _random_layers(tuple(shapes), precision)
@@ -153,8 +171,14 @@ def measure(
     counts: list[int],
     timer: Callable[[list[tuple[int, int]], str, int], float] = time_matmuls,
 ) -> Calibration:
-    """Time every candidate, interleaved (precision by precision at each thread count)."""
-    ms = {(p, t): timer(shapes, p, t) for t in counts for p in CANDIDATES}
+    """Time every candidate ROUNDS times, interleaved (precision by precision at each thread
+    count, then again), keeping each one's best: another process's burst then slows every
+    candidate alike instead of one."""
+    ms: dict[tuple[str, int], float] = {}
+    for _ in range(ROUNDS):
+        for t in counts:
+            for p in CANDIDATES:
+                ms[(p, t)] = min(ms.get((p, t), float("inf")), timer(shapes, p, t))
     _random_layers.cache_clear()  # the random weights go with the measurement
     precision, threads = choose(ms)
     return Calibration(precision, threads, {f"{p}@{t}": round(v, 3) for (p, t), v in ms.items()})

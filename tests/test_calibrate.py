@@ -45,7 +45,8 @@ def test_measure_times_every_candidate_at_every_count_and_chooses() -> None:
         return {"int4": 8.0, "int8": 4.0}[precision] / threads
 
     result = measure([(64, 32)], [1, 2, 3], timer)
-    assert sorted(seen) == sorted((p, t) for p in calibrate.CANDIDATES for t in (1, 2, 3))
+    every = [(p, t) for t in (1, 2, 3) for p in calibrate.CANDIDATES]
+    assert seen == every * calibrate.ROUNDS  # interleaved, round after round
     assert (result.precision, result.threads) == ("int8", 3)
     assert result.ms["int4@1"] == 8.0
 
