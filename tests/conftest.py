@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -51,6 +51,15 @@ def tokenizer_engine(tokenizer: Any) -> SimpleNamespace:
 def tiny_llama(vocab_size: int, seed: int = 0) -> Any:
     """The server's tiny random Llama, with a short context (to test prompt truncation)."""
     return models.tiny_llama(vocab_size, seed, max_positions=256)
+
+
+@pytest.fixture()
+def one_thread() -> Iterator[None]:
+    """One CPU thread, as the runner tests run: two on a loaded 2-core machine took 10x longer."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,13 +31,7 @@ from tests.runner_harness import ids, script, tiny
 CUDA_ONLY = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """One CPU thread, as the runner tests run: two on a loaded 2-core machine took 10x longer."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_buckets_are_powers_of_two_within_the_storage() -> None:

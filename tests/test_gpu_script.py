@@ -5,24 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from bench import gpu
 from lsp_server.device_model import read_times
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """One CPU thread, as the runner tests run: two on a loaded 2-core machine took 10x longer."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_the_dry_run_measures_both_models_and_decides(tmp_path: Path) -> None:
