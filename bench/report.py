@@ -393,7 +393,7 @@ def other_results(name: str, script: str) -> list[str]:
 
 def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 5. Speed", ""]
-    for name in ("latency", "kernels", "fidelity", "lsp_latency"):
+    for name in ("cpu_anchor", "latency", "kernels", "fidelity", "lsp_latency"):
         out += other_results(name, name)
     if q is not None:
         name, main = next(iter(q["methods"].items()))
