@@ -77,7 +77,7 @@ class KVCache:
         new_length = have_length
         if length > have_length and self.static:
             new_length = self.max_context
-        elif length > have_length:  # no doubling: a compiled step reads every position
+        elif length > have_length:  # no doubling: hold only what the prompts use, in quanta
             new_length = min(-(-length // LENGTH_QUANTUM) * LENGTH_QUANTUM, self.max_context)
         n = self.length
         keys, values = self.empty(new_rows, new_length), self.empty(new_rows, new_length)
@@ -140,9 +140,9 @@ class KVCache:
 
     def rewind(self, length: int) -> None:
         """Keep row 0's first ``length`` positions (at most the filled ones); drop the other
-        rows. A rewind to nothing frees a growing storage: a compiled step reads every
-        position the storage holds, so one long prompt would otherwise slow every later
-        short one."""
+        rows. A rewind to nothing frees a growing storage, so one long prompt does not keep
+        its memory for every later short one (steps read only the filled positions,
+        rounded up to LENGTH_QUANTUM: see ``attended``)."""
         self.rows = 1
         self.length = max(0, min(length, self.length))
         if self.length == 0 and not self.static:
