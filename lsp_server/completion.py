@@ -23,6 +23,7 @@ Models trained for fill-in-the-middle also see the text after the cursor in thei
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 
@@ -81,6 +82,17 @@ class CursorContext:
     # The codebase in the prompt (the ``context`` setting, lsp_server/context.py): text laid
     # before the window, stable across requests so the KV cache keeps it; "": none.
     preamble: str = ""
+
+    @property
+    def line_before(self) -> str:
+        """The cursor's line up to the cursor."""
+        return self.before[self.before.rfind("\n") + 1 :]
+
+    @functools.cached_property
+    def layout(self) -> Layout:
+        """The document's line ending and indentation around the cursor (layout.py), read
+        once per request: the block's end rules and the drafts' layout both use it."""
+        return Layout.of(self.before, self.following, self.language)
 
     @property
     def blank_line(self) -> bool:
@@ -335,13 +347,12 @@ def block_stop(context: CursorContext, settings: DecodingSettings) -> StopCondit
     or ``multi`` after any other line) no shallower than the cursor's line. repeat: the
     first non-blank line after the cursor's line.
     """
-    line = context.before[context.before.rfind("\n") + 1 :]
+    line = context.line_before
     width = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
     code = line[: _code_end(line)].rstrip()
     opens = code.endswith((":", "{")) or code.split()[-1:] in (["do"], ["then"])
     floor = width + 1 if opens else width
-    unit = Layout.of(context.before, context.following, context.language).unit
-    body = line[: len(line) - len(line.lstrip())] + unit if opens else ""
+    body = line[: len(line) - len(line.lstrip())] + context.layout.unit if opens else ""
     rows = context.following.split("\n", REPEAT_SCAN_LINES + 1)[1 : REPEAT_SCAN_LINES + 1]
     repeat = next((r.strip() for r in rows if r.strip()), "")
     return StopCondition(
@@ -547,9 +558,8 @@ def decode(
     timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms
     # The document's line ending and indentation, whatever another document's copy brought
-    layout = Layout.of(context.before, context.following, context.language)
-    line = context.before[context.before.rfind("\n") + 1 :]
-    drafts = [replace(d, text=layout.lines(d.text, line)) for d in completion.drafts]
+    layout = context.layout
+    drafts = [replace(d, text=layout.lines(d.text, context.line_before)) for d in completion.drafts]
     completion = replace(completion, drafts=drafts)
     suggestions = postprocess(
         completion,
