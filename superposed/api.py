@@ -105,8 +105,8 @@ class Engine:
         prefill_copy: an int8/int4 fast runner keeps a bf16 copy of its layers for prefills
         (FastRunner's ``prefill_copy``).
 
-        threads: torch's CPU threads; 0: the calibration's count for this CPU and model
-        (calibrate.py).
+        threads: torch's CPU threads; 0: the calibration's counts for this CPU and model
+        (calibrate.py), one for decode steps and one for a fast runner's long prefills.
 
         compile "background": a child process compiles the fast runner's decode step
         (compiled.py), which the runner uses once it is ready; "off": always eager.
@@ -118,8 +118,10 @@ class Engine:
         # for the default model) would only raise the peak, and take memory from then on.
         with compact_loading():
             loaded = load_model(model, device, dtype, threads or None, skeleton=runner != "hf")
+            calibration = None
             if threads == 0 and loaded.device.type == "cpu":  # measured, once per CPU
-                set_threads(calibrated(loaded.model.config.to_json_string()).threads)
+                calibration = calibrated(loaded.model.config.to_json_string())
+                set_threads(calibration.threads)
             hf = runner == "auto" and fast_runner_class(loaded.model).unsupported(loaded.model)
             if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
                 loaded = load_model(model, device, dtype)
@@ -129,6 +131,8 @@ class Engine:
             engine = cls(loaded, runner=chosen)
             if isinstance(engine.runner, FastRunner):
                 loaded.model = loaded.checkpoint = None
+                if calibration is not None:
+                    engine.runner.plan.threads = calibration.prefill_threads
         if compile == "background" and isinstance(engine.runner, FastRunner):
             engine.start_compiler(builder_command(model, device, dtype, engine.runner.precision))
         return engine

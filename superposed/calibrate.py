@@ -20,11 +20,21 @@ with BF16, no AMX) it keeps int4: a step's matmuls took 7-11 ms in int4 against 
 int8 (with ATEN_CPU_CAPABILITY=avx2, as on an AVX2-only CPU: 14-17 against 19-34); two
 threads timed 0.5x to 2.3x one thread's time as other processes came and went, so its
 thread count depends on the moment, and ``threads`` stays 1 by default (0 asks for the
-calibrated count).
+calibrated counts).
+
+Prefill and decode get a thread count each: a decode step streams the weights (memory
+bound: a second core adds bandwidth only while the first one's kernel is compute bound, as
+int4's is on AVX2), a prefill multiplies dense matrices (compute bound: cores add FLOPs).
+So the prefill's count is timed apart, on one layer's dense matmuls of PREFILL_ROWS rows
+(``time_prefill``), and each count is the fewest threads within MARGIN of its phase's
+fastest (``fewest_threads``). Thread counts are tried upwards and the climb stops at the
+first count that does not save MARGIN over the best so far (a laptop's 8 cores cost what
+the counts up to its best cost, not all 8), and at BUDGET_S.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -40,7 +50,7 @@ from typing import Any
 import torch
 
 from superposed.model import cache_dir
-from superposed.quant import INT4_GROUP
+from superposed.quant import INT4_GROUP, prefill_dtype
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +62,12 @@ MARGIN = 0.1  # another choice must save more than this share of the default's t
 # test model's: under 0.1 ms, which flipped int4/int8 from run to run): keep the default.
 MIN_MS = 0.5
 REPEATS = 2  # timings per candidate and round (the best counts)
-ROUNDS = 3  # rounds over all candidates
-VERSION = 1  # of the calibration's method: a change measures again
+ROUNDS = 2  # rounds over all candidates
+PREFILL_ROWS = 128  # the rows of the prefill timing's matmuls (a chunk's compute-bound kind)
+# Thread counts past this much measuring are not tried (a busy machine's timings stretch:
+# the first calibration here took 7-15 s while tests ran); the counts measured still choose.
+BUDGET_S = 2.0
+VERSION = 2  # of the calibration's method: a change measures again
 
 
 @dataclass(frozen=True)
@@ -61,8 +75,10 @@ class Calibration:
     """The kernels and threads chosen for this CPU, and the timings they were chosen by."""
 
     precision: str
-    threads: int
+    threads: int  # a decode step's
     ms: dict[str, float]  # "precision@threads" -> ms of a step's matmuls, one row
+    prefill_threads: int = 1  # a prefill's (its forwards of many tokens)
+    prefill_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # "threads" -> ms
 
 
 def thread_counts(cores: int | None = None) -> list[int]:
@@ -83,6 +99,13 @@ def choose(ms: dict[tuple[str, int], float]) -> tuple[str, int]:
         return DEFAULT
     near = [choice for choice, t in ms.items() if t <= best * (1 + MARGIN)]
     return min(near, key=lambda c: (c[1], ms[c]))
+
+
+def fewest_threads(ms: dict[int, float]) -> int:
+    """The fewest threads whose time is within MARGIN of the fastest (the cores are the
+    user's: a count that saves a few percent is not worth them)."""
+    best = min(ms.values())
+    return min(t for t, v in ms.items() if v <= best * (1 + MARGIN))
 
 
 def layer_shapes(config: Any) -> list[tuple[int, int]]:
@@ -153,6 +176,33 @@ def time_matmuls(shapes: list[tuple[int, int]], precision: str, threads: int) ->
     return min(times)
 
 
+def time_prefill(shapes: list[tuple[int, int]], threads: int) -> float:
+    """The best ms of REPEATS timings of one layer's matmuls (the first four of ``shapes``)
+    for PREFILL_ROWS rows on dense weights in ``prefill_dtype()`` (what a prefill runs on:
+    prefill.py), on ``threads`` threads. One layer is enough: a prefill's matmuls are
+    compute bound, its weights read once for many rows."""
+    dtype = prefill_dtype()
+    generator = torch.Generator().manual_seed(0)
+    layer = [
+        (torch.randn(PREFILL_ROWS, k, generator=generator).to(dtype), torch.randn(n, k).to(dtype))
+        for n, k in shapes[:4]
+    ]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for x, w in layer:
+            torch.nn.functional.linear(x, w)  # the first call sets up the kernel
+        times = []
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            for x, w in layer:
+                torch.nn.functional.linear(x, w)
+            times.append((time.perf_counter() - start) * 1e3)
+    finally:
+        torch.set_num_threads(previous)
+    return min(times)
+
+
 def cpu_key(shapes: list[tuple[int, int]], counts: list[int]) -> str:
     """What a calibration depends on: the CPU's flags, the cores offered, torch, the shapes."""
     flags = ""
@@ -170,18 +220,44 @@ def measure(
     shapes: list[tuple[int, int]],
     counts: list[int],
     timer: Callable[[list[tuple[int, int]], str, int], float] = time_matmuls,
+    prefill_timer: Callable[[list[tuple[int, int]], int], float] = time_prefill,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Calibration:
-    """Time every candidate ROUNDS times, interleaved (precision by precision at each thread
-    count, then again), keeping each one's best: another process's burst then slows every
-    candidate alike instead of one."""
+    """Time every candidate at each thread count ROUNDS times, interleaved (precision by
+    precision, the prefill's matmuls beside them, then again), keeping each one's best:
+    another process's burst then slows every candidate alike instead of one.
+
+    The counts go upwards; the climb stops after a count whose decode and prefill timings
+    both saved no more than MARGIN over the best so far, or once BUDGET_S has passed
+    (``clock``: seconds)."""
+    start = clock()
     ms: dict[tuple[str, int], float] = {}
-    for _ in range(ROUNDS):
-        for t in counts:
+    prefill: dict[int, float] = {}
+    for t in counts:
+        for _ in range(ROUNDS):
             for p in CANDIDATES:
                 ms[(p, t)] = min(ms.get((p, t), float("inf")), timer(shapes, p, t))
+            prefill[t] = min(prefill.get(t, float("inf")), prefill_timer(shapes, t))
+        if (t > counts[0] and not _gained(ms, prefill, t)) or clock() - start > BUDGET_S:
+            break
     _random_layers.cache_clear()  # the random weights go with the measurement
     precision, threads = choose(ms)
-    return Calibration(precision, threads, {f"{p}@{t}": round(v, 3) for (p, t), v in ms.items()})
+    return Calibration(
+        precision,
+        threads,
+        {f"{p}@{t}": round(v, 3) for (p, t), v in ms.items()},
+        fewest_threads(prefill),
+        {str(t): round(v, 3) for t, v in prefill.items()},
+    )
+
+
+def _gained(ms: dict[tuple[str, int], float], prefill: dict[int, float], t: int) -> bool:
+    """Whether ``t`` threads saved more than MARGIN over fewer, for decode or prefill."""
+    fewer = [c for c in prefill if c < t]
+    decode_before = min(v for (_, c), v in ms.items() if c < t)
+    decode_now = min(v for (_, c), v in ms.items() if c == t)
+    prefill_before = min(prefill[c] for c in fewer)
+    return decode_now < decode_before * (1 - MARGIN) or prefill[t] < prefill_before * (1 - MARGIN)
 
 
 @functools.cache

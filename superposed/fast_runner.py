@@ -393,10 +393,11 @@ class FastRunner:
             logits = self._compiled_forward(compiled, self.embed(tokens))
             cache.length += len(ids)
         else:
-            for offset in range(0, len(ids), self.plan.chunk):
-                chunk = tokens[:, offset : offset + self.plan.chunk]  # [1, T']
-                logits = self._forward(self.embed(chunk), cache.length)
-                cache.length += chunk.shape[1]
+            with self.plan.threading(len(ids)):
+                for offset in range(0, len(ids), self.plan.chunk):
+                    chunk = tokens[:, offset : offset + self.plan.chunk]  # [1, T']
+                    logits = self._forward(self.embed(chunk), cache.length)
+                    cache.length += chunk.shape[1]
         if len(self._ids) == cache.length - len(ids):  # row 0 is all prompt: remember its tokens
             self._ids = self._ids + list(ids)
         return logits[0]

@@ -24,6 +24,7 @@ bench/results/prefill_dtype.md); quant.prefill_dtype probes which.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -108,10 +109,29 @@ class PrefillPlan:
     dense: Weights  # what a forward of more than ``decode_tokens`` new tokens runs on
     decode_tokens: int  # forwards of up to this many new tokens run on ``decode``
     chunk: int  # a prefill runs in forwards of at most this many tokens
+    # torch's threads for a prefill of more than ``decode_tokens`` tokens (the calibration's
+    # prefill count, calibrate.py); None: the caller's, as for decode steps.
+    threads: int | None = None
 
     def weights(self, tokens: int) -> Weights:
         """The weights a forward of ``tokens`` new positions runs on."""
         return self.decode if tokens <= self.decode_tokens else self.dense
+
+    @contextlib.contextmanager
+    def threading(self, tokens: int) -> Iterator[None]:
+        """torch's threads set to ``threads`` while a prefill of ``tokens`` runs, where it
+        runs on the dense weights (compute bound: calibrate.py times the phases apart); the
+        caller's count again afterwards."""
+        previous = torch.get_num_threads()
+        wanted = self.threads if tokens > self.decode_tokens else None
+        if wanted is None or wanted == previous:
+            yield
+            return
+        torch.set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(previous)
 
     @classmethod
     def choose(

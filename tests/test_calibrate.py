@@ -4,14 +4,18 @@ driven by fake core counts and fake timings."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
 from superposed import calibrate, quant
+from superposed.api import Engine
 from superposed.calibrate import Calibration, choose, measure, thread_counts
-from tests.runner_harness import tiny
+from superposed.fast_runner import FastRunner
+from tests.runner_harness import ids, tiny
+from tests.test_fast_runner import saved
 
 
 def test_thread_counts_are_bounded_by_the_cores_offered_and_eight() -> None:
@@ -44,11 +48,65 @@ def test_measure_times_every_candidate_at_every_count_and_chooses() -> None:
         seen.append((precision, threads))
         return {"int4": 8.0, "int8": 4.0}[precision] / threads
 
-    result = measure([(64, 32)], [1, 2, 3], timer)
-    every = [(p, t) for t in (1, 2, 3) for p in calibrate.CANDIDATES]
-    assert seen == every * calibrate.ROUNDS  # interleaved, round after round
-    assert (result.precision, result.threads) == ("int8", 3)
-    assert result.ms["int4@1"] == 8.0
+    def prefill(shapes: list[tuple[int, int]], threads: int) -> float:
+        seen.append(("prefill", threads))
+        return 50.0 / threads
+
+    result = measure([(64, 32)], [1, 2, 3], timer, prefill)
+    one_round = [*calibrate.CANDIDATES, "prefill"]
+    every = [(p, t) for t in (1, 2, 3) for _ in range(calibrate.ROUNDS) for p in one_round]
+    assert seen == every  # interleaved, round after round, at each count
+    assert (result.precision, result.threads, result.prefill_threads) == ("int8", 3, 3)
+    assert result.ms["int4@1"] == 8.0 and result.prefill_ms["2"] == 25.0
+
+
+def fake_cpu(
+    cores: int, decode_best: int, prefill_best: int
+) -> tuple[Callable[..., float], Callable[..., float], list[int]]:
+    """Timers of a CPU with ``cores`` cores whose decode step stops gaining from
+    ``decode_best`` threads on and its prefill from ``prefill_best``, and the counts tried."""
+    tried: list[int] = []
+
+    def timer(shapes: list[tuple[int, int]], precision: str, threads: int) -> float:
+        tried.append(threads)
+        return {"int4": 20.0, "int8": 30.0}[precision] / min(threads, decode_best)
+
+    def prefill(shapes: list[tuple[int, int]], threads: int) -> float:
+        return 400.0 / min(threads, prefill_best)
+
+    return timer, prefill, tried
+
+
+@pytest.mark.parametrize(
+    ("cores", "decode_best", "prefill_best", "expected"),
+    [
+        (2, 1, 1, (1, 1)),  # a shared 2-core machine: a second thread gains nothing
+        (8, 2, 6, (2, 6)),  # a laptop: the step bound by memory at 2, the prefill by cores
+        (16, 4, 16, (4, 8)),  # never past MAX_THREADS
+        (4, 4, 2, (4, 2)),  # the decode may want more threads than the prefill
+    ],
+)
+def test_the_thread_policy_takes_each_phase_s_fewest_threads_near_its_best(
+    cores: int, decode_best: int, prefill_best: int, expected: tuple[int, int]
+) -> None:
+    timer, prefill, tried = fake_cpu(cores, decode_best, prefill_best)
+    result = measure([(64, 32)], thread_counts(cores), timer, prefill)
+    assert (result.threads, result.prefill_threads) == expected
+    assert result.precision == "int4"
+    # the climb stops one count past the last that gained, for either phase
+    assert max(tried) == min(max(expected) + 1, cores, calibrate.MAX_THREADS)
+
+
+def test_the_climb_stops_at_the_budget() -> None:
+    timer, prefill, tried = fake_cpu(8, 8, 8)  # every thread would gain
+    ticks = iter(range(100))  # one second a reading
+
+    def clock() -> float:
+        return float(next(ticks))
+
+    result = measure([(64, 32)], thread_counts(8), timer, prefill, clock)
+    assert max(tried) == 3  # read at 0, then 1, 2, 3 s: past BUDGET_S = 2 after 3 threads
+    assert (result.threads, result.prefill_threads) == (3, 3)
 
 
 def test_a_calibration_is_measured_once_and_then_read_from_the_cache(
@@ -76,6 +134,12 @@ def test_a_real_measurement_of_tiny_shapes_gives_a_candidate() -> None:
     result = measure([(64, 64), (128, 64)], [1])
     assert result.precision in calibrate.CANDIDATES and result.threads == 1
     assert set(result.ms) == {f"{p}@1" for p in calibrate.CANDIDATES}
+    assert result.prefill_threads == 1 and result.prefill_ms["1"] > 0
+
+
+def test_a_calibration_saved_before_the_prefill_policy_still_reads() -> None:
+    old = {"precision": "int4", "threads": 2, "ms": {"int4@1": 9.0}}
+    assert Calibration(**old).prefill_threads == 1
 
 
 def test_the_kv_cache_is_fp32_where_bf16_attention_is_slower(
@@ -91,3 +155,43 @@ def test_the_kv_cache_is_fp32_where_bf16_attention_is_slower(
     assert quant.kv_dtype("int4", cpu) == torch.bfloat16
     assert quant.kv_dtype("fp32", cpu) == torch.float32
     assert quant.kv_dtype("bf16", torch.device("meta")) == torch.bfloat16  # not a CPU
+
+
+def test_a_long_prefill_runs_on_the_prefill_threads_and_steps_on_the_callers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runner = FastRunner(tiny(), "int4")
+    runner.plan.threads = 3
+    seen: list[tuple[int, int]] = []  # (new tokens, torch's threads) of each forward
+    forward = runner._forward
+
+    def recording(x: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
+        seen.append((x.shape[1], torch.get_num_threads()))
+        return forward(x, start, every)
+
+    monkeypatch.setattr(runner, "_forward", recording)
+    before = torch.get_num_threads()
+    long = runner.plan.decode_tokens + 20
+    runner.prefill(ids(long))
+    runner.prefill(ids(2))  # a typed word: on the decode weights, the caller's threads
+    runner.step(runner.embed(torch.tensor([[5]])))
+    assert seen == [(long, 3), (2, before), (1, before)]
+    assert torch.get_num_threads() == before
+
+
+def test_threads_0_loads_an_engine_with_both_calibrated_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from superposed import api
+
+    monkeypatch.setattr(api, "calibrated", lambda _: Calibration("int4", 2, {}, 3, {}))
+    before = torch.get_num_threads()
+    try:
+        engine = Engine.load(saved(tiny(), tmp_path), "cpu", "float32", threads=0, precision="int4")
+        assert torch.get_num_threads() == 2
+        assert isinstance(engine.runner, FastRunner) and engine.runner.plan.threads == 3
+        forced = Engine.load(saved(tiny(), tmp_path), "cpu", "float32", threads=1)
+        assert isinstance(forced.runner, FastRunner) and forced.runner.plan.threads is None
+        assert torch.get_num_threads() == 1  # a ``threads`` setting forces both phases
+    finally:
+        torch.set_num_threads(before)
