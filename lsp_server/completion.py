@@ -34,6 +34,7 @@ from ngram_db.tokenizer import clean_text
 from superposed import fim
 from superposed.api import Completion, Engine
 from superposed.diversity import first_word_key
+from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource, NgramSource
 from superposed.prompt import Prompt
 from superposed.runner import reusable_prefix
@@ -513,6 +514,7 @@ def decode(
     cancel: CancelCheck | None = None,
     max_prompt_tokens: int | None = None,
     memory: MatchSource | None = None,
+    knn: HiddenSource | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed.
 
@@ -554,6 +556,7 @@ def decode(
         stop=stop,
         cancel=cancel,
         memory=memory,
+        knn=knn,  # the hidden-state memory (knnWeight; lsp_server/knn.py)
     )
     timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms

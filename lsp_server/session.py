@@ -35,6 +35,7 @@ from pygls.workspace import Workspace
 from lsp_server.completion import Answer, CursorContext, decode
 from lsp_server.context import ContextAssembler
 from lsp_server.definition_source import store_lookup, with_definitions
+from lsp_server.knn import KnnMemories
 from lsp_server.learning import path_of, roots_of
 from lsp_server.memory import Memory
 from lsp_server.models import load_engine
@@ -47,6 +48,7 @@ from ngram_db.errors import NgramStoreError
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import as_tokenizer
 from superposed.api import Engine
+from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource, NgramSource
 from superposed.types import Cancelled, EngineError
 
@@ -87,6 +89,7 @@ class Session:
     memory: Memory  # suffix indexes over the stores' files and the open documents
     # the open documents that other documents' drafts may copy from (a save's rules)
     shareable: Shareable = field(default_factory=Shareable)
+    knn: KnnMemories = field(default_factory=KnnMemories)  # index-repo --knn's, by store
     error = None  # the load did not fail
 
     def status(self) -> tuple[str, str | None]:
@@ -171,6 +174,18 @@ class Session:
         except NgramStoreError as err:  # the user must fix it: say so once, serve without
             notifier.once(f"n-gram store unusable: {explain(err)}", types.MessageType.Error)
             return None
+
+    def knn_source(self, where: Where, notifier: Notifier) -> HiddenSource | None:
+        """The hidden-state memory beside the request's codebase store (lsp_server/knn.py);
+        on the engine thread, as ``ngram_source``."""
+        try:
+            store = self.stores.for_path(where.path, where.roots).codebase
+        except NgramStoreError:
+            return None  # ngram_source says why
+        if store is None:
+            return None
+        fingerprint = store.tokenizer.fingerprint
+        return self.knn.for_store(store, self.engine.name, fingerprint, notifier.once)
 
     def matches_later(
         self, where: Where, context: CursorContext, definition_weight: float
@@ -398,6 +413,7 @@ class Decoder:
             return None
         decoding = settings.decoding
         ngram = session.ngram_source(where, decoding.lambdas, self._notifier)
+        knn = session.knn_source(where, self._notifier) if decoding.knn_weight > 0 else None
         context = session.with_preamble(self._assembler, where, context, decoding)
         self._counters["model_calls"] += 1
         try:
@@ -408,6 +424,7 @@ class Decoder:
                 ngram,
                 cancel=self._scheduler.cancel_check(cancel),
                 memory=matches() if matches is not None else None,
+                knn=knn,
             )
         except Cancelled:
             self.cancelled()

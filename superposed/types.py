@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from superposed.options import MIXES
 
 if TYPE_CHECKING:  # runner.py imports this module (for its errors): names for annotations only
+    from superposed.knn import KnnLookup
     from superposed.ngram import MatchSource, NgramSource
     from superposed.prompt import Prompt
     from superposed.runner import ModelRunner
@@ -121,6 +122,12 @@ class DecodeConfig:
     # Both off: on the replay the drafts differed more but matched no more often
     # (docs/benchmarks.md, issue 22 part 1).
     first_word_cap: int = setting(0, low=0, high=16)
+    # The hidden-state memory (kNN-LM, superposed/knn.py; built by index-repo --knn): its
+    # next-token distribution's weight against the model's (0: off), the stored positions
+    # it reads per step, and the softmax temperature of their (squared, reduced) distances.
+    knn_weight: float = setting(0.0, low=0.0, high=0.99)
+    knn_neighbours: int = setting(16, low=1, high=256)
+    knn_temperature: float = setting(1.0, low=1e-3, high=1e3)
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""
@@ -278,6 +285,7 @@ class DecodeRequest:
     stop: StopCondition = field(default_factory=StopCondition)
     cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
     memory: MatchSource | None = None  # longest matches over the user's code (superposed)
+    knn: KnnLookup | None = None  # the hidden-state memory (superposed; cfg.knn_weight)
 
 
 Method = Callable[[DecodeRequest], list[Draft]]
