@@ -37,6 +37,12 @@ from lsp_server.items import (
 )
 from lsp_server.learning import Learning, path_of, roots_of
 from lsp_server.loader import Loader
+from lsp_server.next_edits.service import (
+    CMD_NEXT_EDIT_ACCEPTED,
+    CMD_NEXT_EDIT_DISMISSED,
+    NEXT_EDITS,
+    NextEditService,
+)
 from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.scheduler import Scheduler
@@ -87,6 +93,15 @@ class SuperposedServer(LanguageServer):
         )
         self.warmer = Warmer(self.scheduler, self.counters, lambda: self.session, self.context)
         self.drafts = Drafts(self.scheduler, self.counters, self.notifier.call_soon)
+        # The last edit proposed where it applies next (no model: lsp_server/next_edits).
+        self.next_edits = NextEditService(
+            lambda: self.workspace,
+            lambda: self.settings.next_edits,
+            lambda: self.settings.stores.max_file_bytes,
+            lambda: roots_of(self.workspace),
+            lambda method, params: self.protocol.notify(method, params),
+            self.counters,
+        )
 
     @property
     def session(self) -> State:
@@ -266,6 +281,8 @@ async def did_change_configuration(
 @SERVER.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: SuperposedServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.warm_document(params.text_document.uri)  # the cursor is unknown: the document's end
+    if (document := ls.open_document(params.text_document.uri)) is not None:
+        ls.next_edits.opened(document)
 
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -279,6 +296,7 @@ def did_change(ls: SuperposedServer, params: types.DidChangeTextDocumentParams) 
     if isinstance(change, types.TextDocumentContentChangePartial):
         offset = document.offset_at_position(change.range.start) + len(change.text)
     ls.warm_document(params.text_document.uri, offset)
+    ls.next_edits.changed(document)  # the edits log; a change that ends proposes next edits
 
 
 @SERVER.feature(CURSOR_REST)
@@ -315,6 +333,7 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
     ls.drafts.forget(key)
     ls.context.forget(key)
     ls.session.closed(key)
+    ls.next_edits.closed(params.text_document.uri)
 
 
 # -- completion -----------------------------------------------------------------------------
@@ -350,6 +369,32 @@ async def completion(ls: SuperposedServer, params: types.CompletionParams) -> ty
     return types.CompletionList(is_incomplete=True, items=items)
 
 
+# -- next edits -----------------------------------------------------------------------------
+
+
+@SERVER.feature(NEXT_EDITS)
+async def next_edits(ls: SuperposedServer, params: Any) -> dict[str, Any]:
+    """The next edits for a cursor, the best first (lsp_server/next_edits/service.py)."""
+    try:
+        uri, row = params.textDocument.uri, int(params.position.line)
+    except (AttributeError, TypeError, ValueError):
+        log.warning("%s wants textDocument.uri and position: got %r", NEXT_EDITS, params)
+        return {"edits": []}
+    return await ls.next_edits.request(ls.open_document(uri), row)
+
+
+@SERVER.command(CMD_NEXT_EDIT_ACCEPTED)
+def next_edit_accepted(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
+    """The editor applied a next edit (its didChange comes as any edit's)."""
+    return ls.next_edits.accepted(args)
+
+
+@SERVER.command(CMD_NEXT_EDIT_DISMISSED)
+def next_edit_dismissed(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
+    """The user dismissed a next edit: it is not proposed again."""
+    return ls.next_edits.dismissed(args)
+
+
 # -- commands -------------------------------------------------------------------------------
 
 
@@ -369,6 +414,7 @@ def stats(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
         "lastTimingMs": ls.decoder.last_timing_ms,  # the last model call's, by phase
         "lastPrompt": ls.last_prompt,  # its prompt tokens, those reused, short window
         "memoryMb": resident_mb(),  # this process's resident set, now and at its peak
+        "nextEdits": ls.next_edits.stats(),  # its last time to proposals, patterns, counts
     }
 
 

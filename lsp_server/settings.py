@@ -19,6 +19,7 @@ from pathlib import PurePath
 from typing import Any
 
 from lsp_server.device_model import device_default_model
+from lsp_server.next_edits.proposals import SCOPES as NEXT_EDIT_SCOPES
 from lsp_server.shared import index_folders
 from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
@@ -166,11 +167,22 @@ class StoreSettings:
 
 
 @dataclass
+class NextEditSettings:
+    """Next edits: the user's last edit proposed where it applies next (lsp_server/next_edits)."""
+
+    on: bool = True  # superposed/nextEdits answers and superposed/nextEditsReady is sent
+    # Where sites are looked for: the edited document, the open documents, or also the
+    # workspace's files in the codebase store.
+    scope: str = "open"  # file | open | workspace
+
+
+@dataclass
 class Settings:
     model: ModelSettings = field(default_factory=ModelSettings)
     decoding: DecodingSettings = field(default_factory=DecodingSettings)
     stores: StoreSettings = field(default_factory=StoreSettings)
     triggers: TriggerSettings = field(default_factory=TriggerSettings)
+    next_edits: NextEditSettings = field(default_factory=NextEditSettings)
 
 
 class InvalidSetting(ValueError):
@@ -362,6 +374,8 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
     "midLine": ("triggers", "mid_line", _choice(MID_LINE)),
     "triggerOnAccept": ("triggers", "on_accept", _bool),
+    "nextEdits": ("next_edits", "on", _bool),
+    "nextEditsScope": ("next_edits", "scope", _choice(NEXT_EDIT_SCOPES)),
 }
 KEYS = tuple(_FIELDS)
 # The settings that take one of a few names, and those names (camelCase key -> names).

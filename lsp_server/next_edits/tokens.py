@@ -1,0 +1,166 @@
+"""The units of a next-edit pattern: a line's tokens, and whether a place is prose.
+
+A pattern is written in tokens, so that a site with other spacing is the same situation:
+names, numbers, one-line string literals (one unit: an edit inside a string changes that
+string), the common multi-character operators, and any other character alone. Lines are
+lexed alone (patterns never span lines), which a regular expression does for any language.
+
+Whether a place lies in a string or a comment comes from tree-sitter (the grammars of
+tree_sitter_language_pack, as lsp_server/syntax.py reads them), which sees docstrings and
+block comments that a line alone cannot show; for a language without a grammar, from the
+line's own quotes and ``#``/``//``.
+"""
+
+from __future__ import annotations
+
+import functools
+import keyword
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lsp_server.syntax import grammar_name
+
+_LEXER = re.compile(
+    r"""(?P<string>[rRbBuUfF]{0,2}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\\n])*`))
+    |(?P<name>[^\W\d]\w*)
+    |(?P<number>\d[\w.]*)
+    |(?P<op>==|!=|<=|>=|->|=>|::|\*\*|//|<<|>>|&&|\|\||\+=|-=|\*=|/=|:=|\.\.\.|\S)""",
+    re.VERBOSE,
+)
+# Names that are the language's, not the user's: never renamed.
+KEYWORDS = frozenset(keyword.kwlist) | frozenset(
+    [
+        "self",
+        "cls",
+        "this",
+        "true",
+        "false",
+        "null",
+        "nil",
+        "None",
+        "True",
+        "False",
+        "var",
+        "let",
+        "const",
+        "function",
+        "return",
+        "if",
+        "else",
+        "for",
+        "while",
+        "do",
+        "in",
+        "of",
+        "new",
+        "fn",
+        "pub",
+        "mut",
+        "impl",
+        "use",
+        "mod",
+        "struct",
+        "enum",
+        "int",
+        "str",
+        "bool",
+        "float",
+        "void",
+        "auto",
+        "static",
+        "public",
+        "private",
+        "protected",
+        "package",
+        "func",
+        "type",
+        "interface",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    """One unit of a line: its text, its kind and where it lies in the line (characters)."""
+
+    text: str
+    kind: str  # string | name | number | op
+    start: int
+    end: int
+
+
+@functools.lru_cache(maxsize=4096)
+def lex(line: str) -> tuple[Token, ...]:
+    """The tokens of one line (no line break in it); spaces are no tokens."""
+    out = []
+    for found in _LEXER.finditer(line):
+        kind = found.lastgroup or "op"
+        out.append(Token(found.group(), kind, found.start(), found.end()))
+    return tuple(out)
+
+
+def is_user_name(token: Token) -> bool:
+    """A name the user chose (not a keyword): what a rename may change."""
+    return token.kind == "name" and token.text not in KEYWORDS
+
+
+@functools.lru_cache(maxsize=32)
+def _parser(grammar: str) -> Any:
+    """A tree-sitter parser for ``grammar``; None when the pack has none."""
+    try:
+        from tree_sitter_language_pack import get_parser
+
+        return get_parser(grammar)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 -- an unknown name raises LookupError or others
+        return None
+
+
+class Prose:
+    """Which places of one text are inside a string or a comment (parsed once, lazily)."""
+
+    def __init__(self, text: str, language: str) -> None:
+        self._text = text
+        self._language = language
+        self._tree: Any = None
+        self._parsed = False
+        self._lines: list[str] | None = None
+
+    def _line(self, row: int) -> str:
+        if self._lines is None:
+            self._lines = self._text.split("\n")
+        return self._lines[row] if row < len(self._lines) else ""
+
+    def at(self, row: int, column: int) -> str | None:
+        """What holds the character at (row, column) (characters): "string", "comment" or
+        None (code)."""
+        if not self._parsed:
+            self._parsed = True
+            grammar = grammar_name(self._language)
+            parser = _parser(grammar) if grammar else None
+            if parser is not None:
+                self._tree = parser.parse(self._text.encode("utf-8", "surrogatepass"))
+        line = self._line(row)
+        if self._tree is None:
+            return _line_prose(line, column)
+        byte = len(line[:column].encode("utf-8", "surrogatepass"))
+        node = self._tree.root_node.descendant_for_point_range((row, byte), (row, byte + 1))
+        while node is not None:
+            if "comment" in node.type:
+                return "comment"
+            if "string" in node.type or node.type in ("heredoc_body", "char_literal"):
+                return "string"
+            node = node.parent
+        return None
+
+
+def _line_prose(line: str, column: int) -> str | None:
+    """Without a grammar: inside a one-line string or after ``#`` or ``//`` of the line."""
+    for token in lex(line):
+        if token.start > column:
+            return None
+        if token.kind == "string" and token.start <= column < token.end:
+            return "string"
+        if token.kind == "op" and token.text in ("#", "//"):
+            return "comment"
+    return None
