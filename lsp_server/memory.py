@@ -156,6 +156,18 @@ class Memory:
         indexes = entry.indexes()
         return MatchSet(indexes) if indexes else None
 
+    def store_segments(self, store: NgramStore) -> list[Segment]:
+        """The store's segments (the delta first), current as ``store_index`` makes them:
+        where next edits find the files that hold a token sequence
+        (lsp_server/next_edits/workspace.py)."""
+        if self.store_index(store) is None:
+            return []
+        with self._lock:
+            entry = self._stores.get(store)
+        if entry is None:
+            return []
+        return [s for s in (entry.delta, entry.base) if s is not None and len(s.index)]
+
     def _sync_store(self, store: NgramStore, entry: _StoreMemory) -> int:
         """Bring ``entry`` in line with the store: map a base file written since (drop one
         deleted), mask out the files changed or erased. Returns the tokens no index holds."""

@@ -101,6 +101,7 @@ class SuperposedServer(LanguageServer):
             lambda: roots_of(self.workspace),
             lambda method, params: self.protocol.notify(method, params),
             self.counters,
+            lambda: self.session,
         )
 
     @property

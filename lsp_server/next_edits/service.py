@@ -25,8 +25,10 @@ from typing import Any
 
 from pygls.workspace import TextDocument, Workspace
 
+from lsp_server.learning import path_of
 from lsp_server.next_edits.log import Change
 from lsp_server.next_edits.proposals import PAUSE_S, Doc, NextEdits, Proposal
+from lsp_server.next_edits.workspace import finder_for
 from lsp_server.settings import NextEditSettings
 from lsp_server.shareable import Shareable
 
@@ -53,11 +55,13 @@ class NextEditService:
         roots: Callable[[], list[Path]],
         notify: Callable[[str, dict[str, Any]], None],
         counters: Counter[str],
+        session: Callable[[], Any] = lambda: None,
     ) -> None:
         self.edits = NextEdits()
         self.shareable = Shareable()
         self._workspace, self._settings, self._notify = workspace, settings, notify
         self._max_bytes, self._roots, self._counters = max_bytes, roots, counters
+        self._session = session  # the loaded model's stores and memory (scope workspace)
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._shown: dict[str, bool] = {}  # uri -> the last notification had edits
         self._sequence: dict[str, int] = {}  # uri -> the last ended change's number
@@ -177,7 +181,10 @@ class NextEditService:
         def shareable(other: str, text: str) -> bool:
             return self.shareable.reason(other, text, roots, max_bytes) is None
 
-        return self.edits.propose(uri, row, documents, self._settings().scope, shareable)
+        scope, files = self._settings().scope, None
+        if scope == "workspace":
+            files = finder_for(self._session(), path_of(uri), roots, max_bytes)
+        return self.edits.propose(uri, row, documents, scope, shareable, files)
 
     def _json(self, proposals: list[Proposal]) -> list[dict[str, Any]]:
         units = self._workspace().position_codec.client_num_units

@@ -1,0 +1,105 @@
+"""Workspace sites: the codebase store's files that hold a pattern, read from disk.
+
+The store's suffix indexes (lsp_server/memory.py, ngram_db/suffix.py) hold every stored
+file's token ids: the pattern's anchor (sites.anchor), tokenized alone and after a space as
+the model's tokenizer splits it inside a file, finds the files that hold it in one lookup
+each. Those files (at most MAX_FILES, not open in the editor) are read from disk and searched
+like an open document: the index only picks them, the text decides. A file a save would not
+learn (stores.never_learned, the rule the open documents obey) is not read for sites.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pygls.uris import from_fs_path
+
+from lsp_server.next_edits.patterns import Pattern
+from lsp_server.next_edits.proposals import Doc
+from lsp_server.next_edits.sites import anchor
+from lsp_server.stores import never_learned
+from ngram_db.errors import NgramStoreError
+from ngram_db.suffix_store import Segment
+
+log = logging.getLogger(__name__)
+
+MAX_FILES = 50  # files read for one pattern at most
+
+Finder = Callable[[Pattern], Iterable[tuple[str, Doc]]]
+
+
+def files_holding(
+    segments: Sequence[Segment], encode: Callable[[str], Any], text: str
+) -> list[str]:
+    """The paths of the segments' alive streams that hold ``text``'s token ids (as the
+    tokenizer splits it alone or after a space), the delta's first."""
+    variants = {tuple(int(i) for i in encode(t)) for t in (text, " " + text)}
+    paths: dict[str, None] = {}
+    for segment in segments:
+        index = segment.index
+        ends = np.cumsum(segment.lengths + 1) - 1  # [S] each stream's separator
+        alive = index.alive
+        for ids in variants:
+            if not ids:
+                continue
+            depth, after = index.longest(list(ids))
+            if depth < len(ids):
+                continue
+            streams = np.unique(np.searchsorted(ends, after - 1))  # the stream of each end
+            for stream in streams.tolist():
+                if stream < len(segment.files) and (alive is None or alive[stream]):
+                    paths[segment.files[stream][0]] = None
+    return list(paths)
+
+
+def finder(
+    segments: Sequence[Segment],
+    encode: Callable[[str], Any],
+    roots: Sequence[Path],
+    max_bytes: int,
+) -> Finder:
+    """What scope ``workspace`` asks for a pattern's files (proposals.NextEdits.propose)."""
+
+    def find(pattern: Pattern) -> Iterable[tuple[str, Doc]]:
+        for path in files_holding(segments, encode, anchor(pattern))[:MAX_FILES]:
+            try:
+                if Path(path).stat().st_size > max_bytes:
+                    continue
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError, ValueError):
+                continue  # gone, unreadable or not text since it was stored
+            if never_learned(Path(path), text, roots, max_bytes) is not None:
+                continue
+            uri = from_fs_path(path) or ""
+            yield uri, Doc(text, None, path)
+
+    return find
+
+
+def finder_for(
+    session: Any, path: Path | None, roots: Sequence[Path], max_bytes: int
+) -> Finder | None:
+    """The finder over the codebase store of ``path`` (a document's file) in a loaded
+    ``session`` (lsp_server/session.py); None before the model is loaded (the memory's
+    indexes need its tokenizer) or without a usable store."""
+    from lsp_server.session import Session  # the session imports the engine: only here
+
+    if not isinstance(session, Session):
+        return None
+    try:
+        store = session.stores.for_path(path, roots).codebase
+    except NgramStoreError:
+        return None
+    if store is None:
+        return None
+    segments = session.memory.store_segments(store)
+    tokenizer = store.tokenizer
+
+    def encode(text: str) -> Any:
+        return tokenizer.encode_batch([text])[0]
+
+    return finder(segments, encode, roots, max_bytes)
