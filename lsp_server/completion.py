@@ -11,7 +11,9 @@ Protocol-free: the server turns ``Suggestion`` objects into LSP items. The steps
    single-line cut (or a block's end rules, ``block_stop``), stop each
    draft where it runs into the text after the cursor (``stop_at_suffix``), drop empty and
    whitespace-only drafts, merge duplicates, drop drafts that only repeat the text after
-   the cursor.
+   the cursor; drop drafts that do not parse there (lsp_server/wellformed.py: a spare
+   draft takes the place) and put a long verbatim copy from the memory first
+   (lsp_server/evidence.py).
 
 ``lineMode: auto`` (the default) asks the syntax at the cursor (lsp_server/syntax.py)
 whether a line or a block is wanted there; ``single`` always drafts a line, ``multi`` a
@@ -27,9 +29,11 @@ import functools
 import time
 from dataclasses import dataclass, field, replace
 
+from lsp_server.evidence import lead, prompt_lead
 from lsp_server.layout import Layout
 from lsp_server.settings import DecodingSettings
 from lsp_server.syntax import Decision, decide
+from lsp_server.wellformed import Cursor, well_formed
 from ngram_db.tokenizer import clean_text
 from superposed import fim
 from superposed.api import Completion, Engine
@@ -571,6 +575,12 @@ def decode(
         merge_near=settings.distinct_drafts,
         stop=stop,
     )
+    start = time.perf_counter()  # drafts that parse, ranked by their evidence (issue 38)
+    suggestions = well_formed(
+        suggestions, Cursor(context.before, context.following, context.language)
+    )
+    suggestions = lead(suggestions, prompt_lead(memory, prompt, engine, cfg.memory_follow))
+    timing_ms["wellformed"] = (time.perf_counter() - start) * 1e3
     if cfg.first_word_cap:
         suggestions = reserve_first_word(suggestions, settings.k)
     if ngram is not None:  # the stores' n-grams weighed in on every decoded draft

@@ -1,0 +1,273 @@
+"""Drafts that parse: a draft the target language cannot go on from is never shown.
+
+Superposed drafts share one input, and a draft that the best one outweighs can come out
+corrupt: ``with open(path, "r",") as f:``, a closing ``]]`` dropped into a list, a call
+left to end in ``retries=_frob_frob_frob`` (issue 38). Such a draft is malformed when, once
+inserted at the cursor:
+
+- a bracket or quote of the cursor's line no longer pairs: the draft closes a bracket that
+  nothing before it on the line opened (``x)]``) or with the wrong closer (``(]``), or ends
+  inside a one-line string. Brackets the draft leaves open are fine (``foo(`` starts a call
+  spread over lines), and so is a ``)`` that closes what the line's prefix opened;
+- the syntax tree (tree-sitter, the grammar ``syntax.py`` picks) has an error or missing node
+  on the draft's lines where the document without the draft had none on the cursor's line.
+  Both texts are parsed with the brackets that the line leaves open closed right after it
+  (so an open call is no error), in a window around the cursor (``WINDOW_CHARS`` before,
+  ``FOLLOWING_CHARS`` after), not the whole file;
+- the draft stops inside a bracket its line opened, after a word, a string or a closer
+  (``retries=_frob_frob``): the token budget cut the line (a line spread over lines breaks
+  after an opener, a comma or an operator);
+- the draft ends by typing what already follows the cursor: its last line is the next
+  non-blank line of the document.
+
+``well_formed`` keeps the drafts that are none of these, in their order: the engine decodes
+spare drafts beyond k (completion.SPARE_DRAFTS), so the next one takes a malformed one's
+place. A language without a grammar gets the bracket rules only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from lsp_server.syntax import TOP_LEVEL, _parser, grammar_name
+
+WINDOW_CHARS = 4_000  # text before the cursor parsed (from a definition's head when one is there)
+FOLLOWING_CHARS = 2_000  # and after it
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
+
+
+@dataclass(frozen=True)
+class Syntax:
+    """What the text rules read of a language: its quotes and line comment markers."""
+
+    quotes: str = "\"'"
+    comments: tuple[str, ...] = ("#", "//")
+    code: bool = True  # False: prose (no rules apply)
+
+
+# Grammar names (syntax.grammar_name) -> their quotes and comments; others get Syntax().
+# Python's // is floor division, Rust's ' a lifetime, JavaScript's ` a template string.
+SYNTAXES = {
+    **dict.fromkeys(
+        ("python", "ruby", "bash", "toml", "yaml", "perl", "r"), Syntax(comments=("#",))
+    ),
+    **dict.fromkeys(("javascript", "typescript", "tsx"), Syntax(quotes="\"'`", comments=("//",))),
+    **dict.fromkeys(
+        ("c", "cpp", "csharp", "java", "kotlin", "scala", "swift"), Syntax(comments=("//",))
+    ),
+    "go": Syntax(quotes='"`', comments=("//",)),
+    "rust": Syntax(quotes='"', comments=("//",)),
+    **dict.fromkeys(
+        ("markdown", "plaintext", "text", "restructuredtext", "rst", "prose"), Syntax(code=False)
+    ),
+}
+
+
+def syntax_of(language: str) -> Syntax:
+    """The text rules' syntax for an LSP language id, file name or URI."""
+    return SYNTAXES.get(grammar_name(language) or "", Syntax())
+
+
+@dataclass(frozen=True)
+class Scan:
+    """The brackets and quotes of a line's text, read left to right (comments skipped)."""
+
+    open: tuple[str, ...]  # brackets still open at the end, innermost last
+    broken: bool  # a closer without its opener, or with another's
+    quote: str  # the one-line string left open at the end ("": none)
+
+
+def scan(text: str, syntax: Syntax = Syntax(), start: Sequence[str] = ()) -> Scan:
+    """Read ``text``'s brackets outside strings and comments, from the open brackets
+    ``start`` on: a line break ends a one-line string (which is then broken) and a line
+    comment; triple quotes open and close a string that may span lines."""
+    stack = list(start)
+    quote, broken, i = "", False, 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+            elif ch == "\n" and len(quote) == 1:
+                broken, quote = True, ""
+        elif ch in syntax.quotes:
+            triple = ch * 3
+            quote = triple if text.startswith(triple, i) else ch
+            i += len(quote) - 1
+        elif any(text.startswith(c, i) for c in syntax.comments):
+            end = text.find("\n", i)
+            if end < 0:
+                break
+            i = end
+        elif ch in OPENERS:
+            stack.append(ch)
+        elif ch in CLOSERS:
+            if stack and stack[-1] == CLOSERS[ch]:
+                stack.pop()
+            else:
+                broken = True
+        i += 1
+    return Scan(tuple(stack), broken, quote if len(quote) == 1 else "")
+
+
+def closing(brackets: Iterable[str]) -> str:
+    """The closers of the open ``brackets``, innermost first."""
+    return "".join(OPENERS[b] for b in reversed(tuple(brackets)))
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """What a draft is judged against: the text around the cursor."""
+
+    before: str  # the document before the cursor (its end is enough: WINDOW_CHARS)
+    following: str  # the document after the cursor, its line's rest first
+    language: str = ""  # an LSP language id, a file name or URI ("" unknown)
+
+    @property
+    def line_before(self) -> str:
+        return self.before[self.before.rfind("\n") + 1 :]
+
+    @property
+    def rest(self) -> str:
+        """The rest of the cursor's line."""
+        end = self.following.find("\n")
+        return self.following if end < 0 else self.following[:end]
+
+    @property
+    def next_line(self) -> str:
+        """The first non-blank line after the cursor's line, stripped ("": none)."""
+        rows = self.following[:FOLLOWING_CHARS].split("\n")[1:]
+        return next((r.strip() for r in rows if r.strip()), "")
+
+
+class Judge:
+    """Tells malformed drafts at one cursor; the document's own line is scanned and parsed
+    once."""
+
+    def __init__(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+        self.syntax = syntax_of(cursor.language)
+        self.line, self.rest = cursor.line_before, cursor.rest
+        grammar = grammar_name(cursor.language) if self.syntax.code else None
+        self.parser = _parser(grammar) if grammar else None
+        window = _window(cursor.before)
+        self.head = window[: len(window) - len(self.line)] if window.endswith(self.line) else ""
+        # the brackets the lines above leave open (a ")" at a line start may close them)
+        above = scan(self.head, self.syntax)
+        self.open = () if above.broken or above.quote else above.open
+        self.base = scan(self.line + self.rest, self.syntax, self.open)
+        self.tail = cursor.following[len(self.rest) : FOLLOWING_CHARS]
+        self.clean, self.in_text = False, False  # the cursor's line parses; in a string
+        if self.parser is not None:
+            self.clean, self.in_text = self._look("")
+
+    def why(self, draft: str) -> str:
+        """Why ``draft`` is malformed at the cursor: "brackets", "quote", "unfinished",
+        "repeats" (the next line), "syntax"; "" when it is not, and for every draft where
+        the cursor is inside a string or comment, or in prose (its brackets need not pair)."""
+        if not draft.strip() or self.in_text or not self.syntax.code:
+            return ""
+        line = scan(self.line + draft + self.rest, self.syntax, self.open)
+        if line.broken and not self.base.broken:
+            return "brackets"
+        if line.quote and not self.base.quote:
+            return "quote"
+        if self._cut(draft):
+            return "unfinished"
+        last = draft.rstrip().rsplit("\n", 1)[-1].strip()
+        if last and last == self.cursor.next_line:
+            return "repeats"
+        if self.clean and not self._look(draft)[0]:
+            return "syntax"
+        return ""
+
+    def _cut(self, draft: str) -> bool:
+        """Whether the draft stops inside a bracket its line opened, right after a word, a
+        string or a closer (``retries=_frob_frob``, ``f(g(x)``): a line the token budget
+        cut. A line spread over lines breaks after an opener, a comma or an operator (no
+        line of the replay's 400 targets ends so)."""
+        text = (self.line + draft + self.rest).rstrip()
+        end = text[-1:]
+        return bool(scan(text, self.syntax).open) and (end.isalnum() or end in "_\"')]}")
+
+    def _look(self, draft: str) -> tuple[bool, bool]:
+        """(no error or missing node on the cursor's lines, the cursor is inside a string or
+        comment) with ``draft`` at the cursor, the brackets its line opens closed after it.
+        Without a draft, the whole window must parse: where the window starts inside a
+        bracket (a long dict literal) or the document is being edited elsewhere, errors land
+        anywhere and the syntax rule is off."""
+        assert self.parser is not None
+        line = self.line + draft + self.rest
+        state = scan(line, self.syntax)
+        if state.quote:
+            return False, False
+        encode = functools.partial(str.encode, encoding="utf-8", errors="surrogatepass")
+        start = len(encode(self.head))
+        end = start + len(encode(line + closing(state.open)))
+        root = self.parser.parse(encode(self.head + line + closing(state.open) + self.tail))
+        root = root.root_node
+        b = start + len(encode(self.line))
+        clean = not _has_error(root, start, end) if draft else not root.has_error
+        return clean, _in_text(root, b)
+
+
+def _in_text(root: Any, b: int) -> bool:
+    """Whether byte ``b`` lies inside a string or comment node."""
+    node = root.descendant_for_byte_range(b, b)
+    while node is not None:
+        kind = node.type
+        if ("string" in kind or "comment" in kind) and node.start_byte < b < node.end_byte:
+            return True
+        node = node.parent
+    return False
+
+
+def _has_error(node: Any, start: int, end: int) -> bool:
+    """Whether an ERROR or MISSING node under ``node`` overlaps bytes [start, end]."""
+    if node.end_byte < start or node.start_byte > end:
+        return False
+    if node.type == "ERROR" or node.is_missing:
+        return True
+    return bool(node.has_error) and any(_has_error(c, start, end) for c in node.children)
+
+
+def _window(before: str) -> str:
+    """The end of ``before`` parsed: WINDOW_CHARS, from a definition's head at column 0 when
+    one lies in them (a parse that starts inside a docstring reads code as text), else from
+    a line start."""
+    if len(before) <= WINDOW_CHARS:
+        return before
+    lo = len(before) - WINDOW_CHARS
+    found = TOP_LEVEL.search(before, lo)
+    if found:
+        return before[found.start() :]
+    line = before.find("\n", lo)
+    return before[line + 1 :] if line >= 0 else before[lo:]
+
+
+class HasText(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+T = TypeVar("T", bound=HasText)
+
+
+def well_formed(drafts: Sequence[T], cursor: Cursor) -> list[T]:
+    """The drafts that are not malformed at ``cursor``, in their order."""
+    judge = Judge(cursor)
+    return [d for d in drafts if not judge.why(d.text)]
+
+
+def malformed(drafts: Sequence[str], cursor: Cursor) -> list[str]:
+    """Why each draft is malformed at ``cursor`` ("" for one that is not): the replay counts
+    them."""
+    judge = Judge(cursor)
+    return [judge.why(d) for d in drafts]

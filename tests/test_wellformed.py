@@ -1,0 +1,103 @@
+"""Drafts that parse (lsp_server/wellformed.py): malformed drafts are told, and replaced."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from lsp_server.completion import CursorContext, Suggestion, decode
+from lsp_server.settings import DecodingSettings
+from lsp_server.wellformed import Cursor, malformed, scan, well_formed
+from superposed.api import Completion, Engine
+from superposed.types import Draft
+
+BODY = "def read(path):\n    data = None\n    "
+AFTER = "\n    return data\n"
+
+
+def why(draft: str, before: str = BODY, following: str = AFTER, language: str = "python") -> str:
+    return malformed([draft], Cursor(before, following, language))[0]
+
+
+@pytest.mark.parametrize(
+    "draft, reason",
+    [
+        # the issue's corrupt drafts, beside the right one
+        ('with open(path, "r",") as f:', "quote"),
+        ('with open(path, "r+ encoding="utf-8") as f:', "quote"),
+        ('with open(path, "r", encoding="utf-8") as f:', ""),
+        ("data = load(path))", "brackets"),
+        ("data = [load(path)]]", "brackets"),
+        ("data = (load(path)]", "brackets"),
+        ("data: list[tuple[str, str, = None,", "syntax"),
+        ("data = compute(path, retries=_frob_frob", "unfinished"),
+        ("data = compute(path, load(x)", "unfinished"),
+        ("return data", "repeats"),  # the line that already follows the cursor
+        # a line may open a bracket that later lines close, or a block
+        ("data = compute(", ""),
+        ("data = [1, 2,", ""),
+        ("if data is None:", ""),
+        ("data = path // 2  # halved (roughly", ""),
+    ],
+)
+def test_malformed_drafts_are_told_by_what_breaks(draft: str, reason: str) -> None:
+    assert why(draft) == reason
+
+
+def test_a_draft_may_close_what_the_prefix_opened() -> None:
+    assert why("b)", "x = foo(a, ", "\n") == ""
+    assert why("b))", "x = foo(a, ", "\n") == "brackets"
+    # the rest of the line closes it already: a draft that closes it again breaks the line
+    assert why("b", "x = foo(a, ", ")\n") == ""
+    assert why("b)", "x = foo(a, ", ")\n") == "brackets"
+    # a line start that closes a call opened on the lines above
+    head = "def f():\n    return foo(\n        a,\n"
+    assert why(") + 1", head, "\n") == ""
+
+
+def test_nothing_is_judged_inside_a_string_or_in_prose() -> None:
+    doc = 'def f():\n    """Read the data (the '
+    assert why("first part) of it]", doc, '\n    """\n') == ""
+    assert why("see (below]", "Some notes ", "\n", "notes.md") == ""
+
+
+def test_a_language_without_a_grammar_gets_the_bracket_rules() -> None:
+    assert why("x = f(a))", "", "\n", "file.nosuchlang") == "brackets"
+    assert why("x = f(a)", "", "\n", "file.nosuchlang") == ""
+
+
+def test_the_scan_skips_strings_and_comments_by_language() -> None:
+    assert scan('f("(", x)').open == ()
+    assert scan("f(x  # )").open == ("(",)
+    assert scan("a // b)", start=("(",)).open == ("(",)  # C-like: a comment
+    from lsp_server.wellformed import syntax_of
+
+    assert scan("a // b)", syntax_of("python"), ("(",)).open == ()  # Python: division
+    assert scan("fn f<'a>(x: &'a str)", syntax_of("rust")).broken is False
+
+
+def test_well_formed_keeps_the_good_drafts_in_order() -> None:
+    drafts = [Suggestion("data = load(path))", -1.0), Suggestion("data = load(path)", -2.0)]
+    drafts.append(Suggestion("data = read(path)", -3.0))
+    kept = well_formed(drafts, Cursor(BODY, AFTER, "python"))
+    assert [s.text for s in kept] == ["data = load(path)", "data = read(path)"]
+
+
+def test_a_malformed_draft_is_replaced_by_the_next_candidate(
+    tiny_engine: Engine, monkeypatch: Any
+) -> None:
+    """Through decode: the engine's first draft does not parse, so the spare after the k
+    shown takes its place."""
+    texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
+    drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
+    monkeypatch.setattr(
+        tiny_engine, "complete", lambda *a, **kw: Completion(drafts, {"total": 1.0})
+    )
+    text = BODY + AFTER
+    context = CursorContext.at(text, len(BODY), "python")
+    settings = replace(DecodingSettings(), k=3, line_mode="single")
+    answer = decode(tiny_engine, context, settings)
+    assert [s.text for s in answer.suggestions] == texts[1:]
+    assert "wellformed" in answer.timing_ms
