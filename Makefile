@@ -11,7 +11,7 @@ GEMMA := $(VENV)/.gemma-installed
 # server process an end-to-end test starts compile the server again.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup demo test test-fast lint unit bench bench-quick clean editors gemma
+.PHONY: setup demo test test-fast lint unit bench bench-quick bench-llama clean editors gemma
 
 $(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
@@ -75,6 +75,16 @@ bench: setup
 	$(BIN)/python -m bench.coherence
 	$(BIN)/python -m bench.report
 	@echo "report: docs/benchmarks.md"
+
+# llama.cpp (llama-cpp-python, the `llama` extra) for bench/cpu_anchor.py's side-by-side
+# columns: built from source for this CPU's own kernels (GGML_NATIVE: -march=native), 10-25
+# minutes on 2 cores; no wheel cache, so a build for another CPU is never reused.
+LLAMA := $(VENV)/.llama-installed
+$(LLAMA): $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=ON" $(BIN)/pip install -q --no-cache-dir -e '.[llama]'
+	touch $(LLAMA)
+
+bench-llama: $(LLAMA)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
