@@ -418,6 +418,7 @@ async def footprint(model: str, k: int, sources: Path | None = None) -> dict[str
 
 def sources_at(ref: str, directory: Path) -> Path:
     """The repository's files at git ``ref``, extracted into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
     ).stdout
@@ -434,6 +435,14 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
     result = dict(runs[0])
     result["cases"] = {case: pool([r["cases"][case] for r in runs]) for case in runs[0]["cases"]}
+    if runs[0].get("cursor_rest"):
+        result["cursor_rest"] = pooled_modes([r["cursor_rest"] for r in runs])
+    if runs[0].get("accept"):
+        cases = [r["accept"]["cases"] for r in runs]
+        result["accept"] = {
+            **runs[0]["accept"],
+            "cases": {name: pooled_modes([c[name] for c in cases]) for name in cases[0]},
+        }
     if runs[0]["first_request"]:
         modes = [r["first_request"]["modes"] for r in runs]
         result["first_request"] = {
@@ -450,26 +459,65 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def pooled_modes(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """A rest or accept case of several runs as one: each mode's requests pooled, its ratios
+    again from the pooled p50 and p95 (the rest as the first run gave it)."""
+    def values(mode: str) -> list[float]:
+        return [ms for c in cases for ms in c["modes"][mode]["request"]["values_ms"]]
+
+    modes = {
+        mode: {**cases[0]["modes"][mode], "request": summary(values(mode))}
+        for mode in cases[0]["modes"]
+    }
+    old, new = (modes[mode]["request"] for mode in modes)
+    return {
+        **cases[0],
+        "modes": modes,
+        "ratio_p50": new["p50_ms"] / old["p50_ms"],
+        "ratio_p95": new["p95_ms"] / old["p95_ms"],
+    }
+
+
+def mode_cases(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """The rest and accept cases' summaries as cases, one per mode (and asked moment)."""
+    out: dict[str, dict[str, float]] = {}
+    if rest := result.get("cursor_rest"):
+        out |= {f"after a cursor rest, {m}": v["request"] for m, v in rest["modes"].items()}
+    if accept := result.get("accept"):
+        out |= {
+            f"after an accept, asked {asked}, {m}": v["request"]
+            for asked, case in accept["cases"].items()
+            for m, v in case["modes"].items()
+        }
+    return out
+
+
 async def side_by_side(model: str, requests: int, k: int, settings: dict[str, Any], ref: str,
-                       rounds: int) -> dict[str, Any]:  # fmt: skip
-    """This server and the server of commit ``ref``, ``rounds`` times each, in the order
-    ABBA ABBA... (a drift of the machine's load during the run falls on both alike); each
-    server's cases pooled over its runs. A refactor's latency against the code before it."""
+                       rounds: int, after: str | None = None,
+                       accept: int = 0) -> dict[str, Any]:  # fmt: skip
+    """This server (the checkout's, or commit ``after``'s) and the server of commit ``ref``,
+    ``rounds`` times each, in the order ABBA ABBA... (a drift of the machine's load during
+    the run falls on both alike); each server's cases pooled over its runs. A change's
+    latency against the code before it."""
     runs: dict[str, list[dict[str, Any]]] = {"this": [], ref: []}
     order = [
         which for r in range(rounds) for which in (("this", ref) if r % 2 == 0 else (ref, "this"))
     ]
     with tempfile.TemporaryDirectory(prefix="lsp-before-") as tmp:
-        then = sources_at(ref, Path(tmp))
+        then = sources_at(ref, Path(tmp) / "before")
+        now = None if after is None else sources_at(after, Path(tmp) / "after")
         for which in order:
-            sources = None if which == "this" else then
-            runs[which].append(await run(model, requests, k, settings, sources))
+            sources = now if which == "this" else then
+            runs[which].append(await run(model, requests, k, settings, sources, accept))
     result = pooled(runs["this"])
     before = pooled(runs[ref])
+    result["after"] = after
     result["before"] = {
         "ref": ref,
         "cases": before["cases"],
         "first_request": before["first_request"],
+        "cursor_rest": before.get("cursor_rest"),
+        "accept": before.get("accept"),
         "rounds": rounds,
         "order": order,
     }
@@ -481,8 +529,14 @@ def before_table(result: dict[str, Any]) -> list[str]:
     if "before" not in result:
         return []
     ref = result["before"]["ref"]
-    now = {**result["cases"], **first_request_cases(result["first_request"])}
-    then = {**result["before"]["cases"], **first_request_cases(result["before"]["first_request"])}
+    now = {
+        **result["cases"], **first_request_cases(result["first_request"]), **mode_cases(result)
+    }
+    then = {
+        **result["before"]["cases"],
+        **first_request_cases(result["before"]["first_request"]),
+        **mode_cases(result["before"]),
+    }  # fmt: skip
     rows = [
         [case, f"{then[case]['p50_ms']:.0f}", f"{now[case]['p50_ms']:.0f}",
          f"{now[case]['p50_ms'] / then[case]['p50_ms']:.2f}x",
@@ -495,7 +549,8 @@ def before_table(result: dict[str, Any]) -> list[str]:
         "",
         f"The same cases on the server of commit {ref} (its code extracted with `git archive`, "
         f"driven by this script), in the same run, {_order(result['before'])}: a ratio near 1 "
-        "is within noise.",
+        "is within noise."
+        + (f" This: the server of commit {result['after']}." if result.get("after") else ""),
         "",
         table(["case", f"p50 ms ({ref})", "p50 ms (this)", "ratio", f"p95 ms ({ref})",
                "p95 ms (this)"], rows, align="lrrrrr"),  # fmt: skip
@@ -521,12 +576,18 @@ def first_request_cases(case: dict[str, Any] | None) -> dict[str, dict[str, floa
     }
 
 
-async def footprint_cases(model: str, k: int, before: str | None) -> dict[str, Any]:
-    """The footprint case on this server, and on the server of commit ``before`` if given."""
-    cases = {"this commit": await footprint(model, k)}
-    if before is not None:
-        with tempfile.TemporaryDirectory(prefix="lsp-before-") as tmp:
-            cases[f"before ({before})"] = await footprint(model, k, sources_at(before, Path(tmp)))
+async def footprint_cases(
+    model: str, k: int, before: str | None, after: str | None = None
+) -> dict[str, Any]:
+    """The footprint case on this server (the checkout's, or commit ``after``'s), and on the
+    server of commit ``before`` if given."""
+    with tempfile.TemporaryDirectory(prefix="lsp-before-") as tmp:
+        now = None if after is None else sources_at(after, Path(tmp) / "after")
+        name = "this commit" if after is None else f"this ({after})"
+        cases = {name: await footprint(model, k, now)}
+        if before is not None:
+            then = sources_at(before, Path(tmp) / "before")
+            cases[f"before ({before})"] = await footprint(model, k, then)
     return cases
 
 
@@ -842,9 +903,11 @@ async def run(
     k: int,
     settings: dict[str, Any] | None = None,
     sources: Path | None = None,
+    accept: int = 0,
 ) -> dict[str, Any]:
     """The latency cases on one server; ``settings``: server settings over the defaults;
-    ``sources``: the server's code from there (an earlier commit's), not this checkout."""
+    ``sources``: the server's code from there (an earlier commit's), not this checkout;
+    ``accept``: also the accept case, with this many trials per mode (0: not run here)."""
     long_text = LONG_SOURCE.read_text()
     with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
         workspace = Path(tmp) / "ws"
@@ -874,6 +937,7 @@ async def run(
             first_requests = await first_request_case(bench, options, long_text, requests)
             await bench.configure(options)  # the defaults again (the case above changed them)
             cursor_rest = await cursor_rest_case(bench, long_text, requests)
+            accepted = await accept_case(bench, long_text, accept) if accept else None
             typed_lines = [
                 i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40
             ]
@@ -914,6 +978,7 @@ async def run(
         "typing_1500": typing_target(along_1500),
         "first_request": first_requests,
         "cursor_rest": cursor_rest,
+        "accept": accepted,
         "compiled_step": compiled_state,
         # resident MiB: after loading the model, after every request, and the peak
         "memory_mb": {
@@ -989,6 +1054,7 @@ def markdown(result: dict[str, Any]) -> str:
         ),
         *first_request_table(result),
         *cursor_rest_table(result),
+        *accept_table(result),
         *footprint_table(result),
         *before_table(result),
         "",
@@ -1038,6 +1104,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, default=1,
                         help="with --before: each server this many times, ABBA")  # fmt: skip
+    parser.add_argument("--after", metavar="REF",
+                        help="with --before: this side is the server at this commit, not "
+                        "the checkout (uncommitted edits there may be half-done)")  # fmt: skip
+    parser.add_argument("--accept", type=int, default=0, metavar="N",
+                        help="also the accept case in the full run, N trials per mode")  # fmt: skip
     parser.add_argument(
         "--settings",
         type=json.loads,
@@ -1065,13 +1136,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.before:
         both = side_by_side(
-            args.model, args.requests, args.k, args.settings, args.before, args.rounds
-        )
+            args.model, args.requests, args.k, args.settings, args.before, args.rounds,
+            args.after, args.accept,
+        )  # fmt: skip
         result = asyncio.run(both)
     else:
-        result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
+        if args.after:
+            parser.error("--after compares with --before: give both")
+        one = run(args.model, args.requests, args.k, args.settings, accept=args.accept)
+        result = asyncio.run(one)
     result["out"] = str(args.out)
-    result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before))
+    result["footprint"] = asyncio.run(
+        footprint_cases(args.model, args.k, args.before, args.after)
+    )
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0
 
