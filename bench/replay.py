@@ -300,7 +300,10 @@ def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[d
 
 
 def line_row(p: Position, drafts: list[str]) -> dict[str, Any]:
-    """A line task's row: the position's fields, the drafts and their metrics."""
+    """A line task's row: the position's fields, the drafts and their metrics (with how many
+    shown drafts are malformed there: bench/replay_wellformed.py)."""
+    from bench.replay_wellformed import row_fields
+
     return {
         "task": p.task,
         "repo": p.repo,
@@ -310,6 +313,7 @@ def line_row(p: Position, drafts: list[str]) -> dict[str, Any]:
         "rest": p.rest,
         "drafts": drafts,
         **position_metrics(drafts, p.rest),
+        **row_fields(p, drafts),
     }
 
 
@@ -611,9 +615,13 @@ def replay(args: argparse.Namespace, tasks: Tasks) -> int:
                     row_of=tasks.row_of, server_commit=server_commit)
     )  # fmt: skip
     result = save(rows, server)
+    from bench.replay_wellformed import summary_line
+
     for name in result["configs"]:
         for cursor in dict.fromkeys(p.cursor for p in todo):
             print(tasks.line(name, cursor, result["summary"][name][cursor]["all"]))
+        if any("shown" in row for row in rows):
+            print(summary_line(rows, name))
     return 0
 
 
