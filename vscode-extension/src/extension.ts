@@ -10,6 +10,7 @@ import {
   watchPythonInterpreter,
 } from './commands';
 import { needsRestart, SECTION, wantsServer } from './config';
+import { NextEditsView } from './nextEditsView';
 import { acceptPart, isDisabled, toggleLanguage } from './partial';
 import { Server } from './server';
 import { type ServerState, statusView } from './state';
@@ -28,10 +29,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status.text = view.text;
     status.tooltip = view.tooltip;
   };
+  let nextEdits: NextEditsView | undefined; // below: it needs the server, the server's state clears it
   const srv = new Server(
     output,
     (state) => {
       show(state);
+      if (state.kind === 'stopped' || state.kind === 'error') {
+        nextEdits?.clear(); // what a stopped server proposed cannot be accepted
+      }
       if (state.kind === 'ready') {
         void refreshStats(); // loaded, or the compiled decode step came in: stats anew
       }
@@ -39,6 +44,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     (language) => isDisabled(context, language),
   );
   server = srv;
+  const view = new NextEditsView(srv, output, context);
+  nextEdits = view;
+  srv.onNextEdits = (params) => view.ready(params);
   // The stats shown in the status bar's tooltip, fetched when ready and after each save.
   const refreshStats = async (): Promise<void> => {
     await srv.refreshStats();
@@ -75,6 +83,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     output,
     status,
+    view,
     vscode.commands.registerCommand('superposed.index', () => indexWorkspace(srv, output)),
     vscode.commands.registerCommand('superposed.restart', restart),
     vscode.commands.registerCommand('superposed.showLog', () => output.show(true)),

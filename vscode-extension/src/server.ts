@@ -13,6 +13,7 @@ import {
 } from 'vscode-languageclient/node';
 
 import { resolvePython, SECTION, serverCommand, serverSettings } from './config';
+import { NEXT_EDITS_READY, NEXT_EDITS_REQUEST } from './nextEdits';
 import { answers } from './partial';
 import type { DraftItem } from './picks';
 import { type ServerState, type ServerStatus, STATUS_NOTIFICATION, stateOfStatus } from './state';
@@ -55,6 +56,8 @@ export class Server {
   private client: LanguageClient | undefined;
   private stats: Record<string, unknown> | undefined;
   private restTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Where superposed/nextEditsReady goes (the next-edits view). */
+  onNextEdits: ((params: unknown) => void) | undefined;
 
   constructor(
     private readonly output: vscode.LogOutputChannel,
@@ -121,6 +124,9 @@ export class Server {
     // reports (model load, indexing) is shown by the client's built-in progress feature.
     client.onNotification(new NotificationType<ServerStatus>(STATUS_NOTIFICATION), (status) =>
       this.onState(stateOfStatus(status, () => this.readyState())),
+    );
+    client.onNotification(new NotificationType<unknown>(NEXT_EDITS_READY), (params) =>
+      this.onNextEdits?.(params),
     );
     client.onDidChangeState(({ newState }) => {
       if (newState === State.Stopped && this.client === client) {
@@ -201,6 +207,18 @@ export class Server {
       context: { triggerKind: CompletionTriggerKind.Invoked }, // asked for: the full k
     });
     return (Array.isArray(result) ? result : (result?.items ?? [])) as DraftItem[];
+  }
+
+  /** The server's next edits at `position` (superposed/nextEdits): `{edits: [...]}`. */
+  async nextEdits(document: vscode.TextDocument, position: vscode.Position): Promise<unknown> {
+    const client = this.client;
+    if (client === undefined || !client.isRunning()) {
+      throw new Error('the Superposed server is not running (Superposed: Restart Server)');
+    }
+    return client.sendRequest(NEXT_EDITS_REQUEST, {
+      textDocument: { uri: client.code2ProtocolConverter.asUri(document.uri) },
+      position: client.code2ProtocolConverter.asPosition(position),
+    });
   }
 
   /** Fetches the store stats for the status bar; they stay as they were if the call fails. */
