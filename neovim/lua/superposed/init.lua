@@ -13,6 +13,7 @@
 ---   vim.lsp.config('superposed', { cmd = { '/path/to/.venv/bin/python', '-m', 'lsp_server.cli' } })
 ---   vim.lsp.enable('superposed')
 local drafts = require('superposed.drafts')
+local next_edits = require('superposed.next_edits')
 
 local M = {}
 
@@ -50,6 +51,10 @@ M.defaults = {
   },
   -- 0.12: "(1/3)" after the ghost text: which of the k drafts is shown.
   hint = true,
+  -- Next edits (superposed/next_edits.lua): normal- and insert-mode keys; false disables one.
+  next_edits = {
+    keys = { jump = '<M-n>', accept = '<M-y>', dismiss = '<M-e>' },
+  },
 }
 
 M.options = vim.deepcopy(M.defaults)
@@ -463,6 +468,7 @@ local function setup_global()
   end
   global_done = true
   vim.lsp.handlers['superposed/status'] = M.on_status
+  vim.lsp.handlers['superposed/nextEditsReady'] = next_edits.on_ready
   local command = vim.api.nvim_create_user_command
   command('SuperposedStatus', M.show_status, { desc = 'superposed: status and store stats' })
   command('SuperposedIndex', M.index, { desc = 'superposed: index the workspace' })
@@ -474,6 +480,9 @@ local function setup_global()
     desc = 'superposed: erase a file (default: this one) from the stores; ! clears the user store',
   })
   command('SuperposedDrafts', M.show_drafts, { desc = 'superposed: pick one of the k drafts at the cursor' })
+  command('SuperposedNextEdits', function()
+    next_edits.list(M.name)
+  end, { desc = 'superposed: the pending next edits; the pick jumps there' })
   command('SuperposedToggle', function(args)
     M.toggle(args.args)
   end, { nargs = '?', complete = 'filetype', desc = 'superposed: completions on/off for a filetype' })
@@ -505,6 +514,9 @@ function M.attach(client, bufnr)
     end,
     desc = 'superposed: warm the server where the cursor rests',
   })
+  next_edits.keys = M.options.next_edits.keys
+  next_edits.map(bufnr)
+  next_edits.watch(bufnr)
   if M.options.ui == 'none' then
     return
   end
