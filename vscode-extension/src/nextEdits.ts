@@ -192,9 +192,10 @@ export function describe(edit: Pick<NextEdit, 'oldText' | 'newText'>): string {
   return old === '' ? `insert ${neu}` : `${old} -> ${neu}`;
 }
 
-/** The hint after the line of the next edit's site: what Tab does there. */
+/** The hint after the line of the next edit's site: what Tab does there (at the site, the
+ * preview already shows what the edit does). */
 export function hintText(edit: NextEdit, here: boolean): string {
-  return here ? `  Tab to accept, Esc to dismiss: ${edit.label}` : `  Tab to jump: ${edit.label}`;
+  return here ? '  Tab to accept, Esc to dismiss' : `  Tab to jump: ${edit.label}`;
 }
 
 /** A Superposed: List Next Edits entry: the label, where it is, what it changes. */

@@ -182,7 +182,7 @@ test('how an edit is shown: insert or replace, on one line, with what Tab does',
   assert.equal(isInsert(replace), false);
   assert.equal(oneLine('a\n  b\r\nc'), 'a ⏎   b ⏎ c');
   assert.match(hintText(replace, false), /Tab to jump: rename get_user -> fetch_user/);
-  assert.match(hintText(replace, true), /Tab to accept, Esc to dismiss/);
+  assert.equal(hintText(replace, true), '  Tab to accept, Esc to dismiss');
   const picks = editPicks(
     [replace, { ...insert, origin: 'open', textDocument: { uri: B, version: null } }],
     (uri) => uri.slice('file:///w/'.length),
