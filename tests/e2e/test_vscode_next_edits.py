@@ -5,8 +5,8 @@ A file calls ``get_user`` three times; the user renames it to ``fetch_user`` at 
 After the change ends, the server's ``superposed/nextEditsReady`` reaches the extension: the
 next call gets the gutter mark and the "Tab to jump" hint; Tab moves the cursor there, where
 the old name shows struck through with the new one beside it; Tab accepts (the file as saved
-has the new name there); Superposed: List Next Edits lists what is still pending; Esc dismisses
-the next one, and its mark goes. The server is the real one (with the tiny model: next edits
+has the new name there); Superposed: List Next Edits lists what is still pending; Tab goes to
+the next one and Esc there dismisses it, and its mark goes. The server is the real one (with the tiny model: next edits
 need none), so this also checks the protocol between them.
 
 Nothing is installed here: `make editors` (scripts/setup-editors.sh) does that.
@@ -138,8 +138,10 @@ def test_next_edit_marked_jumped_to_accepted_listed_and_dismissed(tmp_path: Path
     assert any(f"users.py:{result['nextShown']['marks'][0]}:" in r["description"] for r in listed)
     assert result["afterList"]["marks"] == result["nextShown"]["marks"]  # closing it kept it
 
-    # Esc dismissed it: its mark went, and stayed gone; the file kept its text.
+    # Tab went to it, and Esc there dismissed it: its mark went, and stayed gone; the file
+    # kept its text.
     dismissed = result["nextShown"]["marks"][0]
+    assert result["cursorAtNext"]["line"] == dismissed
     assert dismissed not in result["afterDismiss"]["marks"]
     assert dismissed not in result["afterDismissLater"]["marks"]
     assert result["finalText"] == result["afterAccept"]

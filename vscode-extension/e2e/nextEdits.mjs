@@ -1,7 +1,7 @@
 // Drives code-server through a next edit: rename a function at one of its calls, wait for the
 // gutter mark and the "Tab to jump" hint at the next call, Tab to jump there (the preview: the
 // old name struck through, the new one beside it), Tab to accept, Superposed: List Next Edits,
-// then Esc to dismiss the one after it.
+// then Tab to the one after it and Esc to dismiss it.
 //
 //   node nextEdits.mjs config.json      (config: see tests/e2e/test_vscode_next_edits.py)
 //
@@ -143,8 +143,12 @@ await drive(
     await page.waitForTimeout(500);
     result.afterList = await nextEditView(page);
 
-    step('Esc dismisses the next edit');
-    await page.keyboard.press('Escape'); // the list closed: the editor has the focus again
+    step('Tab to the next edit, Esc dismisses it');
+    // The list closed: the editor has the focus again. Esc dismisses at a site only.
+    await page.keyboard.press('Tab');
+    await waitView(page, 'the preview at the next site', (view) => view.struck.length > 0);
+    result.cursorAtNext = await cursor(page);
+    await page.keyboard.press('Escape');
     result.afterDismiss = await waitView(
       page,
       'no mark after Esc',

@@ -216,15 +216,6 @@ export class NextEditsView implements vscode.Disposable {
     this.output.info(`next edit: jumped to ${this.where(edit)}`);
   }
 
-  /** The edit the cursor is at, else the next one. */
-  private current(): NextEdit | undefined {
-    const editor = vscode.window.activeTextEditor;
-    const here = editor && this.cursorOf(editor);
-    return (
-      here && (siteAt(this.edits, here.uri, here.pos) ?? target(this.edits, here.uri, here.pos))
-    );
-  }
-
   /** Tab at a site: the edit goes in as a normal text edit, then the server hears of it. */
   private async accept(): Promise<void> {
     const editor = vscode.window.activeTextEditor;
@@ -250,9 +241,13 @@ export class NextEditsView implements vscode.Disposable {
     await this.tell(ACCEPTED_COMMAND, edit);
   }
 
-  /** Esc: the shown edit goes, and the server stops proposing it. */
+  /** Esc at a site: its edit goes, and the server stops proposing it. Away from a site Esc keeps
+   * its meaning (a Vim extension's Normal mode, closing a widget); the next proposals after a
+   * change replace the pending ones anyway. */
   private async dismiss(): Promise<void> {
-    const edit = this.current();
+    const editor = vscode.window.activeTextEditor;
+    const here = editor && this.cursorOf(editor);
+    const edit = here && siteAt(this.edits, here.uri, here.pos);
     if (edit === undefined) {
       return;
     }
