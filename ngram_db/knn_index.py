@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,8 +102,12 @@ def index_knn(
     dims: int = DEFAULT_DIMS,
     rebuild: bool = False,
     progress: Callable[[str], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> KnnSummary:
-    """Bring ``store``'s hidden-state memory up to date with its files (see the module)."""
+    """Bring ``store``'s hidden-state memory up to date with its files (see the module).
+
+    only: these paths of the store and no others (a benchmark's subset); None: every file.
+    """
     if keep not in KEEP_RULES:
         raise ValueError(f"keep must be one of {KEEP_RULES}, got {keep!r}")
     if store.path is None:
@@ -112,6 +116,8 @@ def index_knn(
     target = knn_path(store.path)
     header = {"model": model, "tokenizer": store.tokenizer.fingerprint, "keep": keep}
     files = [f for f in store.file_records() if lasting(f.path)]
+    if only is not None:
+        files = [f for f in files if f.path in set(only)]
     old = None if rebuild else _reusable(target, header, dims)
     held = old.shas() if old is not None else {}
     todo = [f for f in files if held.get(f.path) != f.sha256 and len(f.ids) > 1]

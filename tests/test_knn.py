@@ -257,7 +257,7 @@ def test_index_knn_keeps_all_or_only_the_wrong_and_refreshes_changed_files(
             [FileTokens(p, p + "1", np.asarray(tok(t)["input_ids"])) for p, t in texts.items()]
         )
         every = index_knn(store, fast_engine.runner, "tiny", keep="all", dims=8)
-        held = KnnStore.load(knn_path(store.path))
+        held = KnnStore.load(knn_path(tmp_path / "s.db"))
         assert (
             every.positions
             == len(held)
@@ -269,7 +269,7 @@ def test_index_knn_keeps_all_or_only_the_wrong_and_refreshes_changed_files(
         store.write([FileTokens("/r/b.py", "b2", np.asarray(tok("x = 1\n")["input_ids"]))])
         changed = index_knn(store, fast_engine.runner, "tiny", keep="all", dims=8)
         assert changed.ran == 1
-        assert KnnStore.load(knn_path(store.path)).shas() == {
+        assert KnnStore.load(knn_path(tmp_path / "s.db")).shas() == {
             "/r/a.py": "/r/a.py1",
             "/r/b.py": "b2",
         }

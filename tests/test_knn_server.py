@@ -50,7 +50,7 @@ def test_no_file_beside_the_store_is_no_memory(store: NgramStore) -> None:
 
 def test_the_memory_is_loaded_once_and_again_after_a_forget(store: NgramStore) -> None:
     write_memory(store)
-    memories, said = KnnMemories(), []
+    memories, said = KnnMemories(), list[str]()
     fingerprint = store.tokenizer.fingerprint
     first = memories.for_store(store, "m", fingerprint, said.append)
     assert first is not None and len(first) == 6 and said == []
@@ -75,3 +75,18 @@ def test_a_damaged_memory_is_refused_and_the_server_goes_on(store: NgramStore) -
     said: list[str] = []
     assert KnnMemories().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
     assert len(said) == 1 and "index-repo --knn" in said[0]
+
+
+def test_a_saved_files_old_positions_leave_until_index_repo_knn_runs_again(
+    store: NgramStore,
+) -> None:
+    """A save changes the file's content in the SQLite store: the memory's positions of its
+    old text no longer serve (the save does not run the model over it; the others serve)."""
+    write_memory(store)
+    memories = KnnMemories()
+    fingerprint = store.tokenizer.fingerprint
+    before = memories.for_store(store, "m", fingerprint, print)
+    assert before is not None and len(before) == 6
+    store.write([FileTokens("/r/b.py", "sb2", np.arange(1, 9))])
+    after = memories.for_store(store, "m", fingerprint, print)
+    assert after is not None and after.store.shas() == {"/r/a.py": "sa"} and len(after) == 4
