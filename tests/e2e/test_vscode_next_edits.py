@@ -6,8 +6,9 @@ After the change ends, the server's ``superposed/nextEditsReady`` reaches the ex
 next call gets the gutter mark and the "Tab to jump" hint; Tab moves the cursor there, where
 the old name shows struck through with the new one beside it; Tab accepts (the file as saved
 has the new name there); Superposed: List Next Edits lists what is still pending; Tab goes to
-the next one and Esc there dismisses it, and its mark goes. The server is the real one (with the tiny model: next edits
-need none), so this also checks the protocol between them.
+the next one and Esc there dismisses it, and its mark goes. An edit that only inserts (an
+argument added) shows its text after the site instead. The server is the real one (with the
+tiny model: next edits need none), so this also checks the protocol between them.
 
 Nothing is installed here: `make editors` (scripts/setup-editors.sh) does that.
 SUPERPOSED_UPDATE_DOCS=1 copies the screenshot of the preview to docs/images/ for the README.
@@ -149,3 +150,47 @@ def test_next_edit_marked_jumped_to_accepted_listed_and_dismissed(tmp_path: Path
     assert not any("superposed.nextEditDismissed failed" in line for line in log), log[-20:]
     if os.environ.get("SUPERPOSED_UPDATE_DOCS"):
         shutil.copy(SCREENSHOT, DOCS_SCREENSHOT)
+
+
+INSERT_SOURCE = """def load(db, uid):
+    return db.get(uid)
+
+
+def show(db, uid):
+    print(db.get(uid))
+"""
+TYPED = ", None"
+
+
+def test_an_insert_shows_after_its_site_and_is_accepted(tmp_path: Path) -> None:
+    """An edit that only inserts (an argument added) shows its text after the site, with
+    nothing struck through, and Tab puts it in."""
+    require_tools()
+    settings = {
+        "superposed.pythonPath": str(tiny_python(tmp_path)),
+        "superposed.trigger": "manual",
+        "superposed.nextEditsScope": "file",
+    }
+    with code_server(tmp_path, {"db.py": INSERT_SOURCE}, settings) as session:
+        path = session.workspace / "db.py"
+        line = INSERT_SOURCE.splitlines()[1]
+        result = run_driver(
+            "nextEditsInsert.mjs",
+            session,
+            tmp_path,
+            {
+                "file": "db.py",
+                "filePath": str(path),
+                "typeAt": {"line": 2, "column": line.index(")") + 1},  # before the ")"
+                "typed": TYPED,
+                "timeoutMs": 240_000,
+            },
+            TIMEOUT_S,
+        )
+    assert result["beforeJump"]["marks"] == [6], result["beforeJump"]
+    site = INSERT_SOURCE.splitlines()[5]
+    assert result["cursorAtSite"] == {"line": 6, "column": site.index(")") + 1}
+    assert result["atSite"]["struck"] == []
+    assert {"line": 6, "text": TYPED} in result["atSite"]["after"]
+    expected = INSERT_SOURCE.replace("get(uid)", "get(uid, None)")
+    assert result["afterAccept"] == expected

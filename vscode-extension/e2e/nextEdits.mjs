@@ -11,70 +11,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 import { drive, openAndWaitReady, runCommand, saveAndRead } from './editor.mjs';
+import { cursor, nextEditView, waitView } from './nextEditsView.mjs';
 
 const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const timeout = config.timeoutMs ?? 300_000;
-
-/** What the editor draws for next edits: the lines (1-based) with our gutter mark, and the
- * decorations' after-texts and struck-through texts with their lines. */
-async function nextEditView(page) {
-  return page.evaluate(() => {
-    const editor = document.querySelector('.editor-instance .monaco-editor');
-    if (!editor) {
-      return { marks: [], after: [], struck: [] };
-    }
-    const lineOfTop = new Map();
-    for (const row of editor.querySelectorAll('.margin-view-overlays > div')) {
-      const number = row.querySelector('.line-numbers')?.textContent?.trim();
-      if (number) {
-        lineOfTop.set(row.style.top, Number(number));
-      }
-    }
-    // Gutter icons are widgets of their own, placed at their line's top.
-    const marks = [...editor.querySelectorAll('.glyph-margin-widgets .cgmr')]
-      .filter((el) => getComputedStyle(el).backgroundImage.includes('next-edit.svg'))
-      .map((el) => lineOfTop.get(el.style.top));
-    const after = [];
-    const struck = [];
-    for (const line of editor.querySelectorAll('.view-lines .view-line')) {
-      const number = lineOfTop.get(line.style.top);
-      for (const span of line.querySelectorAll('span span')) {
-        const own = getComputedStyle(span, '::after').content;
-        if (own && own !== 'none' && own !== 'normal') {
-          after.push({ line: number, text: JSON.parse(own) });
-        }
-        if (getComputedStyle(span).textDecorationLine.includes('line-through')) {
-          struck.push({ line: number, text: span.textContent.replace(/\u00a0/g, ' ') });
-        }
-      }
-    }
-    return { marks, after, struck };
-  });
-}
-
-/** The cursor's line and column (1-based), from the status bar's "Ln 6, Col 11". */
-async function cursor(page) {
-  const text = await page
-    .locator('.statusbar-item', { hasText: /Ln \d+, Col \d+/ })
-    .first()
-    .textContent();
-  const [, line, column] = text.match(/Ln (\d+), Col (\d+)/);
-  return { line: Number(line), column: Number(column) };
-}
-
-/** Polls the view until `ok(view)`; the view then, or throws what it last was. */
-async function waitView(page, what, ok, waitMs = timeout) {
-  const deadline = Date.now() + waitMs;
-  let view;
-  while (Date.now() < deadline) {
-    view = await nextEditView(page);
-    if (ok(view)) {
-      return view;
-    }
-    await page.waitForTimeout(200);
-  }
-  throw new Error(`${what}: not within ${waitMs} ms; the view was ${JSON.stringify(view)}`);
-}
+const waitFor = (page, what, ok, waitMs = timeout) => waitView(page, what, ok, waitMs);
 
 await drive(
   { failureScreenshot: 'vscode-next-edits-failure.png', ...config },
@@ -94,7 +35,7 @@ await drive(
     result.cursorAfterRename = await cursor(page);
 
     step('the gutter mark and the hint at the next site');
-    const shown = await waitView(page, 'a gutter mark and a hint', (view) => {
+    const shown = await waitFor(page, 'a gutter mark and a hint', (view) => {
       const mark = view.marks[0];
       return (
         mark !== undefined &&
@@ -105,7 +46,7 @@ await drive(
 
     step('Tab jumps to it');
     await page.keyboard.press('Tab');
-    result.atSite = await waitView(
+    result.atSite = await waitFor(
       page,
       'the preview at the site',
       (view) => view.struck.length > 0,
@@ -124,7 +65,7 @@ await drive(
 
     step('Superposed: List Next Edits');
     // The server proposes again after the accept (a change like any other): the next site.
-    result.nextShown = await waitView(
+    result.nextShown = await waitFor(
       page,
       'the next mark after the accept',
       (view) => view.marks.length > 0 && view.marks[0] !== result.cursorAfterAccept.line,
@@ -146,10 +87,10 @@ await drive(
     step('Tab to the next edit, Esc dismisses it');
     // The list closed: the editor has the focus again. Esc dismisses at a site only.
     await page.keyboard.press('Tab');
-    await waitView(page, 'the preview at the next site', (view) => view.struck.length > 0);
+    await waitFor(page, 'the preview at the next site', (view) => view.struck.length > 0);
     result.cursorAtNext = await cursor(page);
     await page.keyboard.press('Escape');
-    result.afterDismiss = await waitView(
+    result.afterDismiss = await waitFor(
       page,
       'no mark after Esc',
       (view) => !view.marks.includes(result.nextShown.marks[0]),
