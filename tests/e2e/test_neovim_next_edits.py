@@ -270,3 +270,90 @@ def test_stale_proposals_are_not_shown_and_marks_move_with_the_text(tmp_path: Pa
     assert out["after_lines"] == [[11, 10], [15, 11]]
     assert out["after_change"] == [[11, 10]]
     assert out["pending_after_change"] == ["fresh"]
+
+
+INSERT_SOURCE = """def load(db, uid):
+    return db.get(uid)
+
+
+def show(db, uid):
+    print(db.get(uid))
+"""
+
+INSERT_SCRIPT = (
+    LUA_PRELUDE
+    + LUA_CAPTURE_NOTES
+    + r"""
+vim.opt.rtp:prepend(cfg.plugin)
+vim.cmd('filetype on')
+require('superposed').setup({
+  cmd = { cfg.python, '-m', 'lsp_server.cli', '-v', '--log-file', cfg.result .. '.log' },
+  settings = { compile = 'off', trigger = 'manual', nextEditsScope = 'file',
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+})
+"""
+    + LUA_OPEN_AND_WAIT_READY
+    + r"""
+local next_edits = require('superposed.next_edits')
+local function marks(ns)
+  return vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })
+end
+local phase = 'type'
+step('add an argument at the first call')
+vim.api.nvim_win_set_cursor(0, { 2, cfg.type_col })
+feed('i, None<Esc>', 'n')
+local timer = vim.uv.new_timer()
+timer:start(100, 100, vim.schedule_wrap(function()
+  if phase == 'type' and #marks(next_edits.ns) > 0 then
+    out.sites = vim.tbl_map(function(m)
+      return { row = m[2], col = m[3], end_col = m[4].end_col, hl = m[4].hl_group or vim.NIL }
+    end, marks(next_edits.ns))
+    out.texts = {}
+    for _, m in ipairs(marks(next_edits.hint_ns)) do
+      if m[4].virt_text_pos == 'inline' then
+        out.texts[#out.texts + 1] = { row = m[2], col = m[3], text = m[4].virt_text[1][1],
+          hl = m[4].virt_text[1][2] }
+      end
+    end
+    phase = 'jump'
+    step('jump')
+    feed('<M-n>')
+  elseif phase == 'jump' and vim.api.nvim_win_get_cursor(0)[1] == 6 then
+    out.cursor_at_site = vim.api.nvim_win_get_cursor(0)
+    phase = 'accept'
+    step('accept')
+    feed('<M-y>')
+  elseif phase == 'accept' and #marks(next_edits.ns) == 0 then
+    out.lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+    timer:stop()
+    finish()
+  end
+end))
+"""
+)
+
+
+@pytest.mark.parametrize("nvim", ["0.11", "0.12"])
+def test_an_insert_shows_as_virtual_text_at_its_site_and_is_accepted(
+    tmp_path: Path, nvim: str
+) -> None:
+    workspace = make_workspace(tmp_path / "ws", "db", {"db.py": INSERT_SOURCE})
+    line = INSERT_SOURCE.splitlines()[1]
+    out = run_nvim(
+        tmp_path,
+        nvim_011() if nvim == "0.11" else nvim_012(),
+        INSERT_SCRIPT,
+        workspace=workspace,
+        config={"file": str(workspace / "db.py"), "type_col": line.index(")")},
+        timeout_s=TIMEOUT_S,
+        env=tiny_model_env(tmp_path),
+    )
+    site = INSERT_SOURCE.splitlines()[5].index(")")
+    # The other call's site: an empty range before its ")", nothing struck through, the
+    # inserted text as inline virtual text there.
+    assert out["sites"] == [{"row": 5, "col": site, "end_col": site, "hl": None}]
+    assert out["texts"] == [
+        {"row": 5, "col": site, "text": ", None", "hl": "SuperposedNextEditInsert"}
+    ]
+    assert out["cursor_at_site"] == [6, site]
+    assert out["lines"] == INSERT_SOURCE.replace("get(uid)", "get(uid, None)").splitlines()
