@@ -1,5 +1,5 @@
 /**
- * Next edits, their pure part: the protocol's shapes (docs/architecture.md, "Next edits"), which
+ * Next edits, their pure part: the protocol's shapes (lsp_server/next_edits/service.py), which
  * pending edits are still good, which one is next, and how each is shown. No `vscode` import, so
  * node's test runner tests it directly.
  *
