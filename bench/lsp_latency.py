@@ -994,8 +994,11 @@ async def run(
 
 def markdown(result: dict[str, Any]) -> str:
     t = result["typing_1500"]
+    title = "# Language server latency, request to response over stdio"
+    if result.get("after"):  # a change's side-by-side run: its own section in the report
+        title += f": the server of {result['after']} against {result['before']['ref']}"
     lines = [
-        "# Language server latency, request to response over stdio",
+        title,
         "",
         f"Model {result['model']}, k={result['k']}, "
         f"maxPromptTokens={result['settings']['maxPromptTokens']}, "

@@ -393,8 +393,9 @@ def other_results(name: str, script: str) -> list[str]:
 
 def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 5. Speed", ""]
-    for name in ("cpu_anchor", "latency", "kernels", "fidelity", "lsp_latency"):
-        out += other_results(name, name)
+    names = ("cpu_anchor", "lsp_latency_cpu", "latency", "kernels", "fidelity", "lsp_latency")
+    for name in names:  # lsp_latency_cpu: issue 39's rerun of bench/lsp_latency.py
+        out += other_results(name, name.removesuffix("_cpu"))
     if q is not None:
         name, main = next(iter(q["methods"].items()))
         st = q["store"]
