@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from lsp_server.next_edits.log import Change
-from lsp_server.next_edits.tokens import Prose, Token, is_user_name, lex
+from lsp_server.next_edits.tokens import Token, is_user_name, lex, prose_of
 
 MAX_TOKENS = 12  # tokens changed at most, on either side: repetitive edits are small
 MAX_LINE = 400  # characters of the changed line at most (generated or minified text)
@@ -100,7 +100,7 @@ def derive(change: Change, language: str) -> Derived:
         return _refused("too large")
     row = change.after.count("\n", 0, a0)
     column = new[0].start if new else (ta[p].start if p < len(ta) else len(line_after))
-    where = Prose(change.after, language).at(row, column)
+    where = prose_of(change.after, language).at(row, column)
     if where == "comment":
         return _refused("in a comment")
     derived = (

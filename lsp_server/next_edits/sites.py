@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lsp_server.next_edits.patterns import DEFINERS, Pattern, arity, callee_of
-from lsp_server.next_edits.tokens import Prose, Token, lex
+from lsp_server.next_edits.tokens import Token, lex, prose_of
 
 MAX_SITES = 200  # sites per text at most: a pattern that matches more is not a next edit
 
@@ -46,7 +46,7 @@ def anchor(pattern: Pattern) -> str:
 def find(pattern: Pattern, uri: str, text: str, language: str, origin: str) -> list[Site]:
     """The sites of ``pattern`` in ``text`` (the document ``uri``), in order."""
     needle, sites = anchor(pattern), list[Site]()
-    prose = Prose(text, language)
+    prose = prose_of(text, language)
     row, counted = 0, 0  # the row of offset ``counted``, moved forward line by line
     at = text.find(needle)
     while at >= 0 and len(sites) < MAX_SITES:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import keyword
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,10 @@ _LEXER = re.compile(
     |(?P<op>==|!=|<=|>=|->|=>|::|\*\*|//|<<|>>|&&|\|\||\+=|-=|\*=|/=|:=|\.\.\.|\S)""",
     re.VERBOSE,
 )
+# Parsed texts kept (the edited document and the open ones that hold sites): a parse of a
+# 2,000-line file costs about 8 ms here, and an ended change's pattern and its sites, then
+# the request that follows, read the same texts (bench/next_edits_speed.py).
+PROSE_KEPT = 8
 # Names that are the language's, not the user's: never renamed.
 KEYWORDS = frozenset(keyword.kwlist) | frozenset(
     [
@@ -120,26 +126,28 @@ class Prose:
     """Which places of one text are inside a string or a comment (parsed once, lazily)."""
 
     def __init__(self, text: str, language: str) -> None:
-        self._text = text
+        self.text = text
         self._language = language
         self._tree: Any = None
         self._parsed = False
         self._lines: list[str] | None = None
+        self._lock = threading.Lock()  # one parse, whichever thread asks first
 
     def _line(self, row: int) -> str:
         if self._lines is None:
-            self._lines = self._text.split("\n")
+            self._lines = self.text.split("\n")
         return self._lines[row] if row < len(self._lines) else ""
 
     def at(self, row: int, column: int) -> str | None:
         """What holds the character at (row, column) (characters): "string", "comment" or
         None (code)."""
-        if not self._parsed:
-            self._parsed = True
-            grammar = grammar_name(self._language)
-            parser = _parser(grammar) if grammar else None
-            if parser is not None:
-                self._tree = parser.parse(self._text.encode("utf-8", "surrogatepass"))
+        with self._lock:
+            if not self._parsed:
+                grammar = grammar_name(self._language)
+                parser = _parser(grammar) if grammar else None
+                if parser is not None:
+                    self._tree = parser.parse(self.text.encode("utf-8", "surrogatepass"))
+                self._parsed = True
         line = self._line(row)
         if self._tree is None:
             return _line_prose(line, column)
@@ -152,6 +160,26 @@ class Prose:
                 return "string"
             node = node.parent
         return None
+
+
+_kept: OrderedDict[tuple[str, int], Prose] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def prose_of(text: str, language: str) -> Prose:
+    """The Prose of ``text``, parsed once while it is among the last PROSE_KEPT asked for."""
+    key = (language, hash(text))
+    with _kept_lock:
+        found = _kept.get(key)
+        if found is not None and found.text == text:
+            _kept.move_to_end(key)
+            return found
+    prose = Prose(text, language)
+    with _kept_lock:
+        _kept[key] = prose
+        while len(_kept) > PROSE_KEPT:
+            _kept.popitem(last=False)
+    return prose
 
 
 def _line_prose(line: str, column: int) -> str | None:
