@@ -60,7 +60,8 @@ class ModelSettings:
     precision: str = "auto"  # auto | fp32 | bf16 | int8 | int4
     runner: str = "auto"  # auto (fast where it applies) | hf (the reference) | fast
     threads: int = 1  # CPU threads: two on a busy 2-core machine measured 3-35x slower
-    # (0: the count calibrated at the first load on this CPU, superposed/calibrate.py)
+    # (0: the counts calibrated at the first load on this CPU, one for decode steps and one
+    # for long prefills, superposed/calibrate.py)
     # background: a child process compiles the fast runner's decode step (cached on disk),
     # used once it is ready; off: always eager.
     compile: str = "background"  # background | off
