@@ -147,6 +147,15 @@ def test_a_changed_string_is_proposed_where_the_same_string_stands() -> None:
     assert _proposed(source, after) == [(1, '"user_id"', '"uid"')]
 
 
+def test_an_edit_inside_a_docstring_is_proposed_in_strings_only() -> None:
+    source = (
+        'def f():\n    """\n    Uses old_word here.\n    """\n    old_word = 1\n\n'
+        'x = """\nold_word again\n"""\n'
+    )
+    after = source.replace("Uses old_word", "Uses new_word")
+    assert _proposed(source, after) == [(7, "old_word", "new_word")]  # not the code's
+
+
 def test_an_argument_added_at_the_end_of_a_call_reaches_the_same_callee() -> None:
     after = SOURCE.replace("return db.get(uid)", "return db.get(uid, None)")
     # db.get with one argument, whatever it is; not cache.get, not db.get(a, b)
@@ -154,9 +163,20 @@ def test_an_argument_added_at_the_end_of_a_call_reaches_the_same_callee() -> Non
 
 
 def test_an_argument_added_first_reaches_the_same_callee() -> None:
-    source = "run(a)\nrun(b)\nrun()\nrun(c, d)\n"
+    source = "log(a)\nlog(b)\nlog()\nlog(c, d)\n"
+    after = source.replace("log(a)", "log('api', a)", 1)
+    assert _proposed(source, after) == [(1, "", "'api', ")]
+
+
+def test_a_positional_name_added_is_found_again_only_with_the_same_arguments() -> None:
+    """``ctx`` names something of that one call: not proposed in calls with other arguments
+    (a keyword argument or a literal means the same at every call)."""
+    source = "run(a)\nrun(b)\nrun(a)\n"
     after = source.replace("run(a)", "run(ctx, a)", 1)
-    assert _proposed(source, after) == [(1, "", "ctx, ")]
+    assert derive(_change(source, after), "python").reason == "replace"
+    assert _proposed(source, after) == [(2, "", "ctx, ")]
+    keyword = source.replace("run(a)", "run(a, retries=3)", 1)
+    assert _proposed(source, keyword) == [(1, "", ", retries=3"), (2, "", ", retries=3")]
 
 
 def test_a_changed_import_path_is_proposed_at_the_other_imports() -> None:
@@ -191,6 +211,16 @@ def test_what_must_not_be_proposed() -> None:
     # an argument typed into an empty call is typing, not a repeated edit: no argument
     # pattern, and its replace pattern has no context that makes it the same situation
     assert derive(_change("f()\nf()\n", "f(value)\nf()\n"), "python").reason != "argument"
+
+
+def test_a_use_switched_to_a_name_the_document_has_is_no_rename() -> None:
+    """``load(x)`` -> ``save(x)`` where ``save`` exists: that one call changed its mind."""
+    source = "def load(p):\n    pass\n\ndef save(p):\n    pass\n\nload(1)\nload(2)\n"
+    after = source.replace("load(1)", "save(1)")
+    assert _refusal(source, after) == "switched to an existing name"
+    # renaming the definition to a name that exists is still a rename (its uses follow)
+    renamed = source.replace("def load", "def save_all")
+    assert [row for row, _, _ in _proposed(source, renamed)] == [6, 7]
 
 
 def test_a_rewrite_that_would_apply_again_is_refused() -> None:

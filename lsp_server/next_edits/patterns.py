@@ -20,6 +20,7 @@ one-letter names, and rewrites whose result would match their own pattern again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from lsp_server.next_edits.log import Change
@@ -33,6 +34,7 @@ MIN_STRING = 3  # characters in a string literal that is found again anywhere
 DEFINERS = frozenset(
     ["def", "class", "function", "fn", "func", "struct", "enum", "interface", "type", "trait"]
 )
+LITERALS = frozenset(["None", "True", "False", "null", "nil", "true", "false", "undefined"])
 IMPORTERS = frozenset(["import", "from", "use", "require", "include"])
 _OPENERS, _CLOSERS = "([{", ")]}"
 
@@ -104,7 +106,7 @@ def derive(change: Change, language: str) -> Derived:
     if where == "comment":
         return _refused("in a comment")
     derived = (
-        _rename(tb, ta, p, old, new, where)
+        _rename(tb, p, old, new, where, change.before)
         or _string(old, new, where)
         or _argument(tb, ta, p, s, old, new, line_after, where)
         or _replace(tb, ta, p, s, old, new, (line_before, line_after), where)
@@ -140,12 +142,13 @@ def _clip(text: str, width: int = 40) -> str:
 
 def _rename(
     tb: tuple[Token, ...],
-    ta: tuple[Token, ...],
     p: int,
     old: tuple[Token, ...],
     new: tuple[Token, ...],
     where: str | None,
+    before: str,
 ) -> Pattern | str | None:
+    """``before``: the document before the edit."""
     if not (len(old) == len(new) == 1 and old[0].kind == new[0].kind == "name"):
         return None
     if not (is_user_name(old[0]) and is_user_name(new[0])):
@@ -154,6 +157,10 @@ def _rename(
         return "a one-letter name"
     previous = tb[p - 1].text if p else ""
     dotted = None if previous in DEFINERS else previous == "."
+    if dotted is not None and re.search(rf"(?<!\w){re.escape(new[0].text)}(?!\w)", before):
+        # a use switched to a name the document already has (another function, another
+        # field): a change of that one place, not a rename
+        return "switched to an existing name"
     label = f"rename {old[0].text} -> {new[0].text}"
     return Pattern("rename", label, (old[0].text,), 0, 0, new[0].text, where, dotted)
 
@@ -217,6 +224,18 @@ def arity(tokens: tuple[Token, ...], opener: int, close: int) -> int:
     return commas + 1
 
 
+def _portable(tokens: tuple[Token, ...]) -> bool:
+    """Whether an inserted argument (its comma left out) means the same at every call: a
+    keyword argument or a literal. A positional name (``f(a, ctx)``) names something of that
+    one place."""
+    tokens = tuple(t for t in tokens if t.text != ",")
+    if len(tokens) >= 3 and tokens[0].kind == "name" and tokens[1].text == "=":
+        return True
+    return len(tokens) == 1 and (
+        tokens[0].kind in ("number", "string") or tokens[0].text in LITERALS
+    )
+
+
 def _balanced(tokens: tuple[Token, ...]) -> bool:
     level = 0
     for t in tokens:
@@ -253,7 +272,7 @@ def _argument(
     count = arity(tb, opener, close)
     # a whole argument: after a comma at the end, before one at the start, and balanced
     whole = new[0].text == "," if at_end else new[-1].text == ","
-    if count == 0 or not whole or len(new) < 2 or not _balanced(new):
+    if count == 0 or not whole or len(new) < 2 or not _balanced(new) or not _portable(new):
         return None
     gap = line_after[ta[p - 1].end : ta[p + len(new)].start]  # between its two neighbours
     name = ".".join(c for c in callee if c != ".")

@@ -140,7 +140,8 @@ class Prose:
 
     def at(self, row: int, column: int) -> str | None:
         """What holds the character at (row, column) (characters): "string", "comment" or
-        None (code)."""
+        None (code). A string literal that begins there is code: the literal is the unit
+        (``"a/b"`` -> ``"a/c"`` is an edit in code); inside one that began before, prose."""
         with self._lock:
             if not self._parsed:
                 grammar = grammar_name(self._language)
@@ -153,10 +154,12 @@ class Prose:
             return _line_prose(line, column)
         byte = len(line[:column].encode("utf-8", "surrogatepass"))
         node = self._tree.root_node.descendant_for_point_range((row, byte), (row, byte + 1))
+        here = (row, byte)
         while node is not None:
             if "comment" in node.type:
                 return "comment"
-            if "string" in node.type or node.type in ("heredoc_body", "char_literal"):
+            stringy = "string" in node.type or node.type in ("heredoc_body", "char_literal")
+            if stringy and tuple(node.start_point) < here:
                 return "string"
             node = node.parent
         return None
@@ -187,7 +190,7 @@ def _line_prose(line: str, column: int) -> str | None:
     for token in lex(line):
         if token.start > column:
             return None
-        if token.kind == "string" and token.start <= column < token.end:
+        if token.kind == "string" and token.start < column < token.end:
             return "string"
         if token.kind == "op" and token.text in ("#", "//"):
             return "comment"
