@@ -62,32 +62,10 @@ def sdpa(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, **options: A
     ``scale`` (None: 1/sqrt(D)).
     """
     b, heads, t, d = q.shape
-    if t == 1 and q.dtype == torch.float32 and options.keys() <= {"scale"}:
-        out = one_query_attention(q, keys, values, options.get("scale"))
-    else:
-        out = F.scaled_dot_product_attention(
-            q, keys, values, enable_gqa=keys.shape[1] != heads, **options
-        )  # [B, heads, T, D]
+    out = F.scaled_dot_product_attention(
+        q, keys, values, enable_gqa=keys.shape[1] != heads, **options
+    )  # [B, heads, T, D]
     return out.transpose(1, 2).reshape(b, t, heads * d)
-
-
-def one_query_attention(
-    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None
-) -> torch.Tensor:
-    """One fp32 query per head (a decode step) over every key: q [B, heads, 1, D], keys and
-    values [B, kv_heads, L, D] -> [B, heads, 1, D], as F.scaled_dot_product_attention.
-
-    Two matmuls and a softmax, the query heads of a key head stacked as the rows of one
-    matmul. SDPA's CPU (flash) kernel took 9.2 ms for the default model's 30 layers at 512
-    positions against 2.5 ms so (AVX2, one thread, issue 39; its blocks are sized for many
-    queries); bf16 keeps SDPA (AMX and AVX-512 BF16 have its fast kernels).
-    """
-    b, heads, _, d = q.shape
-    kv_heads = keys.shape[1]
-    grouped = q.reshape(b, kv_heads, heads // kv_heads, d)  # [B, kv, G, D]
-    scores = torch.matmul(grouped, keys.transpose(-1, -2)) * (scale or d**-0.5)  # [B, kv, G, L]
-    out = torch.matmul(torch.softmax(scores, dim=-1), values)  # [B, kv, G, D]
-    return out.reshape(b, heads, 1, d)
 
 
 def step_masks(

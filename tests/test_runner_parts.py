@@ -11,14 +11,7 @@ import pytest
 import torch
 
 import superposed
-from superposed.attention import (
-    eager_mask,
-    one_query_attention,
-    sdpa,
-    split_attention,
-    step_masks,
-    window_start,
-)
+from superposed.attention import eager_mask, split_attention, step_masks, window_start
 from superposed.kv_cache import KVCache
 from superposed.types import EngineError
 
@@ -57,20 +50,6 @@ def test_split_attention_is_causal_attention_over_the_concatenated_keys(
     )  # [B, heads, T, D]
     assert got.shape == (b, new, heads * d)
     torch.testing.assert_close(got, expected.transpose(1, 2).reshape(b, new, heads * d))
-
-
-@pytest.mark.parametrize(("heads", "kv_heads", "scale"), [(9, 3, None), (4, 4, 0.3), (6, 1, None)])
-def test_one_query_attention_is_sdpa_s(heads: int, kv_heads: int, scale: float | None) -> None:
-    generator = torch.Generator().manual_seed(heads)
-    q = torch.randn(2, heads, 1, 16, generator=generator)
-    keys, values = (torch.randn(2, kv_heads, 37, 16, generator=generator) for _ in range(2))
-    expected = torch.nn.functional.scaled_dot_product_attention(
-        q, keys, values, enable_gqa=kv_heads != heads, scale=scale
-    )
-    torch.testing.assert_close(one_query_attention(q, keys, values, scale), expected)
-    # the eager step's attention takes it for one fp32 query, and keeps SDPA's layout
-    got = sdpa(q, keys, values, scale=scale)
-    torch.testing.assert_close(got, expected.transpose(1, 2).reshape(2, 1, heads * 16))
 
 
 def test_kv_cache_gathers_expands_and_rewinds_rows() -> None:
