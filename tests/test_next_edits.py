@@ -141,6 +141,34 @@ def test_a_renamed_use_is_proposed_at_uses_only_not_in_strings_or_comments() -> 
     ]  # not obj.get_user (an attribute), not the docstring, the comment or the string
 
 
+def test_a_local_names_rename_stays_in_its_function() -> None:
+    """``style`` bound in ``a`` (a parameter) is not ``b``'s ``style``."""
+    source = (
+        "def a(style):\n    x = style\n    return style\n\n"
+        "def b():\n    style = 2\n    return style\n"
+    )
+    after = source.replace("x = style", "x = border_style")
+    assert _proposed(source, after) == [(0, "style", "border_style"), (2, "style", "border_style")]
+
+
+def test_a_keyword_arguments_name_is_not_the_variables() -> None:
+    source = "def f(style):\n    g(style=style)\n    return style\n"
+    after = source.replace("return style", "return border_style")
+    derived = derive(_change(source, after), "python")
+    assert derived.pattern is not None
+    sites = find(derived.pattern, "a.py", after, "python", "file")
+    # the parameter and the value passed, not g's keyword
+    assert [(s.row, s.start) for s in sites] == [(0, 6), (1, 12)]
+
+
+def test_an_attributes_rename_keeps_its_receiver() -> None:
+    source = "self.size = 1\nother.size = 2\nprint(self.size)\n"
+    after = source.replace("self.size = 1", "self.length = 1")
+    derived = derive(_change(source, after), "python")
+    assert derived.reason == "attribute"
+    assert _proposed(source, after) == [(2, "size", "length")]
+
+
 def test_a_changed_string_is_proposed_where_the_same_string_stands() -> None:
     source = 'KEY = "user_id"\nrow["user_id"]\nname = "user_idx"\n'
     after = source.replace('KEY = "user_id"', 'KEY = "uid"')

@@ -24,7 +24,8 @@ import re
 from dataclasses import dataclass, replace
 
 from lsp_server.next_edits.log import Change
-from lsp_server.next_edits.tokens import Token, is_user_name, lex, prose_of
+from lsp_server.next_edits.scope import local_rows
+from lsp_server.next_edits.tokens import Prose, Token, is_user_name, lex, prose_of
 
 MAX_TOKENS = 12  # tokens changed at most, on either side: repetitive edits are small
 MAX_LINE = 400  # characters of the changed line at most (generated or minified text)
@@ -55,6 +56,8 @@ class Pattern:
     callee: tuple[str, ...] = ()  # argument: the call's callee tokens (x . get)
     arity: int = 0  # argument: the call's arguments before the edit
     at_end: bool = True  # argument: the text went after the last argument (else the first)
+    rows: tuple[int, int] | None = None  # a local's rename: its function's rows (scope.py)
+    keyword: bool = False  # rename: the name was a keyword argument's (``f(style=...)``)
     uri: str = ""  # the document edited, its line there (row, in the text after) and the
     row: int = -1  # columns of what the edit wrote there: no site overlaps them
     columns: tuple[int, int] = (0, 0)
@@ -102,11 +105,12 @@ def derive(change: Change, language: str) -> Derived:
         return _refused("too large")
     row = change.after.count("\n", 0, a0)
     column = new[0].start if new else (ta[p].start if p < len(ta) else len(line_after))
-    where = prose_of(change.after, language).at(row, column)
+    prose = prose_of(change.after, language)
+    where = prose.at(row, column)
     if where == "comment":
         return _refused("in a comment")
     derived = (
-        _rename(tb, p, old, new, where, change.before)
+        _rename(tb, p, old, new, where, change.before, (prose, row))
         or _string(old, new, where)
         or _argument(tb, ta, p, s, old, new, line_after, where)
         or _replace(tb, ta, p, s, old, new, (line_before, line_after), where)
@@ -147,8 +151,9 @@ def _rename(
     new: tuple[Token, ...],
     where: str | None,
     before: str,
+    place: tuple[Prose, int],
 ) -> Pattern | str | None:
-    """``before``: the document before the edit."""
+    """``before``: the document before the edit; ``place``: its parse and the edit's row."""
     if not (len(old) == len(new) == 1 and old[0].kind == new[0].kind == "name"):
         return None
     if not (is_user_name(old[0]) and is_user_name(new[0])):
@@ -162,7 +167,29 @@ def _rename(
         # field): a change of that one place, not a rename
         return "switched to an existing name"
     label = f"rename {old[0].text} -> {new[0].text}"
-    return Pattern("rename", label, (old[0].text,), 0, 0, new[0].text, where, dotted)
+    if dotted and p >= 2 and tb[p - 2].kind == "name":
+        # an attribute of one receiver (self.style): another object's is another field
+        receiver = (tb[p - 2].text, ".", old[0].text)
+        return Pattern("attribute", label, receiver, 2, 0, new[0].text, where)
+    rows = None
+    if dotted is False and where is None:  # a use: a local's rename stays in its function
+        prose, row = place
+        rows = local_rows(before, prose, row, old[0].start, old[0].text)
+    after = tb[p + 1].text if p + 1 < len(tb) else ""
+    header = tb[0].text in DEFINERS or tb[0].text in ("lambda", "async")
+    keyword = after == "=" and previous in ("(", ",") and not header
+    return Pattern(
+        "rename",
+        label,
+        (old[0].text,),
+        0,
+        0,
+        new[0].text,
+        where,
+        dotted,
+        rows=rows,
+        keyword=keyword,
+    )
 
 
 def _string(old: tuple[Token, ...], new: tuple[Token, ...], where: str | None) -> Pattern | None:

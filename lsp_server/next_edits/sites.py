@@ -45,6 +45,8 @@ def anchor(pattern: Pattern) -> str:
 
 def find(pattern: Pattern, uri: str, text: str, language: str, origin: str) -> list[Site]:
     """The sites of ``pattern`` in ``text`` (the document ``uri``), in order."""
+    if pattern.rows is not None and uri != pattern.uri:
+        return []  # a local's rename: its function only
     needle, sites = anchor(pattern), list[Site]()
     prose = prose_of(text, language)
     row, counted = 0, 0  # the row of offset ``counted``, moved forward line by line
@@ -55,6 +57,9 @@ def find(pattern: Pattern, uri: str, text: str, language: str, origin: str) -> l
         last = len(text) if last < 0 else last
         row, counted = row + text.count("\n", counted, first), first
         line = text[first:last]
+        if pattern.rows is not None and not pattern.rows[0] <= row <= pattern.rows[1]:
+            at = text.find(needle, last)
+            continue
         for start, end, new_text in _in_line(pattern, lex(line), line):
             if _edited(pattern, uri, row, start, end) or prose.at(row, start) != pattern.where:
                 continue
@@ -94,8 +99,13 @@ def _same_use(pattern: Pattern, tokens: tuple[Token, ...], i: int) -> bool:
     the edit renamed one, a use when it renamed a use, either after a definition."""
     if tokens[i].kind != "name":
         return False
-    dotted = i > 0 and tokens[i - 1].text == "."
-    return pattern.dotted is None or pattern.dotted == dotted
+    previous = tokens[i - 1].text if i else ""
+    following = tokens[i + 1].text if i + 1 < len(tokens) else ""
+    header = tokens[0].text in DEFINERS or tokens[0].text in ("lambda", "async")
+    keyword = following == "=" and previous in ("(", ",") and not header
+    if keyword != pattern.keyword:
+        return False  # a keyword argument's name is the callee's, not this variable's
+    return pattern.dotted is None or pattern.dotted == (previous == ".")
 
 
 def _calls(pattern: Pattern, tokens: tuple[Token, ...], line: str) -> list[tuple[int, int, str]]:

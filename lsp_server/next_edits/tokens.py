@@ -34,6 +34,23 @@ _LEXER = re.compile(
 # 2,000-line file costs about 8 ms here, and an ended change's pattern and its sites, then
 # the request that follows, read the same texts (bench/next_edits_speed.py).
 PROSE_KEPT = 8
+# tree-sitter's functions (Python, JavaScript/TypeScript, Go, Rust, Java, C, Ruby, ...): a
+# local name's rename stays inside the one that binds it (scope.py).
+FUNCTIONS = frozenset(
+    [
+        "function_definition",
+        "function_declaration",
+        "method_definition",
+        "method_declaration",
+        "function_item",
+        "func_literal",
+        "arrow_function",
+        "function_expression",
+        "function",
+        "method",
+        "lambda",
+    ]
+)
 # Names that are the language's, not the user's: never renamed.
 KEYWORDS = frozenset(keyword.kwlist) | frozenset(
     [
@@ -138,10 +155,7 @@ class Prose:
             self._lines = self.text.split("\n")
         return self._lines[row] if row < len(self._lines) else ""
 
-    def at(self, row: int, column: int) -> str | None:
-        """What holds the character at (row, column) (characters): "string", "comment" or
-        None (code). A string literal that begins there is code: the literal is the unit
-        (``"a/b"`` -> ``"a/c"`` is an edit in code); inside one that began before, prose."""
+    def _parse(self) -> Any:
         with self._lock:
             if not self._parsed:
                 grammar = grammar_name(self._language)
@@ -149,12 +163,33 @@ class Prose:
                 if parser is not None:
                     self._tree = parser.parse(self.text.encode("utf-8", "surrogatepass"))
                 self._parsed = True
-        line = self._line(row)
-        if self._tree is None:
-            return _line_prose(line, column)
-        byte = len(line[:column].encode("utf-8", "surrogatepass"))
-        node = self._tree.root_node.descendant_for_point_range((row, byte), (row, byte + 1))
-        here = (row, byte)
+        return self._tree
+
+    def _node(self, row: int, column: int) -> Any:
+        """The smallest node at (row, column), None without a grammar."""
+        tree = self._parse()
+        if tree is None:
+            return None
+        byte = len(self._line(row)[:column].encode("utf-8", "surrogatepass"))
+        return tree.root_node.descendant_for_point_range((row, byte), (row, byte + 1))
+
+    def function_rows(self, row: int, column: int) -> tuple[int, int] | None:
+        """The first and last rows of the innermost function around (row, column)."""
+        node = self._node(row, column)
+        while node is not None:
+            if node.type in FUNCTIONS:
+                return node.start_point[0], node.end_point[0]
+            node = node.parent
+        return None
+
+    def at(self, row: int, column: int) -> str | None:
+        """What holds the character at (row, column) (characters): "string", "comment" or
+        None (code). A string literal that begins there is code: the literal is the unit
+        (``"a/b"`` -> ``"a/c"`` is an edit in code); inside one that began before, prose."""
+        node = self._node(row, column)
+        if node is None:
+            return _line_prose(self._line(row), column)
+        here = (row, len(self._line(row)[:column].encode("utf-8", "surrogatepass")))
         while node is not None:
             if "comment" in node.type:
                 return "comment"
