@@ -106,7 +106,13 @@ class NextEditService:
         self._sequence[change.uri] = number
         task = asyncio.get_running_loop().create_task(self._propose_after(change, number))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        """A task's end: a bug in it is logged (nothing awaits it), the server goes on."""
+        self._tasks.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("next edits failed after a change", exc_info=error)
 
     async def _propose_after(self, change: Change, number: int) -> None:
         """A change ended: its pattern, the proposals, and the notification."""
