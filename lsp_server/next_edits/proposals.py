@@ -28,7 +28,10 @@ from lsp_server.next_edits.sites import Site, find
 
 PAUSE_S = 0.3  # NEXT_EDITS_PAUSE_S: a change ends this long after its last keystroke
 PATTERNS = 3  # the last ended changes' patterns that propose
-MAX_EDITS = 20  # edits in one answer at most
+# Edits in one answer at most, the nearest: a user reads the first few (bench/next_edits.py's
+# walk reads 3) and each accept brings the next ones; every one shown that is wrong costs
+# precision (a rename's far sites are the most often wrong: other variables of that name).
+MAX_EDITS = 3
 SCOPES = ("file", "open", "workspace")
 _ORIGIN_RANK = {"file": 0, "open": 1, "workspace": 2}
 _DISMISSED_KEPT = 10_000
