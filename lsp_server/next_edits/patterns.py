@@ -35,7 +35,6 @@ MIN_STRING = 3  # characters in a string literal that is found again anywhere
 DEFINERS = frozenset(
     ["def", "class", "function", "fn", "func", "struct", "enum", "interface", "type", "trait"]
 )
-LITERALS = frozenset(["None", "True", "False", "null", "nil", "true", "false", "undefined"])
 IMPORTERS = frozenset(["import", "from", "use", "require", "include"])
 _OPENERS, _CLOSERS = "([{", ")]}"
 
@@ -251,18 +250,6 @@ def arity(tokens: tuple[Token, ...], opener: int, close: int) -> int:
     return commas + 1
 
 
-def _portable(tokens: tuple[Token, ...]) -> bool:
-    """Whether an inserted argument (its comma left out) means the same at every call: a
-    keyword argument or a literal. A positional name (``f(a, ctx)``) names something of that
-    one place."""
-    tokens = tuple(t for t in tokens if t.text != ",")
-    if len(tokens) >= 3 and tokens[0].kind == "name" and tokens[1].text == "=":
-        return True
-    return len(tokens) == 1 and (
-        tokens[0].kind in ("number", "string") or tokens[0].text in LITERALS
-    )
-
-
 def _balanced(tokens: tuple[Token, ...]) -> bool:
     level = 0
     for t in tokens:
@@ -299,7 +286,7 @@ def _argument(
     count = arity(tb, opener, close)
     # a whole argument: after a comma at the end, before one at the start, and balanced
     whole = new[0].text == "," if at_end else new[-1].text == ","
-    if count == 0 or not whole or len(new) < 2 or not _balanced(new) or not _portable(new):
+    if count == 0 or not whole or len(new) < 2 or not _balanced(new):
         return None
     gap = line_after[ta[p - 1].end : ta[p + len(new)].start]  # between its two neighbours
     name = ".".join(c for c in callee if c != ".")
