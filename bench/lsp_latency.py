@@ -36,13 +36,16 @@ Resident memory (issue 14): besides the run above (after loading, at the end, it
 footprint case as the issue measures it: a server of its own loads the model and its compiled
 decode step, answers one request and shuts down; its peak and steady (after the request)
 resident memory against the target of 600 MB peak. ``--before REF`` runs the same case on
-the server of a git commit (its sources extracted with ``git archive``) in the same run.
+the server of a git commit (its sources extracted with ``git archive``) in the same run;
+``--after REF`` puts another commit's server on this side instead of the checkout's, and
+``--accept N`` adds the accept case to the full run (issue 39's rerun:
+bench/results/lsp_latency_cpu).
 
 Prints and writes p50/p95 (and min/max) per case, with the machine's load average:
 bench/results/lsp_latency.json and .md.
 
     .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m]
-        [--before REF [--rounds 2]]
+        [--before REF [--rounds 2] [--after REF]] [--accept N]
     .venv/bin/python -m bench.lsp_latency --cases rest [--requests 20]
 """
 
