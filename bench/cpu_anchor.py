@@ -210,6 +210,8 @@ def calibration(config: Any) -> dict[str, Any]:
         "precision": chosen.precision,
         "threads": chosen.threads,
         "ms": chosen.ms,
+        "prefill_threads": chosen.prefill_threads,
+        "prefill_ms": chosen.prefill_ms,
         "kv_dtype": str(kv).removeprefix("torch."),
     }
 
@@ -351,12 +353,16 @@ def report(data: dict[str, Any]) -> str:
     ]
     if (cal := data.get("calibration")) is not None:
         timings = ", ".join(f"{k} {v:.1f}" for k, v in cal["ms"].items())
+        prefill = ", ".join(f"{t} thread(s) {v:.1f}" for t, v in cal.get("prefill_ms", {}).items())
         parts.append(
             f"The calibration (superposed/calibrate.py), measured in this run as a first load "
-            f"measures it: **{cal['precision']} on {cal['threads']} thread(s)**, KV cache "
+            f"measures it: **{cal['precision']} on {cal['threads']} thread(s)** for decode "
+            f"steps, **{cal.get('prefill_threads', '-')} thread(s)** for prefills, KV cache "
             f"{cal['kv_dtype']}. A decode step's matmuls, one row, best of its rounds, ms: "
-            f"{timings} (another choice must save more than "
-            f"{calibrate.MARGIN:.0%} of int4 on one thread's time to be taken)."
+            f"{timings}; a prefill's matmuls, ms: {prefill or '-'}. Another choice must save "
+            f"more than {calibrate.MARGIN:.0%} of int4 on one thread's time to be taken, "
+            "another thread count more than that of the fewer threads' time; the counts are "
+            "tried upwards, and the climb stops at the first that saves neither phase that much."
         )
     if measured:
         check = data["embedding_check_max_abs"]

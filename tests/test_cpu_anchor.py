@@ -33,7 +33,8 @@ def _data(llama: bool) -> dict:
         "weight_bytes": 100_000_000,
         "prefill_256_gflop": 54.4,
         "calibration": {
-            "precision": "int4", "threads": 1, "ms": {"int4@1": 7.5}, "kv_dtype": "float32"
+            "precision": "int4", "threads": 1, "ms": {"int4@1": 7.5}, "kv_dtype": "float32",
+            "prefill_threads": 2, "prefill_ms": {"1": 40.0, "2": 21.0},
         },
         "llama_cpp": "measured" if llama else "not measured: llama_cpp is not installed",
         "llama_cpp_version": "0.3.36" if llama else None,
@@ -48,7 +49,8 @@ def test_the_report_tables_every_kernel_set_and_the_bounds() -> None:
     )
     assert "| 1 | 50.0 | 20.0 | 5.0 |" in text
     assert "shared 2-core machine" in text
-    assert "**int4 on 1 thread(s)**, KV cache float32" in text
+    assert "**int4 on 1 thread(s)** for decode steps, **2 thread(s)** for prefills" in text
+    assert "KV cache float32" in text and "2 thread(s) 21.0" in text
 
 
 def test_without_llama_cpp_the_report_says_so_and_has_no_llama_columns() -> None:
