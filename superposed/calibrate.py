@@ -11,8 +11,8 @@ keeps the choice on disk with the model cache, keyed by the CPU's flags, its cor
 torch's version. Once per CPU: on this project's 2-core machine, quiet, about half a
 second; while other tests ran, 7-15 s (two threads' timings under contention are most of
 it), and 2.3-4.6 s since the climb and BUDGET_S bound it (AVX2 path: one count, then the
-budget; natively: two counts). The KV cache's dtype is measured apart (quant.kv_dtype). ``precision`` and ``threads``
-settings force either choice.
+budget; natively: two counts). The KV cache's dtype is measured apart (quant.kv_dtype).
+``precision`` and ``threads`` settings force either choice.
 
 The policy (``choose``) keeps today's choice, int4 on one thread, unless another candidate is
 faster by more than MARGIN: a new machine gets what was measured, a noisy measurement does
