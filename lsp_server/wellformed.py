@@ -84,10 +84,14 @@ class Scan:
     quote: str  # the one-line string left open at the end ("": none)
 
 
-def scan(text: str, syntax: Syntax = Syntax(), start: Sequence[str] = ()) -> Scan:
+def scan(
+    text: str, syntax: Syntax = Syntax(), start: Sequence[str] = (), lenient: bool = False
+) -> Scan:
     """Read ``text``'s brackets outside strings and comments, from the open brackets
     ``start`` on: a line break ends a one-line string (which is then broken) and a line
-    comment; triple quotes open and close a string that may span lines."""
+    comment; triple quotes open and close a string that may span lines. ``lenient``: a
+    closer closes its nearest opener, and one without is passed over (text cut out of a
+    file: it may begin inside brackets); nothing is broken then."""
     stack = list(start)
     quote, broken, i = "", False, 0
     while i < len(text):
@@ -114,6 +118,9 @@ def scan(text: str, syntax: Syntax = Syntax(), start: Sequence[str] = ()) -> Sca
         elif ch in CLOSERS:
             if stack and stack[-1] == CLOSERS[ch]:
                 stack.pop()
+            elif lenient:
+                if CLOSERS[ch] in stack:
+                    del stack[len(stack) - 1 - stack[::-1].index(CLOSERS[ch]) :]
             else:
                 broken = True
         i += 1
@@ -162,9 +169,9 @@ class Judge:
         self.parser = _parser(grammar) if grammar else None
         window = _window(cursor.before)
         self.head = window[: len(window) - len(self.line)] if window.endswith(self.line) else ""
-        # the brackets the lines above leave open (a ")" at a line start may close them)
-        above = scan(self.head, self.syntax)
-        self.open = () if above.broken or above.quote else above.open
+        # the brackets the lines above leave open (a ")" at a line start may close them);
+        # the window may begin inside brackets, or even a string: read leniently
+        self.open = scan(self.head, self.syntax, lenient=True).open
         self.base = scan(self.line + self.rest, self.syntax, self.open)
         self.tail = cursor.following[len(self.rest) : FOLLOWING_CHARS]
         self.clean, self.in_text = False, False  # the cursor's line parses; in a string

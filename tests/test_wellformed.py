@@ -55,6 +55,9 @@ def test_a_draft_may_close_what_the_prefix_opened() -> None:
     # a line start that closes a call opened on the lines above
     head = "def f():\n    return foo(\n        a,\n"
     assert why(") + 1", head, "\n") == ""
+    # the window may begin inside brackets: a closer there without its opener is passed over
+    assert why(") + 1", "    b)\n" + head, "\n") == ""
+    assert why(") + 1]", "    b)\n" + head, "\n") == "brackets"
 
 
 def test_nothing_is_judged_inside_a_string_or_in_prose() -> None:
