@@ -71,14 +71,20 @@ function isEdit(value: unknown): value is NextEdit {
 /**
  * The well-formed edits of a notification's or a request's `edits`, their URIs in `normalize`'s
  * spelling (the server may spell a file's URI otherwise than VS Code: percent-encoding). What
- * does not fit the protocol is left out rather than shown half.
+ * does not fit the protocol is left out rather than shown half, and so are the edits the user
+ * dismissed: proposals the server made before the dismissal reached it may still come.
  */
-export function parseEdits(value: unknown, normalize: (uri: string) => string): NextEdit[] {
+export function parseEdits(
+  value: unknown,
+  normalize: (uri: string) => string,
+  dismissed: ReadonlySet<string> = new Set(),
+): NextEdit[] {
   const edits = (value as { edits?: unknown } | null)?.edits;
   if (!Array.isArray(edits)) {
     return [];
   }
-  return edits.filter(isEdit).map((edit) => ({
+  const shown = edits.filter((edit): edit is NextEdit => isEdit(edit) && !dismissed.has(edit.id));
+  return shown.map((edit) => ({
     ...edit,
     textDocument: { uri: normalize(edit.textDocument.uri), version: edit.textDocument.version },
     origin: edit.origin ?? 'file',

@@ -59,6 +59,8 @@ function textAt(uri: string, span: Span): string | undefined | null {
 export class NextEditsView implements vscode.Disposable {
   /** The latest proposals (a notification replaces them all), best first. */
   private edits: NextEdit[] = [];
+  /** The ids dismissed here: a notification already on its way may propose them again. */
+  private readonly dismissed = new Set<string>();
   private readonly mark: vscode.TextEditorDecorationType;
   private readonly hint: vscode.TextEditorDecorationType;
   private readonly removed: vscode.TextEditorDecorationType;
@@ -130,7 +132,7 @@ export class NextEditsView implements vscode.Disposable {
 
   /** superposed/nextEditsReady: the proposals after the latest change, in place of the others. */
   ready(params: unknown): void {
-    this.edits = parseEdits(params, normalizeUri);
+    this.edits = parseEdits(params, normalizeUri, this.dismissed);
     this.output.info(`next edits ready: ${JSON.stringify(this.edits.map((e) => e.label))}`);
     this.refresh();
   }
@@ -251,6 +253,7 @@ export class NextEditsView implements vscode.Disposable {
     if (edit === undefined) {
       return;
     }
+    this.dismissed.add(edit.id);
     this.edits = this.edits.filter((e) => e.id !== edit.id);
     this.output.info(`next edit dismissed: ${this.where(edit)}`);
     this.refresh();
@@ -280,7 +283,7 @@ export class NextEditsView implements vscode.Disposable {
     if (editor !== undefined) {
       try {
         const answer = await this.srv.nextEdits(editor.document, editor.selection.active);
-        this.edits = parseEdits(answer, normalizeUri);
+        this.edits = parseEdits(answer, normalizeUri, this.dismissed);
       } catch (err) {
         this.output.info(`superposed/nextEdits failed: ${String(err)}`);
       }

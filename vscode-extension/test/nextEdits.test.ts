@@ -71,6 +71,11 @@ test('parseEdits: the well-formed edits, URIs normalized, a label where none cam
   assert.equal(edits[0].textDocument.uri, 'file:///w/my project/a.py');
   assert.equal(edits[0].label, 'rename get_user -> fetch_user');
   assert.equal(edits[1].label, 'get_user -> fetch_user');
+  // A dismissed edit stays out, whatever notification brings it again.
+  assert.deepEqual(
+    parseEdits(params, (uri) => uri, new Set(['1'])).map((e) => e.id),
+    ['6'],
+  );
   assert.deepEqual(
     parseEdits({ edits: 'no' }, (u) => u),
     [],

@@ -21,6 +21,9 @@ M.REQUEST = 'superposed/nextEdits'
 --- (bufnr and mark once the edit's file is loaded; `mark` spans its site and moves with it).
 M.pending = {}
 
+--- The ids dismissed here: a notification already on its way may propose them again.
+M.dismissed = {}
+
 --- The keys of setup({ next_edits = { keys = ... } }), filled by init.lua.
 M.keys = { jump = '<M-n>', accept = '<M-y>', dismiss = '<M-e>' }
 
@@ -195,7 +198,7 @@ function M.set(edits, client_id)
   end
   M.pending = {}
   for _, edit in ipairs(type(edits) == 'table' and edits or {}) do
-    if is_edit(edit) then
+    if is_edit(edit) and not M.dismissed[edit.id] then
       local entry = { edit = edit, client_id = client_id }
       if place(entry) then
         M.pending[#M.pending + 1] = entry
@@ -300,6 +303,7 @@ end
 function M.dismiss()
   local entry = M.at_cursor() or M.target()
   if entry then
+    M.dismissed[entry.edit.id] = true
     remove(entry)
     tell(entry, M.DISMISSED)
   end
