@@ -4,8 +4,9 @@ Each replay row keeps the drafts the server showed; ``judge_rows`` reads them ag
 lsp_server/wellformed.py at the row's cursor (the position's document, rebuilt from the
 frozen data) and counts the drafts that do not parse there, timing the check per request.
 ``compare_runs`` puts two runs of the same positions side by side (a server commit before
-and after): malformed shown drafts, EM@1, EM@3 (all, verbatim lines), p50 latency, with
-paired intervals.
+and after): malformed shown drafts, EM@1, EM@3 (all, verbatim lines), edit similarity@3
+(a dropped draft with no spare to take its slot leaves it empty), p50 latency, with paired
+intervals.
 
     python -m bench.replay --quick --server-commit BEFORE --out /tmp/before.json
     python -m bench.replay --quick --server-commit AFTER --out /tmp/after.json
@@ -29,7 +30,7 @@ from bench.metrics import paired_diff_ci
 from bench.replay import CURSORS, Position, load_data, positions
 from lsp_server.wellformed import Cursor, Judge
 
-METRICS = ("em1", "emk")
+METRICS = ("em1", "emk", "esk")  # EM@1, EM@3, edit similarity@3
 
 
 def cursor_of(p: Position) -> Cursor:

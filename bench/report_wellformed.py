@@ -38,6 +38,8 @@ def _rows(c: dict[str, Any], config: str) -> list[list[Any]]:
                 _share(a),
                 f"{100 * b['em1']:.0f} -> {100 * a['em1']:.0f}",
                 f"{100 * b['emk']:.0f} -> {100 * a['emk']:.0f}",
+                f"{100 * b['esk']:.1f} -> {100 * a['esk']:.1f} "
+                f"({diff_text(_paired(c, cursor, 'esk'))})",
                 f"{100 * b['emk_verbatim']:.0f} -> {100 * a['emk_verbatim']:.0f} "
                 f"(n = {a['verbatim_n']})",
                 f"{b['p50_ms']:.0f} -> {a['p50_ms']:.0f} ({ratio:.2f}x)",
@@ -70,7 +72,7 @@ def wellformed_section() -> str | None:
     if r is None:
         return None
     header = ["configuration", "cursor", "malformed shown, before", "after", "EM@1 %"]
-    header += ["EM@3 %", "verbatim EM@3 %", "p50 ms"]
+    header += ["EM@3 %", "ES@3 % (paired difference)", "verbatim EM@3 %", "p50 ms"]
     rows = [row for config, c in r["configs"].items() for row in _rows(c, config)]
     lines = []
     for config, c in r["configs"].items():
@@ -91,6 +93,6 @@ def wellformed_section() -> str | None:
         after=runs["after"]["server_commit"][:7],
         before_file=runs["before"]["file"],
         after_file=runs["after"]["file"],
-        table=table(header, rows, "llrrrrrr"),
+        table=table(header, rows, "llrrrrrrr"),
         lines="\n".join(lines),
     )

@@ -30,7 +30,7 @@ def test_runs_are_judged_again_and_paired() -> None:
     after = [{**base, "drafts": ["data = load(path)"], "em1": 1.0}]
     for rows in (before, after):
         for r in rows:
-            r["emk"] = 1.0
+            r["emk"] = r["esk"] = 1.0
         judge_rows(rows, cursors)
     assert count(before)["why"] == {"brackets": 1} and count(before)["share"] == 0.5
     assert count(after)["malformed"] == 0
