@@ -4,8 +4,12 @@ The changed line before and after the change is lexed (tokens.py); the tokens bo
 the start and at the end are context, the middle is what changed. Kinds, in the order tried:
 
 - ``rename``: one name became another (``get_user`` -> ``fetch_user``). Sites: the same
-  name as a whole token; an attribute's rename (``.name``) only at attributes, a use's only
-  at uses, a definition's (after ``def``, ``class``...) at both;
+  name as a whole token; a use's only at uses (in its function when the function binds the
+  name: scope.py), a definition's (after ``def``, ``class``...) at uses and attributes;
+  never at a keyword argument's name (``f(style=style)``) unless the edit was one. A use
+  switched to a name the document already has is refused: that place changed its mind;
+- ``attribute``: an attribute renamed on one receiver (``self.size`` -> ``self.length``):
+  sites are that receiver's;
 - ``string``: one string literal became another (an import path, a key, a message);
 - ``argument``: text inserted at the end (or start) of a call's arguments
   (``x.get(k)`` -> ``x.get(k, None)``). Sites: calls of the same callee (``x.get``) on one
@@ -211,7 +215,7 @@ def _innermost_open(tokens: tuple[Token, ...], end: int) -> int | None:
     return depth[-1] if depth else None
 
 
-def _matching_close(tokens: tuple[Token, ...], opener: int) -> int | None:
+def matching_close(tokens: tuple[Token, ...], opener: int) -> int | None:
     level = 0
     for i in range(opener, len(tokens)):
         if tokens[i].text in _OPENERS:
@@ -273,7 +277,7 @@ def _argument(
     if old or not new or where is not None:
         return None
     opener = _innermost_open(tb, p)
-    close = _matching_close(tb, opener) if opener is not None else None
+    close = matching_close(tb, opener) if opener is not None else None
     if opener is None or close is None:
         return None
     callee = callee_of(tb, opener)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsp_server.next_edits.patterns import DEFINERS, Pattern, arity, callee_of
+from lsp_server.next_edits.patterns import DEFINERS, Pattern, arity, callee_of, matching_close
 from lsp_server.next_edits.tokens import Token, lex, prose_of
 
 MAX_SITES = 200  # sites per text at most: a pattern that matches more is not a next edit
@@ -119,7 +119,7 @@ def _calls(pattern: Pattern, tokens: tuple[Token, ...], line: str) -> list[tuple
         opener = i + n
         if callee_of(tokens, opener) != pattern.callee:
             continue
-        close = _close(tokens, opener)
+        close = matching_close(tokens, opener)
         if close is None or arity(tokens, opener, close) != pattern.arity:
             continue
         if pattern.at_end:
@@ -128,18 +128,6 @@ def _calls(pattern: Pattern, tokens: tuple[Token, ...], line: str) -> list[tuple
             start, end = tokens[opener].end, tokens[opener + 1].start
         out.append((start, end, pattern.replacement))
     return out
-
-
-def _close(tokens: tuple[Token, ...], opener: int) -> int | None:
-    level = 0
-    for i in range(opener, len(tokens)):
-        if tokens[i].text in "([{":
-            level += 1
-        elif tokens[i].text in ")]}":
-            level -= 1
-            if level == 0:
-                return i
-    return None
 
 
 def _trimmed(line: str, start: int, end: int, new_text: str) -> tuple[int, int, str]:
