@@ -72,6 +72,7 @@ from bench.next_edits_score import (
     utf16,
     walk_row,
 )
+from bench.replay import resolve_commit
 
 DATA = ROOT / "bench" / "data" / "next_edits.json.gz"
 WAIT_S = PAUSE_S + 1.0  # how long the user waits for the notification before asking
@@ -248,9 +249,14 @@ class Editor:
 
 @contextlib.asynccontextmanager
 async def session(
-    workspace: Path, data_dir: Path, command: Sequence[str], options: Mapping[str, Any]
+    workspace: Path,
+    data_dir: Path,
+    command: Sequence[str],
+    options: Mapping[str, Any],
+    sources: Path | None = None,
 ) -> AsyncIterator[Editor]:
-    """A server over stdio (``command``) for ``workspace``, initialized with ``options``."""
+    """A server over stdio (``command``) for ``workspace``, initialized with ``options``;
+    ``sources``: its code from there (a commit's files), not from this checkout."""
     from lsprotocol import types
     from pygls.uris import from_fs_path
     from pytest_lsp import ClientServerConfig, LanguageClient
@@ -258,6 +264,8 @@ async def session(
     from bench.lsp_latency import capabilities
 
     env = {**os.environ, "SUPERPOSED_DATA_DIR": str(data_dir), "SUPERPOSED_TEST_TINY_MODEL": "1"}
+    if sources is not None:  # and not the working directory, which python -m puts first
+        env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
     config = ClientServerConfig(server_command=list(command), server_env=env)
     client = await config.start()
     assert isinstance(client, LanguageClient)
@@ -370,15 +378,24 @@ def server_command() -> list[str]:
 
 
 async def run_tasks(
-    tasks: Sequence[Task], command: Sequence[str], options: Mapping[str, Any] = OPTIONS
+    tasks: Sequence[Task],
+    command: Sequence[str],
+    options: Mapping[str, Any] = OPTIONS,
+    server_commit: str | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every task's row, on one server for the whole run, and what the server counted
-    (``superposed.stats``: why changes gave no pattern, accepts per kind)."""
+    (``superposed.stats``: why changes gave no pattern, accepts per kind). ``server_commit``:
+    the server of that commit (``git archive``): others' unfinished edits stay out."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="next-edits-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
-        async with session(workspace, Path(tmp) / "data", command, options) as editor:
+        sources = None
+        if server_commit is not None:
+            from bench.lsp_latency import sources_at
+
+            sources = sources_at(server_commit, Path(tmp) / "src")
+        async with session(workspace, Path(tmp) / "data", command, options, sources) as editor:
             for n, task in enumerate(tasks):
                 root = workspace / f"t{n}-{task.id.split('#')[-1]}"
                 walk = await run_task(editor, task, root)
@@ -409,12 +426,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/)")
+    parser.add_argument("--server-commit", metavar="REF",
+                        help="the server of this commit (default: the working tree)")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     stamp = Stamp(model="none (next edits read no model; the server runs the tiny one)")
     data = load_data(args.data)
     tasks = tasks_of(data, args.split, QUICK_PER_KIND if args.quick else None)
-    rows, server = asyncio.run(run_tasks(tasks, server_command()))
+    server_commit = resolve_commit(args.server_commit)
+    rows, server = asyncio.run(run_tasks(tasks, server_command(), OPTIONS, server_commit))
     summary = summarize(rows)
     result = {
         "stamp": stamp.finish(started),
@@ -426,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             "tasks": len(tasks),
         },
         "settings": OPTIONS,
+        "server_commit": server_commit,
         "protocol": {"pause_s": PAUSE_S, "wait_s": WAIT_S, "chunk": CHUNK, "top": TOP},
         "server": server,
         "summary": summary,

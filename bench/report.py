@@ -485,15 +485,17 @@ def replay_sections(runs: dict[str, dict[str, Any] | None]) -> list[str]:
 def own_sections(quick: bool) -> list[str]:
     """Sections that read results of their own (none in the quick report): both embedded
     models and the default; issue 22 part 3's context verdict; issue 27's shared indexes;
-    issue 38's malformed drafts."""
+    issue 38's malformed drafts; issue 35's next edits."""
     from bench.replay_shared import shared_section
     from bench.report_context import context_section
     from bench.report_models import models_section  # these import this module's helpers
+    from bench.report_next_edits import next_edits_section
     from bench.report_wellformed import wellformed_section
 
     if quick:
         return []
-    sections = (models_section(), context_section(), shared_section(), wellformed_section())
+    sections = (models_section(), context_section(), shared_section(), wellformed_section(),
+                next_edits_section())  # fmt: skip
     return [s for s in sections if s is not None]
 
 

@@ -212,6 +212,24 @@ def test_recall_at_1_stops_where_the_first_proposal_was_wrong_and_precision_coun
     assert summary["latency"]["change_end_p50_ms"] == pytest.approx(350.0 - 1e3 * S.PAUSE_S)
 
 
+def test_the_default_stays_on_only_if_precise_and_quiet_on_the_test_split() -> None:
+    from bench.report_next_edits import verdicts
+
+    def summary(precision: float, alarms: float, recall: float = 0.7) -> dict[str, Any]:
+        return {
+            "precision": {"mean": precision},
+            "ordinary": {"false_alarms_per_100": {"mean": alarms}},
+            "repetitive": {"recall3": {"mean": recall}},
+            "latency": {"change_end_p50_ms": 20.0},
+        }
+
+    assert verdicts(summary(0.90, 1.0))["default_on"] is True
+    assert verdicts(summary(0.84, 1.0))["default_on"] is False
+    assert verdicts(summary(0.90, 2.5))["default_on"] is False
+    assert verdicts(summary(float("nan"), 0.0))["default_on"] is False  # nothing proposed
+    assert verdicts(summary(0.80, 0.0, recall=0.9))["recall"] is False  # recall needs precision
+
+
 # ----- the runner, against a fake server over stdio -------------------------------------------
 
 
