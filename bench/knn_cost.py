@@ -290,9 +290,19 @@ def replay_table(replay: dict[str, Any]) -> str:
                 f"{pct(c['emk']['mean'])} | {pct(c['esk']['mean'])} | {c['p50_ms']:.0f} |"
             )
     rows += ["", "| a - b | cursor | metric | points [95% interval] |", "|---|---|---|---|"]
-    for d in replay["comparisons"]:
-        if d["metric_a"] in ("em1", "emk", "esk") and d.get("n"):
-            rows.append(f"| {d['a']} - {d['b']} | {d['cursor']} | {d['metric_a']} | {ci(d)} |")
+    shown = [d for d in replay["comparisons"] if d["metric_a"] in ("em1", "emk", "esk") and d["n"]]
+    for d in shown:
+        rows.append(f"| {d['a']} - {d['b']} | {d['cursor']} | {d['metric_a']} | {ci(d)} |")
+    # The memory's side of each difference: (knn - default) = -(default - knn).
+    gains = [
+        d for d in shown if (d["a"] == "knn" and d["lo"] > 0) or (d["b"] == "knn" and d["hi"] < 0)
+    ]
+    verdict = (
+        "a gain with its interval above 0: knnWeight could be on"
+        if gains
+        else "no gain with its interval above 0: knnWeight stays 0 (off) by default"
+    )
+    rows += ["", f"Verdict (issue 38 item 4): {verdict}."]
     return "\n".join(rows)
 
 
