@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument(
         "--runner",
         choices=RUNNERS,
-        help="fast (Llama family), hf (the reference) or auto",
+        help="fast (Llama family), hf (the reference), llama.cpp (the llama extra) or auto",
     )
     complete.add_argument("--threads", type=int, help="CPU threads (default 1)")
     complete.add_argument("--line-mode", choices=LINE_MODES, help="setting lineMode (auto)")

@@ -58,7 +58,9 @@ class ModelSettings:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     # The fast Llama-family runner's decode weights; auto: int4 on CPU, bf16 on a GPU.
     precision: str = "auto"  # auto | fp32 | bf16 | int8 | int4
-    runner: str = "auto"  # auto (fast where it applies) | hf (the reference) | fast
+    # auto (fast where it applies) | hf (the reference) | fast | llama.cpp (llama.cpp's
+    # kernels on the GGUF: needs the `llama` extra, `make bench-llama`; opt-in)
+    runner: str = "auto"
     threads: int = 1  # CPU threads: two on a busy 2-core machine measured 3-35x slower
     # (0: the counts calibrated at the first load on this CPU, one for decode steps and one
     # for long prefills, superposed/calibrate.py)

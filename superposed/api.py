@@ -128,9 +128,16 @@ class Engine:
             if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
                 loaded = load_model(model, device, dtype)
             chosen = make_runner(
-                loaded.model, runner, precision, loaded.checkpoint, prefill_copy=prefill_copy
+                loaded.model,
+                runner,
+                precision,
+                loaded.checkpoint,
+                prefill_copy=prefill_copy,
+                name=model,
             )
             engine = cls(loaded, runner=chosen)
+            if runner == "llama.cpp":  # its own weights: the skeleton is not needed
+                loaded.model = loaded.checkpoint = None
             if isinstance(engine.runner, FastRunner):
                 loaded.model = loaded.checkpoint = None
                 if calibration is not None:

@@ -43,7 +43,9 @@ DTYPES = (AUTO, "float32", "bfloat16", "float16")  # auto: bfloat16 on a GPU, el
 PRECISIONS = ("fp32", "bf16", "int8", "int4")
 QUANTIZED = ("int8", "int4")  # CPU-only kernels, with dense prefills (prefill.py)
 PRECISION_CHOICES = (AUTO, *PRECISIONS)
-RUNNERS = (AUTO, "hf", "fast")  # auto: the fast runner where it supports the model
+# auto: the fast runner where it supports the model; llama.cpp (llama_cpp_runner.py) only
+# when asked for: it needs the `llama` extra, which CI and `make setup` do not build.
+RUNNERS = (AUTO, "hf", "fast", "llama.cpp")
 COMPILE_MODES = ("background", "off")  # the fast runner's decode step compiled in a child
 MIXES = ("interpolate", "loglinear")  # how the n-gram probability joins the model's
 FIM_MODES = (AUTO, "on", "off")  # fill-in-the-middle prompts

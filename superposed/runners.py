@@ -38,14 +38,27 @@ def fast_runner_class(model: Any) -> type[FastRunner]:
     return FastRunner
 
 
+def llama_cpp_runner(model: Any, checkpoint: Checkpoint | None, name: str) -> ModelRunner:
+    """The llama.cpp runner on embedded model ``name``'s GGUF, with the embedding table the
+    product converted from it (the one llama.cpp reads: embed(id) gives the id's logits)."""
+    from superposed.llama_cpp_runner import LlamaCppRunner, gguf_for
+
+    gguf = gguf_for(name)  # before the embedding's 113 MB: a clear error first
+    weight = model.get_input_embeddings().weight
+    embedding = checkpoint(weight, torch.float32) if checkpoint else weight.detach().float()
+    return LlamaCppRunner(gguf, embedding, threads=torch.get_num_threads())
+
+
 def make_runner(
     model: Any,
     kind: str = "auto",
     precision: str = "auto",
     checkpoint: Checkpoint | None = None,
     prefill_copy: bool = False,
+    name: str = "",
 ) -> ModelRunner:
-    """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3) or "auto".
+    """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3),
+    "llama.cpp" (llama.cpp's kernels on the GGUF of embedded model ``name``: opt-in) or "auto".
 
     auto takes the fast runner when it supports the model and the transformers one otherwise.
     precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).
@@ -64,6 +77,8 @@ def make_runner(
         if checkpoint is not None:
             raise EngineError("the transformers runner needs the model with its weights")
         return HFRunner(model)
+    if kind == "llama.cpp":
+        return llama_cpp_runner(model, checkpoint, name)
     device = checkpoint.device if checkpoint else next(model.parameters()).device
     chosen = default_precision(device, model.config) if precision == "auto" else precision
     return runner_class(model, chosen, checkpoint=checkpoint, prefill_copy=prefill_copy)
