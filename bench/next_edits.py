@@ -428,7 +428,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/)")
     parser.add_argument("--server-commit", metavar="REF",
                         help="the server of this commit (default: the working tree)")  # fmt: skip
+    parser.add_argument("--resummarize", type=Path, metavar="JSON",
+                        help="recompute a saved run's summary from its rows")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.resummarize:
+        saved = json.loads(args.resummarize.read_text())
+        saved["summary"] = summarize(saved["rows"])
+        write_json(args.resummarize, saved)
+        return 0
     started = time.perf_counter()
     stamp = Stamp(model="none (next edits read no model; the server runs the tiny one)")
     data = load_data(args.data)

@@ -264,8 +264,11 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def ratio(rows: Sequence[Mapping[str, Any]], num: str, den: str) -> dict[str, float]:
-    """sum(num) / sum(den) over the rows, with a bootstrap interval over rows."""
-    return paired_ratio_ci([float(r[num]) for r in rows], [float(r[den]) for r in rows])
+    """sum(num) / sum(den) over the rows, with a bootstrap interval over the rows where den is
+    not 0 (a task with nothing proposed adds nothing to a precision, and a resample of such
+    tasks only would have none: an infinite bound)."""
+    kept = [r for r in rows if r[den]]
+    return paired_ratio_ci([float(r[num]) for r in kept], [float(r[den]) for r in kept])
 
 
 def scaled(ci: Mapping[str, float], by: float = 100.0) -> dict[str, float]:

@@ -107,7 +107,7 @@ def next_edits_section() -> str | None:
         "next_edits",
         data_file=test["data"]["file"],
         command=test["stamp"]["command"],
-        commit=test["stamp"]["commit"],
+        commit=(test.get("server_commit") or test["stamp"]["commit"])[:10],
         table=table(header, rows, "lrrrrrrrrr"),
         rewrites=table(["rewrite", "tasks", "recall@3", "precision"], rewrite_rows(test), "lrrr"),
         recall=pct(s["repetitive"]["recall3"]),

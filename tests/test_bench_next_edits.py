@@ -209,6 +209,8 @@ def test_recall_at_1_stops_where_the_first_proposal_was_wrong_and_precision_coun
     assert summary["repetitive"]["recall3"]["mean"] == pytest.approx(3 / 4)
     assert summary["precision"]["mean"] == pytest.approx(3 / 5)
     assert summary["ordinary"]["false_alarms_per_100"]["mean"] == 0.0
+    quiet = [{**ordinary, "rewrite": "insert"}] * 3  # nothing proposed: no precision, no inf
+    assert S.summarize(quiet + [{**row, "rewrite": "rename"}])["precision"]["hi"] < float("inf")
     assert summary["latency"]["change_end_p50_ms"] == pytest.approx(350.0 - 1e3 * S.PAUSE_S)
 
 
