@@ -576,9 +576,10 @@ def decode(
         stop=stop,
     )
     start = time.perf_counter()  # drafts that parse, ranked by their evidence (issue 38)
-    suggestions = well_formed(
-        suggestions, Cursor(context.before, context.following, context.language)
-    )
+    if settings.well_formed:
+        suggestions = well_formed(
+            suggestions, Cursor(context.before, context.following, context.language)
+        )
     suggestions = lead(suggestions, prompt_lead(memory, prompt, engine, cfg.memory_follow))
     timing_ms["wellformed"] = (time.perf_counter() - start) * 1e3
     if cfg.first_word_cap:

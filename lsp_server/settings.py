@@ -102,6 +102,11 @@ class DecodingSettings(DecodeConfig):
     # (the better-ranked kept) and the next distinct draft takes the freed slot; off: the
     # paper's drafts as decoded, which stay close by design.
     distinct_drafts: bool = True
+    # A shown draft the language cannot go on from (brackets or a quote it breaks, a line
+    # the budget cut, the next line repeated, a syntax error the cursor's line did not
+    # have: lsp_server/wellformed.py) is dropped and the next draft takes its slot; off:
+    # the drafts as decoded (a language or dialect the rules misjudge).
+    well_formed: bool = True
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     # single: each draft ends at the end of its first line; multi: every draft may be a
     # block of lines; auto: the syntax at the cursor decides (lsp_server/syntax.py): a block
@@ -352,6 +357,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "context": ("decoding", "context", _choice(CONTEXT_MODES)),
     "contextTokens": ("decoding", "context_tokens", _int(16, 4096)),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
+    "wellFormed": ("decoding", "well_formed", _bool),
     "lambdas": ("decoding", "lambdas", _lambdas),
     "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
     "maxLines": ("decoding", "max_lines", _int(1, 64)),

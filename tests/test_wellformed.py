@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from lsp_server.completion import CursorContext, Suggestion, decode
-from lsp_server.settings import DecodingSettings
+from lsp_server.settings import DecodingSettings, parse_settings
 from lsp_server.wellformed import Cursor, malformed, scan, well_formed
 from superposed.api import Completion, Engine
 from superposed.types import Draft
@@ -104,3 +104,18 @@ def test_a_malformed_draft_is_replaced_by_the_next_candidate(
     answer = decode(tiny_engine, context, settings)
     assert [s.text for s in answer.suggestions] == texts[1:]
     assert "wellformed" in answer.timing_ms
+
+
+def test_well_formed_off_shows_the_drafts_as_decoded(tiny_engine: Engine, monkeypatch: Any) -> None:
+    """The setting wellFormed off (a dialect the rules misjudge): the first draft, which
+    does not parse, is shown where it was decoded."""
+    texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
+    drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
+    monkeypatch.setattr(
+        tiny_engine, "complete", lambda *a, **kw: Completion(drafts, {"total": 1.0})
+    )
+    context = CursorContext.at(BODY + AFTER, len(BODY), "python")
+    settings, errors = parse_settings({"superposed": {"wellFormed": False}})
+    assert errors == [] and settings.decoding.well_formed is False
+    answer = decode(tiny_engine, context, replace(settings.decoding, k=3, line_mode="single"))
+    assert [s.text for s in answer.suggestions] == texts[:3]
