@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import numpy as np
@@ -124,3 +125,38 @@ def test_llama_cpp_reads_a_tokens_embedding_as_its_id_and_its_rows_as_sequences(
         assert drafts[0][1] == int(np.argmax(runner.step([drafts[0][0]], len(ids))[0]))
     finally:
         runner.close()
+
+
+def test_the_readme_says_what_the_committed_calibration_chose_and_why() -> None:
+    """README's CPU paragraph quotes bench/results/cpu_anchor.json: the choice it names is the
+    committed run's, the policy makes that choice of the run's timings, and each reason it
+    gives holds in the same run's numbers."""
+    from bench.measure import RESULTS, ROOT
+    from superposed import calibrate
+
+    data = json.loads((RESULTS / "cpu_anchor.json").read_text())
+    cal, med = data["calibration"], data["median_ms"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+
+    def threads(n: int) -> str:
+        return f"{n} thread" + ("s" if n > 1 else "")
+
+    t, pt = cal["threads"], cal["prefill_threads"]
+    assert f"**{cal['precision']} on {threads(t)}** for decode steps" in readme
+    assert f"**{threads(pt)}** for prefills" in readme
+    kv = {"float32": "fp32", "bfloat16": "bf16"}[cal["kv_dtype"]]
+    assert f"with the KV cache in {kv}" in readme
+    ms = {(k.split("@")[0], int(k.split("@")[1])): v for k, v in cal["ms"].items()}
+    assert calibrate.choose(ms) == (cal["precision"], t)
+    prefill = {int(n): v for n, v in cal["prefill_ms"].items()}
+    assert calibrate.fewest_threads(prefill) == pt
+    # the reasons: int4's matmuls faster than int8's; the bf16 cache's step slower; the whole
+    # step gained less than the margin from a second thread, a prefill more; llama.cpp's
+    # one-row step faster, its prefill slower
+    assert ms[("int4", 1)] < ms[("int8", 1)] and ms[("int4", 2)] < ms[("int8", 2)]
+    assert med["int4, bf16 KV (before) @1"]["step b1"] > med["int4 @1"]["step b1"]
+    margin = 1 - calibrate.MARGIN
+    assert med["int4 @2"]["step b1"] > margin * med["int4 @1"]["step b1"]
+    assert med["int4 @2"]["prefill 256"] < margin * med["int4 @1"]["prefill 256"]
+    assert med["llama.cpp @1"]["step b1"] < med["int4 @1"]["step b1"]
+    assert med["llama.cpp @1"]["prefill 256"] > med["int4 @1"]["prefill 256"]
