@@ -385,3 +385,18 @@ def test_the_runner_walks_a_rename_through_a_server_over_stdio() -> None:
 
 if __name__ == "__main__":
     fake_server()
+
+
+def test_the_servers_default_follows_the_committed_test_split() -> None:
+    """nextEdits is on by default exactly when bench/results/next_edits.json (the test
+    split) met item 6's rule; a new result that flips the verdict fails here until the
+    default (and the VS Code manifest's) follows it."""
+    import json
+    from pathlib import Path
+
+    from bench.report_next_edits import verdicts
+    from lsp_server.settings import NextEditSettings
+
+    result = json.loads(Path("bench/results/next_edits.json").read_text())
+    assert result["data"]["split"] == "test"
+    assert NextEditSettings().on is verdicts(result["summary"])["default_on"]

@@ -27,7 +27,7 @@ def _service(sent: list[tuple[str, dict[str, Any]]]) -> tuple[NextEditService, W
     )
     service = NextEditService(
         lambda: workspace,
-        NextEditSettings,
+        lambda: NextEditSettings(on=True),  # off by default (bench/results/next_edits.json)
         lambda: 1_000_000,
         lambda: [],
         lambda method, params: sent.append((method, params)),

@@ -60,7 +60,7 @@ vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 require('superposed').setup({
   cmd = { cfg.python, '-m', 'lsp_server.cli', '-v', '--log-file', cfg.result .. '.log' },
-  settings = { compile = 'off', trigger = 'manual', nextEditsScope = 'file',
+  settings = { compile = 'off', trigger = 'manual', nextEdits = true, nextEditsScope = 'file',
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """
@@ -300,7 +300,7 @@ vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 require('superposed').setup({
   cmd = { cfg.python, '-m', 'lsp_server.cli', '-v', '--log-file', cfg.result .. '.log' },
-  settings = { compile = 'off', trigger = 'manual', nextEditsScope = 'file',
+  settings = { compile = 'off', trigger = 'manual', nextEdits = true, nextEditsScope = 'file',
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """

@@ -78,6 +78,7 @@ def test_next_edit_marked_jumped_to_accepted_listed_and_dismissed(tmp_path: Path
     settings = {
         "superposed.pythonPath": str(tiny_python(tmp_path)),
         "superposed.trigger": "manual",  # no ghost text as the rename is typed: Tab is ours
+        "superposed.nextEdits": True,
         "superposed.nextEditsScope": "file",
     }
     with code_server(tmp_path, {"users.py": SOURCE}, settings) as session:
@@ -169,6 +170,7 @@ def test_an_insert_shows_after_its_site_and_is_accepted(tmp_path: Path) -> None:
     settings = {
         "superposed.pythonPath": str(tiny_python(tmp_path)),
         "superposed.trigger": "manual",
+        "superposed.nextEdits": True,
         "superposed.nextEditsScope": "file",
     }
     with code_server(tmp_path, {"db.py": INSERT_SOURCE}, settings) as session:
