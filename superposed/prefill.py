@@ -38,14 +38,15 @@ from superposed.quant import Linear, dequantized, prefill_dtype
 
 # A typed word, a warm-up chunk's tail: forwards of up to this many new tokens run on the
 # decode weights in every plan, and through the compiled step where there is one. The int
-# kernels beat bf16 for a few rows (kernels.md: one row through the 30 layers, int4 4.67 ms,
-# bf16 14.72); bf16 wins from about 16 (a 1536x576 matmul; not in a committed result).
+# kernels beat bf16 for a few rows (bench/results/kernels.md: one row through the 30 layers,
+# int4 4.67 ms, bf16 14.72); bf16's dense matmuls win once a forward has many more rows (no
+# committed result says at how many).
 TYPED_TOKENS = 4
 CHUNK = 512  # tokens per prefill forward: bounds the activations' memory
 # ... with the layers de-quantized per forward: fewer, longer forwards de-quantize less often
-# (SDPA's CPU kernel holds no [T, L] attention matrix, masked or causal). On a 1,500-token
-# prefill of the default model 1,024 was as fast as 2,048, 10% faster than 512, with the
-# lowest peak (measured when this was set; not in a committed result).
+# (SDPA's CPU kernel holds no [T, L] attention matrix, masked or causal); longer forwards
+# hold more activations at once, so the chunk stops where a longer one stopped gaining (a
+# choice made by one unsaved measurement: no committed result compares chunk sizes).
 DEQUANTIZED_CHUNK = 1024
 # De-quantizing every layer costs about 50 ms whatever the length, and the int4 kernels take
 # 1.4 ms a token against 0.8 for the whole de-quantized forward, so they win below about 80

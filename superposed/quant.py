@@ -11,22 +11,20 @@ private: torch is pinned (==2.13.0) and tests/test_fast_runner_quant.py checks t
 a plain dequantized matmul, so an upgrade that changes them fails loudly.
 
 Why not int8 activations (fbgemm's dynamic linear, ``torch.ops.quantized.linear_dynamic``):
-its matmuls were the fastest here (the default model's 30 layers, one row, one thread: 5.8
-ms against 8.0 for int4 and 8.9 for int8 weight-only, AMD EPYC, issue 39), but one scale for
-a whole activation row is not faithful on this model: greedy agreement with the reference
-fell to 0.66 (0.77 with 8-bit activations, 0.82 on q/k/v and gate/up alone) against 1.00
-for int4 (tests/test_fast_runner_quality.py's prompts); torch.export does not trace it either.
-Why, measured again on the AVX2 path (ATEN_CPU_CAPABILITY=avx2, FBGEMM_ENABLE_INSTRUCTIONS=
-AVX2, one thread, issue 39), per-channel weight scales: AVX2 has no VNNI, and fbgemm's u8 x s8
-products (vpmaddubsw) saturate int16 unless the activations keep 7 bits (``reduce_range``);
-without it greedy agreement was 0.02, with it 0.65. The rest is the activations' outliers:
-one scale for the whole input of down_proj (silu(gate) * up) left its outputs 0.32-0.44 off
-(relative norm, 256 rows) where int4 weights are 0.003 off; with down_proj in int4 and the
-others dynamic, agreement 0.82. The eager step gained 15-20% (31-33 against 39 ms): not
-enough for a kernel that changes the drafts. A long prefill through it (int8 prefill, item 2)
-ran 1.6x faster than fp32 (256 tokens: 727 against 1,172 ms) and left the next 12 greedy
-tokens' agreement with the fp32 prefill's at 0.69 (natively, with VNNI: 393 against 471 ms,
-0.79): prefills stay dense. (Measured when this was written; not in a committed result.)
+its one-row matmuls are the fastest, but one scale for a whole activation row is not
+faithful on this model, and torch.export does not trace it. Measured on the AVX2 path, one
+thread, per-channel weight scales (bench/results/kernel_choices.md, ``python -m
+bench.kernel_choices``): the 30 layers' matmuls took 11.4 ms with 7-bit activations against
+16.7 for int4. AVX2 has no VNNI, and fbgemm's u8 x s8 products (vpmaddubsw) saturate int16
+unless the activations keep 7 bits (``reduce_range``): with 8 bits, teacher-forced greedy
+agreement with the reference was 0.0, with 7 bits 0.65, against 0.99 for int4. The rest is
+the activations' outliers: one scale for the whole input of down_proj (silu(gate) * up) left
+its outputs 0.50 off (relative norm, the worst layer, 256 rows) where int4 weights are 0.003
+off; with down_proj in int4 and the others dynamic, agreement 0.81. The eager step gained
+about 8% (35.2 against 38.1 ms): not enough for a kernel that changes the drafts. A 256-token
+prefill through it (int8 prefill) ran 1.5x faster than the dense fp32 one (941 against
+1,436 ms) and left the next 12 greedy tokens' agreement with the dense prefill's at 0.71:
+prefills stay dense.
 """
 
 from __future__ import annotations
