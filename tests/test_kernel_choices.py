@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from bench import kernel_choices as kc
+from bench.measure import RESULTS
 
 
 def test_the_avx2_path_sets_what_is_missing_and_native_sets_nothing() -> None:
@@ -95,3 +97,8 @@ def test_the_report_has_a_table_for_each_mode_measured_and_none_for_the_others()
     assert "int4 on 1 thread(s) for steps, 1 for prefills, counts tried [1, 2]" in text
     assert "native path (torch CPU capability AVX512)" in text
     assert "agreement with the reference" not in text and "output head" not in text
+
+
+def test_the_committed_markdown_renders_from_its_results() -> None:
+    saved = json.loads((RESULTS / "kernel_choices.json").read_text())
+    assert kc.markdown(saved) == (RESULTS / "kernel_choices.md").read_text()
