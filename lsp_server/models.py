@@ -4,7 +4,9 @@ The model name ``tiny-random`` (or the environment variable ``SUPERPOSED_TEST_TI
 which overrides any configured model) gives a 2-layer Llama with random weights and the
 default model's real tokenizer: its drafts are meaningless text, but every code path of the
 server (prompting, healing, decoding, n-gram re-scoring, cancellation) runs for real in a
-fraction of a second.
+fraction of a second. Under the environment variable the drafts are not judged for whether
+they parse (``wellFormed``): random weights draft word salad, which it would drop whole, and
+the editors' tests over this model need drafts to show.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ TINY_ENV = "SUPERPOSED_TEST_TINY_MODEL"
 
 def tiny_requested(model: str) -> bool:
     return model == TINY_MODEL or os.environ.get(TINY_ENV) == "1"
+
+
+def testing_tiny() -> bool:
+    """Whether this process serves the tiny random model for tests (its environment
+    variable): its drafts are noise, not code to judge."""
+    return os.environ.get(TINY_ENV) == "1"
 
 
 # The tiny models' shape: 2 layers, grouped-query attention (4 query heads, 2 key/value heads).

@@ -119,3 +119,17 @@ def test_well_formed_off_shows_the_drafts_as_decoded(tiny_engine: Engine, monkey
     assert errors == [] and settings.decoding.well_formed is False
     answer = decode(tiny_engine, context, replace(settings.decoding, k=3, line_mode="single"))
     assert [s.text for s in answer.suggestions] == texts[:3]
+
+
+def test_the_tiny_test_models_drafts_are_not_judged(tiny_engine: Engine, monkeypatch: Any) -> None:
+    """Under SUPERPOSED_TEST_TINY_MODEL=1 (the editors' tests: random weights, word salad
+    that would all be dropped) the drafts are shown as decoded."""
+    texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
+    drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
+    monkeypatch.setattr(
+        tiny_engine, "complete", lambda *a, **kw: Completion(drafts, {"total": 1.0})
+    )
+    monkeypatch.setenv("SUPERPOSED_TEST_TINY_MODEL", "1")
+    context = CursorContext.at(BODY + AFTER, len(BODY), "python")
+    answer = decode(tiny_engine, context, replace(DecodingSettings(), k=3, line_mode="single"))
+    assert [s.text for s in answer.suggestions] == texts[:3]
