@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.next_edits_cases import INSERT_SOURCE, SOURCE
 from tests.e2e.nvim_harness import (
     LUA_CAPTURE_NOTES,
     LUA_OPEN_AND_WAIT_READY,
@@ -32,21 +33,6 @@ from tests.e2e.nvim_harness import (
 pytestmark = [pytest.mark.editor, pytest.mark.slow]
 
 TIMEOUT_S = 180
-SOURCE = """def get_user(uid):
-    return {"id": uid}
-
-
-def show(uid):
-    print(get_user(uid))
-
-
-def save(uid):
-    store(get_user(uid))
-
-
-def load(uid):
-    return get_user(uid)
-"""
 RENAME_ROW = 5  # 0-based: the first call, print(get_user(uid))
 # 0-based rows where get_user stands after the rename: the definition and the other calls.
 SITES = {0, 9, 13}
@@ -283,14 +269,6 @@ def test_stale_and_dismissed_proposals_are_not_shown_and_marks_move_with_the_tex
     assert out["pending_after_change"] == ["fresh"]
     assert out["after_dismiss"] == []
 
-
-INSERT_SOURCE = """def load(db, uid):
-    return db.get(uid)
-
-
-def show(db, uid):
-    print(db.get(uid))
-"""
 
 INSERT_SCRIPT = (
     LUA_PRELUDE

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.next_edits_cases import INSERT_SOURCE, SOURCE
 from tests.e2e.nvim_harness import tiny_model_env
 from tests.e2e.vscode_harness import (
     OUTPUT,
@@ -37,21 +38,6 @@ from tests.e2e.vscode_harness import (
 pytestmark = [pytest.mark.editor, pytest.mark.slow]
 
 TIMEOUT_S = 420
-SOURCE = """def get_user(uid):
-    return {"id": uid}
-
-
-def show(uid):
-    print(get_user(uid))
-
-
-def save(uid):
-    store(get_user(uid))
-
-
-def load(uid):
-    return get_user(uid)
-"""
 RENAMED = SOURCE.replace("print(get_user", "print(fetch_user")
 # 1-based, as Go to Line takes it: the first call's name.
 RENAME_AT = {"line": 6, "column": 11}
@@ -153,13 +139,6 @@ def test_next_edit_marked_jumped_to_accepted_listed_and_dismissed(tmp_path: Path
         shutil.copy(SCREENSHOT, DOCS_SCREENSHOT)
 
 
-INSERT_SOURCE = """def load(db, uid):
-    return db.get(uid)
-
-
-def show(db, uid):
-    print(db.get(uid))
-"""
 TYPED = ", None"
 
 
