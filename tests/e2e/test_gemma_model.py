@@ -70,7 +70,9 @@ async def test_server_with_gemma(converted: Path, tmp_path: Path) -> None:
         # In the middle of a name: the drafts complete it (healing on Gemma's vocabulary).
         text = SOURCE + "\n\ndef main():\n    return os.pa"
         drafts = await inline(client, open_doc(client, root / "a.py", text), end_of(text))
-        assert len(drafts) == K, drafts
+        # At most k: a draft cut inside a call it opened is not shown (wellformed.py), and
+        # at this cursor Gemma's spares are often cut too
+        assert 1 <= len(drafts) <= K, drafts
         assert all(d[0].isalnum() or d[0] == "_" for d in drafts), drafts
         assert any(d.startswith("th") for d in drafts), drafts
         assert (await command(client, "superposed.stats"))["model"] == "gemma-3-270m"
