@@ -38,7 +38,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
             label = language or "(none: text rules)"
             rows.append({"cursor": f"line {line}", "language": label,
                          "median_ms": round(ms, 3), "decision": decision})  # fmt: skip
-    data, parser = text.encode(), syntax._parser("python")
+    data, parser = text.encode(), syntax.parser_for("python")
     parse_ms = round(median_ms(lambda: parser.parse(data), args.runs), 3)
     return {"lines": args.lines, "bytes": len(data), "runs": args.runs,
             "whole_file_parse_ms": parse_ms, "decide": rows}, stamp  # fmt: skip

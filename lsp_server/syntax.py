@@ -76,7 +76,7 @@ def grammar_name(language: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=32)
-def _parser(grammar: str) -> Any:
+def parser_for(grammar: str) -> Any:
     """A tree-sitter parser for ``grammar``; None when the pack has none."""
     try:
         from tree_sitter_language_pack import get_parser
@@ -100,7 +100,7 @@ def decide(before: str, following: str, language: str = "") -> Decision:
     if after.strip():
         return "line"
     grammar = grammar_name(language)
-    parser = _parser(grammar) if grammar else None
+    parser = parser_for(grammar) if grammar else None
     tree = parser is not None
     in_text, depth, last = _tree_facts(parser, before, following) if tree else _text_facts(before)
     if in_text:

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from lsp_server.syntax import TOP_LEVEL, _parser, grammar_name
+from lsp_server.syntax import TOP_LEVEL, grammar_name, parser_for
 
 WINDOW_CHARS = 4_000  # text before the cursor parsed (from a definition's head when one is there)
 FOLLOWING_CHARS = 2_000  # and after it
@@ -166,7 +166,7 @@ class Judge:
         self.syntax = syntax_of(cursor.language)
         self.line, self.rest = cursor.line_before, cursor.rest
         grammar = grammar_name(cursor.language) if self.syntax.code else None
-        self.parser = _parser(grammar) if grammar else None
+        self.parser = parser_for(grammar) if grammar else None
         window = _window(cursor.before)
         self.head = window[: len(window) - len(self.line)] if window.endswith(self.line) else ""
         # the brackets the lines above leave open (a ")" at a line start may close them);

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.syntax import grammar_name
+from lsp_server.syntax import grammar_name, parser_for
 
 _LEXER = re.compile(
     r"""(?P<string>[rRbBuUfF]{0,2}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\\n])*`))
@@ -128,17 +128,6 @@ def is_user_name(token: Token) -> bool:
     return token.kind == "name" and token.text not in KEYWORDS
 
 
-@functools.lru_cache(maxsize=32)
-def _parser(grammar: str) -> Any:
-    """A tree-sitter parser for ``grammar``; None when the pack has none."""
-    try:
-        from tree_sitter_language_pack import get_parser
-
-        return get_parser(grammar)  # type: ignore[arg-type]
-    except Exception:  # noqa: BLE001 -- an unknown name raises LookupError or others
-        return None
-
-
 class Prose:
     """Which places of one text are inside a string or a comment (parsed once, lazily)."""
 
@@ -159,7 +148,7 @@ class Prose:
         with self._lock:
             if not self._parsed:
                 grammar = grammar_name(self._language)
-                parser = _parser(grammar) if grammar else None
+                parser = parser_for(grammar) if grammar else None
                 if parser is not None:
                     self._tree = parser.parse(self.text.encode("utf-8", "surrogatepass"))
                 self._parsed = True
