@@ -8,20 +8,19 @@ every matmul of a decode step of the model's shapes (all layers: one layer's wei
 in the caches, and a step streams them all from memory, where int4 reads half int8's
 bytes) on weights made in the kernels' packed layout, for each candidate, interleaved, and
 keeps the choice on disk with the model cache, keyed by the CPU's flags, its cores and
-torch's version. Once per CPU: on this project's 2-core machine, quiet, about half a
-second; while other tests ran, 7-15 s (two threads' timings under contention are most of
-it), and 2.3-4.6 s since the climb and BUDGET_S bound it (AVX2 path: one count, then the
-budget; natively: two counts). The KV cache's dtype is measured apart (quant.kv_dtype).
-``precision`` and ``threads`` settings force either choice.
+torch's version. Once per CPU, bounded by the climb and BUDGET_S (below); what it cost
+and chose on this project's machine is in ``bench/results/cpu_anchor.md``, measured in
+the same run as the steps it chose between (``python -m bench.cpu_anchor``).
+The KV cache's dtype is measured apart (quant.kv_dtype). ``precision`` and
+``threads`` settings force either choice.
 
 The policy (``choose``) keeps today's choice, int4 on one thread, unless another candidate is
 faster by more than MARGIN: a new machine gets what was measured, a noisy measurement does
-not move a default for a few percent. On this project's shared 2-core AMD EPYC (AVX-512
-with BF16, no AMX) it keeps int4: a step's matmuls took 7-11 ms in int4 against 15-28 in
-int8 (with ATEN_CPU_CAPABILITY=avx2, as on an AVX2-only CPU: 14-17 against 19-34); two
-threads timed 0.5x to 2.3x one thread's time as other processes came and went, so its
-thread count depends on the moment, and ``threads`` stays 1 by default (0 asks for the
-calibrated counts).
+not move a default for a few percent. On a shared machine two threads' timings move with
+whatever else runs, so the thread count measured depends on the moment, and ``threads``
+stays 1 by default (0 asks for the calibrated counts). The int4 and int8 timings behind
+the choice are cpu_anchor.md's calibration line; why int8 loses on AVX2 and AVX-512 is
+``bench/results/kernel_choices.md``.
 
 Prefill and decode get a thread count each: a decode step streams the weights (memory
 bound: a second core adds bandwidth only while the first one's kernel is compute bound, as

@@ -48,11 +48,10 @@ CHUNK = 512  # tokens per prefill forward: bounds the activations' memory
 # hold more activations at once, so the chunk stops where a longer one stopped gaining (a
 # choice made by one unsaved measurement: no committed result compares chunk sizes).
 DEQUANTIZED_CHUNK = 1024
-# De-quantizing every layer costs about 50 ms whatever the length, and the int4 kernels take
-# 1.4 ms a token against 0.8 for the whole de-quantized forward, so they win below about 80
-# tokens (default model, one thread: 64 tokens 86 vs 103 ms, 96 tokens 130 vs 119, measured
-# when this was set; the committed kernels.md has 128, 256 and 1,500 tokens, and
-# ``python -m bench.kernels --prefill-tokens 64 96`` times these lengths).
+# De-quantizing every layer costs a fixed time whatever the length, and the int4 kernels cost
+# more per token than the de-quantized forward, so they win on short prompts and lose on long
+# ones; the crossing is where this is set (``python -m bench.kernels --prefill-tokens 64 96``
+# times lengths on either side; the committed kernels.md has 128, 256 and 1,500 tokens).
 DEQUANTIZED_DECODE_TOKENS = 80
 
 
