@@ -47,5 +47,7 @@ PRECISION_CHOICES = (AUTO, *PRECISIONS)
 # when asked for: it needs the `llama` extra, which CI and `make setup` do not build.
 RUNNERS = (AUTO, "hf", "fast", "llama.cpp")
 COMPILE_MODES = ("background", "off")  # the fast runner's decode step compiled in a child
+# Where superposed drafts leave the shared input for their own rows (superposed/rows.py).
+BRANCHES = ("off", "first", "split")
 MIXES = ("interpolate", "loglinear")  # how the n-gram probability joins the model's
 FIM_MODES = (AUTO, "on", "off")  # fill-in-the-middle prompts

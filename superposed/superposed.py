@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from superposed import knn
+from superposed import knn, rows
 from superposed import memory as mem
 from superposed.diversity import Slots
 from superposed.hypotheses import (
@@ -199,6 +199,11 @@ class SuperposedDecoder:
             word_cap=self.cfg.first_word_cap,
             skip=len(self.prompt.heal),
         )
+        self.branch = self.cfg.branch
+        reason = rows.fallback_reason(self.runner, self.knn is not None)
+        if self.branch != "off" and reason is not None:
+            rows.say_once(reason)
+            self.branch = "off"
 
     def _with_knn(self, forward: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
         """``forward(*args)``'s logits with the hidden-state memory mixed in (when on)."""
@@ -271,6 +276,9 @@ class SuperposedDecoder:
                     break
                 if self.cancel is not None and self.cancel():
                     raise Cancelled()
+                if rows.branch_now(self.branch, alive, self.vocab):  # each draft its own row
+                    alive = rows.decode_rows(self, alive, prompt_len, step)
+                    break
                 if cfg.reset_every and step % cfg.reset_every == 0:
                     alive = self._reset(alive, prompt_len)
                 else:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from superposed.options import MIXES
+from superposed.options import BRANCHES, MIXES
 
 if TYPE_CHECKING:  # runner.py imports this module (for its errors): names for annotations only
     from superposed.knn import KnnLookup
@@ -128,6 +128,10 @@ class DecodeConfig:
     knn_weight: float = setting(0.0, low=0.0, high=0.99)
     knn_neighbours: int = setting(16, low=1, high=256)
     knn_temperature: float = setting(1.0, low=1e-3, high=1e3)
+    # Where the drafts leave the superposition, each for its own row of a k-row batch with
+    # its own history (superposed/rows.py): "off" never, "first" after the first token,
+    # "split" once their texts differ beyond whitespace.
+    branch: str = setting("off", choices=BRANCHES)
 
     def validate(self) -> None:
         """Raise EngineError naming the first invalid field."""
@@ -145,6 +149,8 @@ class DecodeConfig:
             raise EngineError(f"top_p must lie in (0, 1] (got {self.top_p})")
         if not self.nucleus_temperature > 0:
             raise EngineError("nucleus_temperature must be positive")
+        if self.branch not in BRANCHES:
+            raise EngineError(f"unknown branch {self.branch!r}: use {', '.join(BRANCHES)}")
         if self.mix not in MIXES:
             raise EngineError(f"unknown mix {self.mix!r}: use {' or '.join(MIXES)}")
         if not 0.0 <= self.memory_max < 1.0:
