@@ -139,8 +139,9 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     from lsp_server.completion import CursorContext, decode
     from lsp_server.memory import Memory
     from lsp_server.models import load_engine
-    from lsp_server.session import Session, Where
-    from lsp_server.stores import Stores, root_for
+    from lsp_server.session import Session
+    from lsp_server.stores import Stores
+    from lsp_server.workspace import Where, root_for
 
     settings = cli_settings(args)
     path = args.file.resolve()

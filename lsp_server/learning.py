@@ -24,14 +24,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pygls.uris import to_fs_path
-from pygls.workspace import Workspace
-
 from lsp_server.completion import clean_text
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores, accepted_name
+from lsp_server.workspace import path_of
 from lsp_server.writes import WriteQueue
 from ngram_db.errors import StoreClosed
 
@@ -272,17 +270,3 @@ async def written(future: Future[Any], wait_s: float) -> tuple[bool, Any]:
         return True, await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), wait_s)
     except TimeoutError:
         return False, None
-
-
-def roots_of(workspace: Workspace) -> list[Path]:
-    """The workspace's folders (else its root path): where codebase stores belong."""
-    roots = [Path(to_fs_path(f.uri) or "") for f in workspace.folders.values()]
-    if not roots and workspace.root_path:
-        roots.append(Path(workspace.root_path))
-    return roots
-
-
-def path_of(uri: str) -> Path | None:
-    """The file a ``file:`` URI names; None for any other URI."""
-    path = to_fs_path(uri) if uri.startswith("file:") else None
-    return Path(path) if path else None

@@ -19,7 +19,6 @@ import asyncio
 import logging
 from collections import Counter
 from typing import Any
-from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -35,7 +34,7 @@ from lsp_server.items import (
     inline_items,
     snippets_supported,
 )
-from lsp_server.learning import Learning, path_of, roots_of
+from lsp_server.learning import Learning
 from lsp_server.loader import Loader
 from lsp_server.next_edits.service import (
     CMD_NEXT_EDIT_ACCEPTED,
@@ -46,10 +45,11 @@ from lsp_server.next_edits.service import (
 from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.scheduler import Scheduler
-from lsp_server.session import Decoder, State, Where, resident_mb
+from lsp_server.session import Decoder, State, resident_mb
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
 from lsp_server.warmup import Warmer
+from lsp_server.workspace import Where, doc_key, path_of, roots_of
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class SuperposedServer(LanguageServer):
         return document if document.version is not None else None
 
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
-        key = _doc_key(uri)
+        key = doc_key(uri)
         self.scheduler.supersede(key)  # this request supersedes older ones for the document
         settings, where, session = self.settings, Where.of(uri, self.workspace), self.session
         erased = await asyncio.to_thread(session.erasures, where)  # it reads the stores
@@ -204,7 +204,7 @@ class SuperposedServer(LanguageServer):
             return
         offset = document.offset_at_position(at)
         context = after_accept(document.source, offset, text, _language(document))
-        where, key, settings = Where.of(uri, self.workspace), _doc_key(uri), self.settings
+        where, key, settings = Where.of(uri, self.workspace), doc_key(uri), self.settings
         self.session.draft_ahead(self.decoder, self.drafts, key, where, context, settings)
 
     def warm_document(self, uri: str, offset: int | None = None, resting: bool = False) -> None:
@@ -224,11 +224,6 @@ class SuperposedServer(LanguageServer):
         waiting, self.warmer.waiting = self.warmer.waiting, None
         if waiting is not None:
             self.warm_document(*waiting)
-
-
-def _doc_key(uri: str) -> str:
-    """One key per document for the caches, as pygls keys its open documents."""
-    return unquote(uri)
 
 
 def _language(document: TextDocument) -> str:
@@ -329,7 +324,7 @@ def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams) -> N
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
     """Cancel the document's request in flight; forget its drafts, its chunk in the
     prompt's context and what the memory indexed of it."""
-    key = _doc_key(params.text_document.uri)
+    key = doc_key(params.text_document.uri)
     ls.scheduler.supersede(key)
     ls.drafts.forget(key)
     ls.context.forget(key)

@@ -25,18 +25,15 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.workspace import Workspace
 
 from lsp_server.completion import Answer, CursorContext, decode
 from lsp_server.context import ContextAssembler
 from lsp_server.definition_source import store_lookup, with_definitions
 from lsp_server.knn import KnnMemories
-from lsp_server.learning import path_of, roots_of
 from lsp_server.memory import Memory
 from lsp_server.models import load_engine
 from lsp_server.notifier import Notifier
@@ -44,8 +41,8 @@ from lsp_server.scheduler import Scheduler
 from lsp_server.settings import DecodingSettings, ModelSettings, Settings
 from lsp_server.shareable import Shareable
 from lsp_server.stores import Stores, explain
+from lsp_server.workspace import Where
 from ngram_db.errors import NgramStoreError
-from ngram_db.store import NgramStore
 from ngram_db.tokenizer import as_tokenizer
 from superposed.api import Engine
 from superposed.knn import HiddenSource
@@ -55,29 +52,6 @@ from superposed.types import Cancelled, EngineError
 if TYPE_CHECKING:
     from lsp_server.ahead import Drafts
     from lsp_server.warmup import Warmer
-
-
-@dataclass(frozen=True)
-class Where:
-    """A request's document and the workspace around it, as they were when it came."""
-
-    uri: str
-    path: Path | None  # the document's file (None: not a file: URI)
-    roots: list[Path]  # the workspace folders
-    documents: dict[str, str]  # the open documents: uri -> text (pygls keeps them current)
-
-    @classmethod
-    def of(cls, uri: str, workspace: Workspace) -> Where:
-        documents = {u: d.source for u, d in workspace.text_documents.items()}
-        return cls(uri, path_of(uri), roots_of(workspace), documents)
-
-    def stores(self, stores: Stores) -> list[NgramStore]:
-        """The stores that apply here (Stores.for_path); none where one cannot be opened
-        (``Session.ngram_source`` reports it)."""
-        try:
-            return stores.for_path(self.path, self.roots).present()
-        except NgramStoreError:
-            return []
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pygls.uris import to_fs_path
 
-from lsp_server.stores import placed
+from lsp_server.workspace import placed
 from ngram_db.files import content_skip_reason
 
 # Where an open document lies is judged again after this long: a .gitignore edited, a

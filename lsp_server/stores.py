@@ -38,10 +38,18 @@ import numpy as np
 
 from lsp_server.settings import StoreSettings
 from lsp_server.shared import SharedIndexes
+from lsp_server.workspace import (
+    UnresolvablePath,
+    never_learned,
+    placed,
+    resolved,
+    root_for,
+    workspace_root,
+)
 from lsp_server.writes import TRANSIENT
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
 from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
-from ngram_db.files import content_skip_reason, path_skip_reason
+from ngram_db.files import content_skip_reason
 from ngram_db.suffix_store import FileId, file_id
 from ngram_db.tokenizer import as_tokenizer
 from superposed.ngram import MatchSource, NgramResult, NgramSource
@@ -94,89 +102,6 @@ ADVICE: Advice = (
 def explain(err: NgramStoreError) -> str:
     """A store error as the editor shows it: what is wrong, then what to do."""
     return advised(err, ADVICE)
-
-
-class UnresolvablePath(ValueError):
-    """A path that cannot be resolved: a loop of symbolic links on its way."""
-
-
-def resolved(path: Path) -> Path:
-    """``path`` with every symbolic link resolved; UnresolvablePath for a loop of links."""
-    try:
-        return path.resolve()
-    except (RuntimeError, OSError) as err:  # Python 3.11 raises RuntimeError("Symlink loop")
-        raise UnresolvablePath(f"{path} goes through a loop of symbolic links ({err})") from err
-
-
-def repo_root(path: Path) -> Path | None:
-    """The nearest folder at or above ``path`` that holds a ``.git``."""
-    for folder in [path, *path.parents]:
-        if (folder / ".git").exists():
-            return folder
-    return None
-
-
-def workspace_root(path: Path, roots: Sequence[Path]) -> Path | None:
-    """The innermost workspace root that contains ``path`` once both are resolved (None for a
-    path that cannot be resolved: it is in no workspace anyone can name)."""
-    try:
-        path = resolved(path)
-    except UnresolvablePath:
-        return None
-    inside = []
-    for root in roots:
-        with contextlib.suppress(UnresolvablePath):
-            inside.append(resolved(root))
-    inside = [r for r in inside if path == r or r in path.parents]
-    return max(inside, key=lambda r: len(r.parts)) if inside else None
-
-
-def root_for(path: Path, roots: Sequence[Path]) -> Path | None:
-    """The innermost workspace root that contains ``path``, else its git repository."""
-    inside = workspace_root(path, roots)
-    if inside is not None:
-        return inside
-    try:
-        return repo_root(resolved(path).parent)
-    except UnresolvablePath:
-        return None
-
-
-class Placed(NamedTuple):
-    """A file as the stores see it: resolved, its workspace folder, and why its text is never
-    learned by where it is (None: its text decides)."""
-
-    path: Path | None  # resolved; None: not a file, or a loop of links on its way
-    root: Path | None  # the innermost workspace folder that holds it; None: none does
-    reason: str | None
-
-
-def placed(path: Path | None, roots: Sequence[Path]) -> Placed:
-    """Where ``path`` is learned, or why it never is: not a file, a loop of symbolic links,
-    outside the workspace folders, a name or an ignore file that index-repo skips."""
-    if path is None:
-        return Placed(None, None, "not a file")
-    try:
-        real = resolved(path)
-    except UnresolvablePath:
-        return Placed(None, None, "symlink loop")
-    root = workspace_root(real, roots)
-    if root is None:
-        return Placed(real, None, "outside the workspace")
-    return Placed(real, root, path_skip_reason(real, root))
-
-
-def never_learned(
-    path: Path | None, text: str, roots: Sequence[Path], max_bytes: int
-) -> str | None:
-    """Why ``text`` in the file ``path`` is never learned; None: it may be.
-
-    The one rule for a save of the file (``text``: its text), a draft accepted in it
-    (``text``: the draft with its line) and an open document that other documents' drafts
-    would copy from (lsp_server/memory.py): where the file is (``placed``), then what the
-    text holds (``ngram_db.files.content_skip_reason``: secrets, size, binary, generated).
-    """
-    return placed(path, roots).reason or content_skip_reason(text, max_bytes)
 
 
 class _Guarded:

@@ -11,7 +11,8 @@ from pygls.workspace import Workspace
 from lsp_server.completion import Suggestion
 from lsp_server.memory import Memory
 from lsp_server.server import SuperposedServer, did_close, did_open
-from lsp_server.session import Session, Where
+from lsp_server.session import Session
+from lsp_server.workspace import Where
 
 DOCUMENTS = 200
 TEXT = "def handle_{n}(request):\n    return respond_to_{n}(request.body)\n"

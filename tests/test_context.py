@@ -158,7 +158,8 @@ def test_the_session_lays_the_preamble_only_when_the_setting_is_on(
     """The server's hook (Session.with_preamble, before a decode and a warm-up)."""
     from pathlib import Path
 
-    from lsp_server.session import Session, Where
+    from lsp_server.session import Session
+    from lsp_server.workspace import Where
 
     store = SimpleNamespace(symbols_named=lookup)
     stores = SimpleNamespace(for_path=lambda *_: SimpleNamespace(present=lambda: [store]))

@@ -143,9 +143,10 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
 def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: Engine) -> None:
     from lsp_server.completion import CursorContext
     from lsp_server.memory import Memory
-    from lsp_server.session import Session, Where
+    from lsp_server.session import Session
     from lsp_server.settings import StoreSettings
     from lsp_server.stores import Stores
+    from lsp_server.workspace import Where
 
     tokenizer = tiny_engine.tokenizer
     stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from lsp_server import memory as memory_module
 from lsp_server.completion import CursorContext, decode
 from lsp_server.memory import Memory
-from lsp_server.session import Session, Where
+from lsp_server.session import Session
 from lsp_server.settings import DecodingSettings, StoreSettings
 from lsp_server.stores import Stores
+from lsp_server.workspace import Where
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
 from ngram_db.tokenizer import as_tokenizer

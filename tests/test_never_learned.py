@@ -117,8 +117,9 @@ def test_a_document_never_learned_lends_no_chunk_to_another_prompt(
     """The setting context "definitions+recent" puts chunks of the other open documents where
     drafts were asked into the prompt: a .env's never, as the memory never copies from it."""
     from lsp_server.context import ContextAssembler
-    from lsp_server.session import Session, Where
+    from lsp_server.session import Session
     from lsp_server.settings import DecodingSettings
+    from lsp_server.workspace import Where
 
     stores = SimpleNamespace(
         for_path=lambda *_: SimpleNamespace(present=lambda: []), max_file_bytes=MAX_BYTES

@@ -17,7 +17,8 @@ from pygls.workspace import Workspace
 from lsp_server import server as handlers
 from lsp_server.completion import CursorContext
 from lsp_server.server import SuperposedServer
-from lsp_server.session import Failed, Loading, NotReady, Session, Where
+from lsp_server.session import Failed, Loading, NotReady, Session
+from lsp_server.workspace import Where
 
 TEXT = "def f():\n    return "
 URI = "file:///w/app.py"

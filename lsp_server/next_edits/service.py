@@ -25,12 +25,12 @@ from typing import Any
 
 from pygls.workspace import TextDocument, Workspace
 
-from lsp_server.learning import path_of
 from lsp_server.next_edits.log import Change
 from lsp_server.next_edits.proposals import PAUSE_S, Doc, NextEdits, Proposal
 from lsp_server.next_edits.workspace import finder_for
 from lsp_server.settings import NextEditSettings
 from lsp_server.shareable import Shareable
+from lsp_server.workspace import path_of
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from pygls.uris import from_fs_path
 from lsp_server.next_edits.patterns import Pattern
 from lsp_server.next_edits.proposals import Doc
 from lsp_server.next_edits.sites import anchor
-from lsp_server.stores import never_learned
+from lsp_server.workspace import never_learned
 from ngram_db.errors import NgramStoreError
 from ngram_db.suffix_store import Segment
 
