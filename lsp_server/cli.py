@@ -134,14 +134,16 @@ def cli_settings(args: argparse.Namespace) -> Settings:
 
 def run_complete(args: argparse.Namespace) -> dict[str, object]:
     """The drafts at the cursor as the JSON object ``complete --json`` prints: the server's
-    request (lsp_server/session.py, completion.decode) for one file, which is the only open
-    document; a file outside a git repository has no codebase store."""
-    from lsp_server.completion import CursorContext, decode
+    answer (lsp_server/answer.py) for one file, which is the only open document; a file
+    outside a git repository has no codebase store."""
+    from lsp_server.answer import answer
+    from lsp_server.completion import CursorContext
     from lsp_server.memory import Memory
     from lsp_server.models import load_engine
+    from lsp_server.request import Request
     from lsp_server.session import Session
     from lsp_server.stores import Stores
-    from lsp_server.workspace import Where, root_for
+    from lsp_server.workspace import Where, doc_key, root_for
 
     settings = cli_settings(args)
     path = args.file.resolve()
@@ -157,26 +159,25 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     session = Session(engine, Stores(engine.tokenizer, settings.stores), Memory(engine.tokenizer))
     # No workspace: the repository's codebase store, only where it exists; the file is the
     # one open document.
-    where = Where(path.as_uri(), path, [], {path.as_uri(): text})
-    here = session.stores.for_path(path, where.roots)
-    decoding = settings.decoding
-    ngram = session.stores.source_for(path, where.roots, decoding.lambdas)
-    memory = None
-    if decoding.memory:
+    uri = path.as_uri()
+    request = Request(doc_key(uri), Where(uri, path, [], {uri: text}), context, settings)
+    here = session.stores.for_path(path, [])
+    if settings.decoding.memory:
         for store in here.present():  # index the stores now, as a running server has
             session.memory.store_index(store)
         session.memory.wait()
-        memory = session.matches_later(where, context, decoding.definition_weight)()
-    answer = decode(engine, context, decoding, ngram, memory=memory)
-    session.stores.close()
+    try:
+        drafts = answer(session, request)
+    finally:
+        session.stores.close()
     return {
         "drafts": [
-            {"text": s.text, "score": s.score, "source": s.source} for s in answer.suggestions
+            {"text": s.text, "score": s.score, "source": s.source} for s in drafts.suggestions
         ],
-        "timing_ms": {"load": load_ms, **answer.timing_ms},
+        "timing_ms": {"load": load_ms, **drafts.timing_ms},
         "model": engine.name,
-        "method": decoding.method,
-        "k": decoding.k,
+        "method": settings.decoding.method,
+        "k": settings.decoding.k,
         "codebase_store": None if here.codebase is None else str(args.db or root_for(path, [])),
     }
 

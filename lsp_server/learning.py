@@ -22,21 +22,20 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from lsp_server.completion import clean_text
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
+from lsp_server.session import State, ready
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores, accepted_name
 from lsp_server.workspace import path_of
 from lsp_server.writes import WriteQueue
 from ngram_db.errors import StoreClosed
 
-if TYPE_CHECKING:
-    from lsp_server.session import State
-
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 ACCEPT_WAIT_S = 2.0  # superposed.accept answers within this; a write still waiting stays queued
 FORGET_WAIT_S = 30.0  # superposed.forget waits this long for the erasure to finish
@@ -123,7 +122,8 @@ class Learning:
     def _queue_save(self, path: Path, text: str) -> None:
         roots = self._roots()
         future = self.writes.submit(
-            f"save:{path}", partial(self._on_stores, "update_file", path, text, roots)
+            f"save:{path}",
+            partial(self._on_stores, lambda stores: stores.update_file(path, text, roots)),
         )
         future.add_done_callback(lambda f: self._notifier.call_soon(self._saved, path, f))
 
@@ -161,7 +161,8 @@ class Learning:
         learned, name = clean_text(str(item.get("context", "")) + text), accepted_name()
         path, roots = path_of(uri) if isinstance(uri, str) else None, self._roots()
         future = self.writes.submit(
-            name, partial(self._on_stores, "learn_text", learned, path, roots, name)
+            name,
+            partial(self._on_stores, lambda stores: stores.learn_text(learned, path, roots, name)),
         )
         future.add_done_callback(lambda _: self._changed(False))
         finished, reason = await written(future, ACCEPT_WAIT_S)
@@ -189,7 +190,8 @@ class Learning:
             return {"error": 'give {"path": FILE_OR_FOLDER}, {"uri": URI}, or nothing'}
         roots = self._roots()
         future = self.writes.submit(
-            f"forget:{uuid.uuid4()}", partial(self._on_stores, "forget", path, roots)
+            f"forget:{uuid.uuid4()}",
+            partial(self._on_stores, lambda stores: stores.forget(path, roots)),
         )
         future.add_done_callback(lambda _: self._changed(True))
         finished, result = await written(future, FORGET_WAIT_S)
@@ -229,15 +231,16 @@ class Learning:
         """A store was written (any thread): the memory's indexes of it are out of date.
 
         After a forget they are dropped, so that nothing erased is ever proposed again."""
-        self._current().stores_changed(forgotten)
+        if (session := ready(self._current())) is not None:
+            session.memory.stores_changed(forgotten=forgotten)
 
-    def _on_stores(self, method: str, *args: Any) -> Any:
-        """On the write thread: ``method`` of the stores open when the write runs, not when it
-        was queued (a model switch reopens them; a write for closed ones is run again)."""
+    def _on_stores(self, write: Callable[[Stores], T]) -> T:
+        """On the write thread: ``write`` on the stores open when it runs, not when it was
+        queued (a model switch reopens them; a write for closed ones is run again)."""
         stores = self.stores
         if stores is None:
             raise StoreClosed("the stores are being opened")
-        return getattr(stores, method)(*args)
+        return write(stores)
 
     async def drain(self) -> None:
         """Shutdown: queued saves are written before the server exits (a lock may have held

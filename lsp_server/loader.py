@@ -16,7 +16,7 @@ from lsp_server.learning import Learning
 from lsp_server.models import load_store_tokenizer
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
-from lsp_server.session import Failed, Loading, Session, State, load
+from lsp_server.session import Failed, Loading, Session, State, describe, load
 from lsp_server.settings import Settings
 from lsp_server.stores import Stores
 from superposed.embedded import terms_notice
@@ -99,7 +99,7 @@ class Loader:
 
     def describe(self) -> tuple[str, str | None]:
         """The model for superposed/status: its name, and the decode step once loaded."""
-        return self.session.describe(self._settings().model.model)
+        return describe(self.session, self._settings().model.model)
 
     def status_now(self) -> None:
         """superposed/status with the model's state (after other work, e.g. indexing)."""

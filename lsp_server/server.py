@@ -36,6 +36,7 @@ from lsp_server.items import (
 )
 from lsp_server.learning import Learning
 from lsp_server.loader import Loader
+from lsp_server.model_calls import ModelCalls
 from lsp_server.next_edits.service import (
     CMD_NEXT_EDIT_ACCEPTED,
     CMD_NEXT_EDIT_DISMISSED,
@@ -44,8 +45,9 @@ from lsp_server.next_edits.service import (
 )
 from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
+from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
-from lsp_server.session import Decoder, State, resident_mb
+from lsp_server.session import Session, State, model_stats, ready, resident_mb
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
 from lsp_server.warmup import Warmer
@@ -87,8 +89,8 @@ class SuperposedServer(LanguageServer):
             self.scheduler, self.notifier, self.learning, lambda: self.settings, self._warm_pending
         )
         self.context = ContextAssembler()  # the codebase in the prompt (setting ``context``)
-        # Decodes and warm-ups, with the session in when they run.
-        self.decoder = Decoder(
+        # Requests' model calls, with the session in when they run.
+        self.calls = ModelCalls(
             lambda: self.session, self.scheduler, self.notifier, self.counters, self.context
         )
         self.warmer = Warmer(self.scheduler, self.counters, lambda: self.session, self.context)
@@ -169,14 +171,19 @@ class SuperposedServer(LanguageServer):
         document = self.workspace.get_text_document(uri)
         return document if document.version is not None else None
 
+    def request(self, uri: str, context: CursorContext) -> Request:
+        """A request at ``context`` in the document ``uri``, as the server is now."""
+        return Request(doc_key(uri), Where.of(uri, self.workspace), context, self.settings)
+
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
-        key = doc_key(uri)
-        self.scheduler.supersede(key)  # this request supersedes older ones for the document
-        settings, where, session = self.settings, Where.of(uri, self.workspace), self.session
-        erased = await asyncio.to_thread(session.erasures, where)  # it reads the stores
-        if (ready := await self.drafts.without_model(key, context, erased)) is not None:
-            return ready
-        answer = await self.session.answer(self.decoder, key, where, context, settings)
+        request = self.request(uri, context)
+        self.scheduler.supersede(request.key)  # it supersedes older ones for the document
+        erased = None  # no drafts are shown without a session
+        if (session := ready(self.session)) is not None:
+            erased = await asyncio.to_thread(_erasures, session, request)  # reads the stores
+        if (typed := await self.drafts.without_model(request.key, context, erased)) is not None:
+            return typed
+        answer = await self.calls.request(request)
         if answer is None:
             return []  # superseded (a newer request answers instead), or no model yet
         self.last_prompt = {
@@ -186,8 +193,8 @@ class SuperposedServer(LanguageServer):
         }
         if answer.short_window:  # a cold cache: extend it to the full window, in the background
             self.counters["short_window"] += 1
-            self.warmer.warm(where, context, settings)
-        self.drafts.remember(key, context.before, answer.suggestions)
+            self.warmer.warm(request)
+        self.drafts.remember(request.key, context.before, answer.suggestions)
         return answer.suggestions
 
     def draft_ahead(self, item: dict[str, Any]) -> None:
@@ -204,8 +211,9 @@ class SuperposedServer(LanguageServer):
             return
         offset = document.offset_at_position(at)
         context = after_accept(document.source, offset, text, _language(document))
-        where, key, settings = Where.of(uri, self.workspace), doc_key(uri), self.settings
-        self.session.draft_ahead(self.decoder, self.drafts, key, where, context, settings)
+        if (session := ready(self.session)) is not None:
+            request = self.request(uri, context)
+            self.drafts.draft_ahead(request.key, context, self.calls.job(session, request))
 
     def warm_document(self, uri: str, offset: int | None = None, resting: bool = False) -> None:
         """didOpen/didChange/cursorRest: warm the cache for a request at ``offset`` (None: the
@@ -216,14 +224,22 @@ class SuperposedServer(LanguageServer):
         source = document.source
         at = len(source) if offset is None else max(0, min(offset, len(source)))
         context = CursorContext.at(source, at, _language(document))
-        where, place = Where.of(uri, self.workspace), (uri, offset, resting)
-        self.session.warm(self.warmer, place, where, context, self.settings)
+        if ready(self.session) is None:
+            self.warmer.waiting = (uri, offset, resting)  # warmed once a session is in
+            return
+        self.warmer.warm(self.request(uri, context), resting)
 
     def _warm_pending(self) -> None:
         """The model is ready: warm where the editor last opened, edited or rested."""
         waiting, self.warmer.waiting = self.warmer.waiting, None
         if waiting is not None:
             self.warm_document(*waiting)
+
+
+def _erasures(session: Session, request: Request) -> object:
+    """A stamp that moves when text is erased from the stores that apply to the request
+    (Memory.erasures); off the event loop: it reads them."""
+    return session.memory.erasures(request.where.stores(session.stores))
 
 
 def _language(document: TextDocument) -> str:
@@ -328,7 +344,9 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
     ls.scheduler.supersede(key)
     ls.drafts.forget(key)
     ls.context.forget(key)
-    ls.session.closed(key)
+    if (session := ready(ls.session)) is not None:  # what the memory held of it goes
+        session.memory.close(key)
+        session.shareable.forget(key)
     ls.next_edits.closed(params.text_document.uri)
 
 
@@ -403,11 +421,11 @@ async def index_workspace(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
 @SERVER.command(CMD_STATS)
 def stats(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
     return {
-        **ls.session.stats(ls.settings.model.model),  # ready, model, error, decode step
+        **model_stats(ls.session, ls.settings.model.model),  # ready, model, error, step
         "settings": to_dict(ls.settings),
         "counters": dict(ls.counters),
         **ls.learning.stats(roots_of(ls.workspace)),  # stores, writes
-        "lastTimingMs": ls.decoder.last_timing_ms,  # the last model call's, by phase
+        "lastTimingMs": ls.calls.last_timing_ms,  # the last model call's, by phase
         "lastPrompt": ls.last_prompt,  # its prompt tokens, those reused, short window
         "memoryMb": resident_mb(),  # this process's resident set, now and at its peak
         "nextEdits": ls.next_edits.stats(),  # its last time to proposals, patterns, counts

@@ -375,6 +375,11 @@ class Stores:
             here = self.for_path(path, roots)
         except StoreBusy:  # creating a store waits for a writer: serve without it this time
             return None
+        return self.source_of(here, lambdas)
+
+    def source_of(self, here: StoresHere, lambdas: Mapping[int, float]) -> NgramSource | None:
+        """The n-gram source over the stores ``here`` (``for_path``'s): codebase and user
+        combined, a store that fails while in use answering "no support"."""
         codebase = self._guarded(here.codebase, lambdas) if here.codebase is not None else None
         user = self._guarded(here.user, lambdas) if here.user is not None else None
         if codebase is None:

@@ -28,16 +28,17 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lsp_server.completion import CursorContext, choose_prompt, request_prompt
+from lsp_server.answer import stores_here, with_preamble
+from lsp_server.completion import choose_prompt, request_prompt
+from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
-from lsp_server.session import Session
-from lsp_server.settings import Settings
+from lsp_server.session import ready
 from superposed.runner import ModelRunner, reusable_prefix
 from superposed.types import CancelCheck
 
 if TYPE_CHECKING:
     from lsp_server.context import ContextAssembler
-    from lsp_server.session import Place, State, Where
+    from lsp_server.session import Place, State
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests
@@ -83,13 +84,11 @@ class Warmer:
         self._counters = counters
         self._current = current  # the server's session as it is when a warm-up runs
         self._assembler = assembler  # the codebase in the prompt: warmed too
-        # where to warm once a session is in (set by NotReady.warm, taken by the server)
+        # where to warm once a session is in (set and taken by the server)
         self.waiting: Place | None = None
 
-    def warm(
-        self, where: Where, context: CursorContext, settings: Settings, resting: bool = False
-    ) -> None:
-        """Queue a warm-up for a request at ``context`` in ``where``'s document.
+    def warm(self, request: Request, resting: bool = False) -> None:
+        """Queue a warm-up for ``request``.
 
         It runs on the engine thread after what is queued there; a newer warm-up or any
         request that needs the engine cancels it between chunks. ``resting``: the cursor
@@ -97,29 +96,23 @@ class Warmer:
         is the prompt a request there would decode from now: the short window when the
         cache lacks more than ``firstPromptTokens`` of the full one (the full window would
         take over a second, and a request coming sooner could use none of it).
-        Queued with a session in (Session.warm, or after its answer); one that finds none
-        when it runs is cancelled.
+        Queued with a session in (the server keeps the place until one is in); one that
+        finds none when it runs is cancelled.
         """
-        if not settings.decoding.first_prompt_tokens:
+        if not request.settings.decoding.first_prompt_tokens:
             return
-        self._scheduler.warm(partial(self._warm_up, where, context, settings, resting))
+        self._scheduler.warm(partial(self._warm_up, request, resting))
 
-    def _warm_up(
-        self,
-        where: Where,
-        context: CursorContext,
-        settings: Settings,
-        resting: bool,
-        event: threading.Event,
-    ) -> None:
-        """On the engine thread, after a pause: prefill the prompt at ``context`` chunk by
-        chunk, with the session in now (none: a reload emptied the slot; cancelled)."""
-        session = self._current()
-        if event.wait(0 if resting else WARM_IDLE_S) or not isinstance(session, Session):
+    def _warm_up(self, request: Request, resting: bool, event: threading.Event) -> None:
+        """On the engine thread, after a pause: prefill the request's prompt chunk by chunk,
+        with the session in now (none: a reload emptied the slot; cancelled)."""
+        session = ready(self._current())
+        if event.wait(0 if resting else WARM_IDLE_S) or session is None:
             self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return
-        engine, decoding = session.engine, settings.decoding
-        context = session.with_preamble(self._assembler, where, context, decoding)
+        engine, decoding = session.engine, request.settings.decoding
+        here = stores_here(session, request, report=_unsaid)  # the request says what is wrong
+        context = with_preamble(session, request, here, self._assembler)
         max_prompt = decoding.max_prompt_tokens or None
         if resting:  # what a request would use now: the short window on a cold cache
             prompt, _ = choose_prompt(
@@ -133,3 +126,7 @@ class Warmer:
         else:
             self._counters["warmups_done"] += 1
             self._counters["warmup_tokens"] += done
+
+
+def _unsaid(message: str, *kind: object) -> None:
+    """A warm-up's store problem: the request at the same place says it."""

@@ -146,7 +146,7 @@ class Where:
 
     def stores(self, stores: Stores) -> list[NgramStore]:
         """The stores that apply here (Stores.for_path); none where one cannot be opened
-        (``Session.ngram_source`` reports it)."""
+        (answer.stores_here reports it)."""
         try:
             return stores.for_path(self.path, self.roots).present()
         except NgramStoreError:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from types import SimpleNamespace
+from typing import Any
 
 from lsp_server.completion import CursorContext, prompt_budget, prompt_window
 from lsp_server.context import ContextAssembler, Piece, assemble, used_names
@@ -155,22 +157,27 @@ def test_the_prompt_lays_the_preamble_before_the_window(tokenizer_engine: Simple
 def test_the_session_lays_the_preamble_only_when_the_setting_is_on(
     tokenizer_engine: SimpleNamespace,
 ) -> None:
-    """The server's hook (Session.with_preamble, before a decode and a warm-up)."""
+    """The server's hook (answer.with_preamble, before a decode and a warm-up)."""
     from pathlib import Path
 
+    from lsp_server.answer import with_preamble
+    from lsp_server.request import Request
     from lsp_server.session import Session
+    from lsp_server.settings import Settings
+    from lsp_server.stores import StoresHere
     from lsp_server.workspace import Where
 
-    store = SimpleNamespace(symbols_named=lookup)
-    stores = SimpleNamespace(for_path=lambda *_: SimpleNamespace(present=lambda: [store]))
-    session = Session(tokenizer_engine, stores, None)  # type: ignore[arg-type]
+    store: Any = SimpleNamespace(symbols_named=lookup)
+    here = StoresHere(store, None)
+    session = Session(tokenizer_engine, SimpleNamespace(), None)  # type: ignore[arg-type]
     uri = "file:///ws/app/main.py"
     where = Where(uri, Path(HERE), [Path("/ws")], {uri: DOCUMENT})
     context = CursorContext.at(DOCUMENT, len(DOCUMENT))
-    off = session.with_preamble(ContextAssembler(), where, context, DecodingSettings())
+    request = Request(uri, where, context, Settings())
+    off = with_preamble(session, request, here, ContextAssembler())
     assert off.preamble == ""
-    settings = DecodingSettings(context="definitions", context_tokens=512)
-    on = session.with_preamble(ContextAssembler(), where, context, settings)
+    settings = Settings(decoding=DecodingSettings(context="definitions", context_tokens=512))
+    on = with_preamble(session, replace(request, settings=settings), here, ContextAssembler())
     assert (
         on.preamble.startswith("# file: pkg/widgets.py\n") and "def helper(x, y=2)" in on.preamble
     )

@@ -141,11 +141,13 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
 
 
 def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: Engine) -> None:
+    from lsp_server.answer import memory_matches, start_memory
     from lsp_server.completion import CursorContext
     from lsp_server.memory import Memory
+    from lsp_server.request import Request
     from lsp_server.session import Session
-    from lsp_server.settings import StoreSettings
-    from lsp_server.stores import Stores
+    from lsp_server.settings import DecodingSettings, Settings, StoreSettings
+    from lsp_server.stores import Stores, StoresHere
     from lsp_server.workspace import Where
 
     tokenizer = tiny_engine.tokenizer
@@ -158,8 +160,12 @@ def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: 
     # off: the memory's match (the def line's own text); on: the definition's proposal
     for weight, expected in ((0.0, "widget, *, force=False):\n    pass\n\n\n"), (0.5, "widget)")):
         where = Where(here, Path("/ws/here.py"), [], {here: text})
-        build = session.matches_later(where, context, weight)
-        found = build().match(encode_(text))
+        settings = Settings(decoding=DecodingSettings(definition_weight=weight))
+        request = Request(here, where, context, settings)
+        pending = start_memory(session, request)
+        source = memory_matches(session, request, StoresHere(None, None), pending)
+        assert source is not None
+        found = source.match(encode_(text))
         proposed = decode_(found.continuation) if found is not None else None
         assert proposed == expected
 

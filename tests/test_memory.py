@@ -17,11 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lsp_server import memory as memory_module
+from lsp_server.answer import memory_matches, start_memory
 from lsp_server.completion import CursorContext, decode
 from lsp_server.memory import Memory
+from lsp_server.request import Request
 from lsp_server.session import Session
-from lsp_server.settings import DecodingSettings, StoreSettings
-from lsp_server.stores import Stores
+from lsp_server.settings import DecodingSettings, Settings, StoreSettings
+from lsp_server.stores import Stores, StoresHere
 from lsp_server.workspace import Where
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array
@@ -395,7 +397,13 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     here = "file:///here.py"
     text = "result = frobnicate_widgets(alpha, beta)\nres"
     where = Where(here, Path("/here.py"), [], {here: text})
-    build = session.matches_later(where, CursorContext.at(text, len(text)), 0.0)
+    settings = Settings(decoding=DecodingSettings(definition_weight=0.0))  # memory's matches only
+    request = Request(here, where, CursorContext.at(text, len(text)), settings)
+    pending = start_memory(session, request)
+
+    def build() -> Any:
+        return memory_matches(session, request, StoresHere(None, None), pending)
+
     built: list[Any] = []
     engine = threading.Thread(target=lambda: built.append(build()), name="engine")
     engine.start()

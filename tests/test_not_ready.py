@@ -1,6 +1,6 @@
-"""A server without a model (lsp_server/session.py's Loading and Failed): every handler calls
-the session slot as it would a Session and answers what a server without a model should,
-without raising, and without asking which of the three the slot holds."""
+"""A server without a model (lsp_server/session.py's Loading and Failed): every handler
+answers what a server without a model should, without raising; a request says "not ready"
+in one place (model_calls.ModelCalls)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from pygls.workspace import Workspace
 
 from lsp_server import server as handlers
 from lsp_server.completion import CursorContext
+from lsp_server.request import Request
 from lsp_server.server import SuperposedServer
-from lsp_server.session import Failed, Loading, NotReady, Session
+from lsp_server.session import Failed, Loading, NotReady, Session, describe
 from lsp_server.workspace import Where
 
 TEXT = "def f():\n    return "
@@ -115,7 +116,7 @@ def test_a_save_is_kept_for_the_stores_unless_the_load_failed(
 def test_status_and_describe_follow_the_state() -> None:
     assert Loading().status() == ("loading", None)
     assert Failed(FAILED).status() == ("error", FAILED)
-    assert Failed(FAILED).describe("smollm2-135m") == ("smollm2-135m", None)
+    assert describe(Failed(FAILED), "smollm2-135m") == ("smollm2-135m", None)
 
 
 def test_a_reload_keeps_a_failed_loads_error_until_it_ends() -> None:
@@ -127,12 +128,12 @@ def test_a_reload_keeps_a_failed_loads_error_until_it_ends() -> None:
 
 def test_work_queued_before_a_reload_emptied_the_slot_is_cancelled_when_it_runs() -> None:
     ls = not_ready_server(Loading())
-    where = Where.of(URI, ls.workspace)
     context = CursorContext.at(TEXT, len(TEXT), "python")
-    answer = ls.decoder._decode(where, context, ls.settings, None, threading.Event())
+    request = Request(URI, Where.of(URI, ls.workspace), context, ls.settings)
+    answer = ls.calls._run(request, None, threading.Event())
     assert answer is None
     assert ls.counters["cancelled"] == 1 and ls.counters["model_calls"] == 0
-    ls.warmer._warm_up(where, context, ls.settings, True, threading.Event())
+    ls.warmer._warm_up(request, True, threading.Event())
     assert ls.counters["warmups_cancelled"] == 1 and ls.counters["warmups_done"] == 0
 
 

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from lsp_server import cli, server, session
+from lsp_server import answer, cli, server, session
 from lsp_server.completion import Answer, CursorContext, Suggestion
 
 
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         server.SERVER.scheduler.step_hook = functools.partial(time.sleep, hooks.step_delay)
     if hooks.drafts:
         with open(hooks.drafts, encoding="utf-8") as f:
-            session.decode = fixed_drafts(json.load(f), session.decode)  # type: ignore[assignment]
+            answer.decode = fixed_drafts(json.load(f), answer.decode)  # type: ignore[assignment]
     return cli.main([a for a in rest if a != "--"])
 
 

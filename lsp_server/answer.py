@@ -1,0 +1,150 @@
+"""A request's answer from a session: the one path from a ``Request`` to its drafts.
+
+``answer(session, request, cancel)`` is what the server runs on its engine thread
+(model_calls.py), and what ``superposed-lsp complete`` (cli.py) and the demo call directly, so
+the three answer alike. In order: the stores that apply to the file (looked up once), the
+n-gram source over them, the hidden-state memory beside the codebase store (knnWeight), the
+codebase in the prompt (setting ``context``), the memory's matches (setting ``memory``), then
+``completion.decode``. It raises what decode raises (Cancelled, EngineError): the caller says
+what they mean to its user.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from functools import partial
+from urllib.parse import unquote
+
+from lsprotocol import types
+
+from lsp_server.completion import Answer, CursorContext, decode
+from lsp_server.context import ContextAssembler
+from lsp_server.definition_source import store_lookup, with_definitions
+from lsp_server.memory import PendingSource
+from lsp_server.request import Request
+from lsp_server.session import Session
+from lsp_server.stores import StoresHere, explain
+from ngram_db.errors import NgramStoreError, StoreBusy
+from superposed.knn import HiddenSource
+from superposed.ngram import MatchSource
+from superposed.types import CancelCheck
+
+log = logging.getLogger(__name__)
+
+# A problem the user must fix, said (once, by the server: Notifier.once): (message, kind).
+Report = Callable[..., None]
+NONE_HERE = StoresHere(None, None)
+
+
+def logged(message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+    """A Report outside the server: the log (stderr for the command line)."""
+    log.warning("%s", message)
+
+
+def answer(
+    session: Session,
+    request: Request,
+    cancel: CancelCheck | None = None,
+    *,
+    assembler: ContextAssembler | None = None,
+    report: Report = logged,
+    pending: PendingSource | None = None,
+) -> Answer:
+    """The drafts for ``request`` from ``session`` (see the module).
+
+    ``assembler``: the codebase in the prompt (the server keeps one across requests; a new
+    one otherwise). ``report``: where a store that cannot be used is said. ``pending``: the
+    memory's indexing of the open documents, started when the request came (``start_memory``);
+    started here when the setting is on and none is given.
+    """
+    decoding = request.settings.decoding
+    here = stores_here(session, request, report)
+    ngram = session.stores.source_of(here, decoding.lambdas)
+    knn = knn_source(session, here, report) if decoding.knn_weight > 0 else None
+    context = with_preamble(session, request, here, assembler or ContextAssembler())
+    matches = None
+    if decoding.memory:
+        matches = memory_matches(session, request, here, pending or start_memory(session, request))
+    return decode(session.engine, context, decoding, ngram, cancel=cancel, memory=matches, knn=knn)
+
+
+def stores_here(session: Session, request: Request, report: Report = logged) -> StoresHere:
+    """The stores that apply to the request's file (Stores.for_path); none where they cannot
+    be used now: a store being created waits for a writer (served without it this time), a
+    store that cannot be used is said through ``report``. On the engine thread, where a
+    model reload reopens the stores, so that none closes under a decode waiting to run."""
+    where = request.where
+    try:
+        return session.stores.for_path(where.path, where.roots)
+    except StoreBusy:
+        return NONE_HERE
+    except NgramStoreError as err:  # the user must fix it: say so, serve without
+        report(f"n-gram store unusable: {explain(err)}", types.MessageType.Error)
+        return NONE_HERE
+
+
+def knn_source(session: Session, here: StoresHere, report: Report) -> HiddenSource | None:
+    """The hidden-state memory beside the codebase store (lsp_server/knn.py), if any."""
+    store = here.codebase
+    if store is None:
+        return None
+    fingerprint = store.tokenizer.fingerprint
+    return session.knn.for_store(store, session.engine.name, fingerprint, report)
+
+
+def start_memory(session: Session, request: Request) -> PendingSource:
+    """Start indexing the open documents for the request's memory matches, on the memory's
+    own thread (while the request waits its turn and the engine prefills)."""
+    where = request.where
+    shared = partial(
+        session.shareable.others, roots=where.roots, max_bytes=session.stores.max_file_bytes
+    )
+    before = len(request.context.before)
+    return session.memory.source_later(where.uri, before, where.documents, shared)
+
+
+def memory_matches(
+    session: Session, request: Request, here: StoresHere, pending: PendingSource
+) -> MatchSource | None:
+    """The memory's matches: the open documents (``pending``), the stores' indexes and the
+    shared indexes (sharedIndexes), and the definitions' proposals
+    (lsp_server/definition_source.py)."""
+    where, stores = request.where, here.present()
+    return with_definitions(
+        pending.with_stores(stores, session.stores.shared()),
+        session.engine.tokenizer,
+        where.documents.get(where.uri, ""),
+        str(where.path) if where.path else where.uri,
+        request.context.before,
+        stores,
+        request.settings.decoding.definition_weight,
+    )
+
+
+def with_preamble(
+    session: Session, request: Request, here: StoresHere, assembler: ContextAssembler
+) -> CursorContext:
+    """The request's context with the codebase in the prompt (lsp_server/context.py), or as
+    it is when the setting ``context`` is off. It reads the stores: on the engine thread."""
+    where, context, decoding = request.where, request.context, request.settings.decoding
+    if decoding.context == "off" or not where.uri:
+        return context
+    tokenizer = session.engine.tokenizer
+    open_uris: Mapping[str, str] = where.documents
+    if decoding.context == "definitions+recent":  # other documents' chunks: as the memory
+        max_bytes = session.stores.max_file_bytes
+        open_uris = session.shareable.others(where.documents, where.roots, max_bytes)
+    preamble = assembler.preamble(
+        decoding.context,
+        decoding.context_tokens,
+        unquote(where.uri),
+        str(where.path) if where.path else where.uri,
+        context.before + context.following,
+        len(context.before),
+        [unquote(u) for u in open_uris],
+        store_lookup(here.present()),
+        lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+    )
+    return replace(context, preamble=preamble)

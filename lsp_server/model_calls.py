@@ -1,0 +1,98 @@
+"""The server's model calls: a request's ``answer`` queued on the engine thread.
+
+``ModelCalls.request`` is the one place that says a request came before a model was in
+(counted ``not_ready``); a ready session's request becomes a job for the scheduler
+(scheduler.py: one engine thread, in request order, the newest request per document), which
+runs ``answer.answer`` with the session in when it runs: a job queued before a reload emptied
+the slot is cancelled then. The memory starts indexing the open documents when the job is
+made, while the request waits its turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from functools import partial
+
+from lsp_server.answer import answer, start_memory
+from lsp_server.completion import Answer
+from lsp_server.context import ContextAssembler
+from lsp_server.memory import PendingSource
+from lsp_server.notifier import Notifier
+from lsp_server.request import Request
+from lsp_server.scheduler import Scheduler
+from lsp_server.session import Session, State
+from superposed.types import Cancelled, EngineError
+
+Job = Callable[[threading.Event], Answer | None]  # job(cancel) on the engine thread
+
+
+class ModelCalls:
+    """Requests' model calls on the engine thread, with the session in when they run."""
+
+    def __init__(
+        self,
+        current: Callable[[], State],
+        scheduler: Scheduler,
+        notifier: Notifier,
+        counters: Counter[str],
+        assembler: ContextAssembler,
+    ) -> None:
+        self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
+        self._assembler = assembler  # the codebase in the prompt (setting ``context``)
+        self._current = current
+        self._scheduler = scheduler
+        self._notifier = notifier
+        self._counters = counters
+
+    def ready(self) -> Session | None:
+        """The session in now; None (the model loads, or did not load) otherwise."""
+        session = self._current()
+        return session if isinstance(session, Session) else None
+
+    async def request(self, request: Request) -> Answer | None:
+        """The request's answer (Scheduler.request): None if superseded, or if no model is
+        in yet (counted ``not_ready``: it answers nothing)."""
+        session = self.ready()
+        if session is None:
+            self._counters["not_ready"] += 1
+            return None
+        debounce_s = request.settings.decoding.debounce_ms / 1000
+        return await self._scheduler.request(request.key, self.job(session, request), debounce_s)
+
+    def job(self, session: Session, request: Request) -> Job:
+        """The model call for ``request``, made now: ``job(cancel)`` on the engine thread. The
+        memory (when on) starts indexing the open documents at once."""
+        pending = None
+        if request.settings.decoding.memory:
+            pending = start_memory(session, request)
+        return partial(self._run, request, pending)
+
+    def _run(
+        self, request: Request, pending: PendingSource | None, cancel: threading.Event
+    ) -> Answer | None:
+        """On the engine thread: the answer with the session in now, or None if cancelled
+        (or queued before a reload emptied the slot: no session is in)."""
+        session = self.ready()
+        if cancel.is_set() or session is None:
+            self._counters["cancelled"] += 1
+            return None
+        self._counters["model_calls"] += 1
+        try:
+            drafts = answer(
+                session,
+                request,
+                self._scheduler.cancel_check(cancel),
+                assembler=self._assembler,
+                report=self._notifier.once,
+                pending=pending,
+            )
+        except Cancelled:
+            self._counters["cancelled"] += 1
+            return None
+        except EngineError as err:  # e.g. a method the model cannot run: say so, answer nothing
+            self._notifier.error(str(err))
+            return None
+        self.last_timing_ms = drafts.timing_ms
+        return drafts

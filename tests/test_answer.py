@@ -1,0 +1,103 @@
+"""One answer for the server and the command line (lsp_server/answer.py): ``superposed-lsp
+complete`` gives the drafts the server gives at the same place with the same settings, the
+setting ``context`` (the codebase's definitions in the prompt) included.
+
+In process, on the tiny random model (``SUPERPOSED_TEST_TINY_MODEL=1``: its drafts are not
+judged for parsing), over a git repository whose codebase store holds the definition the
+document calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+from pygls.workspace import Workspace
+
+from lsp_server import cli, models
+from lsp_server.memory import Memory
+from lsp_server.models import TINY_ENV
+from lsp_server.server import SuperposedServer
+from lsp_server.session import Session
+from lsp_server.stores import Stores
+from ngram_db import NgramStore, index_repo
+from superposed.api import Engine
+from superposed.model import LoadedModel
+
+HELPER = "def frobnicate_widgets(count, *, colour='blue', sparkle=True):\n    return count\n"
+MAIN = "from pkg.widgets import frobnicate_widgets\n\n\ndef main():\n    frobnicate_widgets("
+LINE, COL = 4, len("    frobnicate_widgets(")
+
+
+@pytest.fixture()
+def repo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_loaded: LoadedModel
+) -> tuple[Path, Path]:
+    """A repository (its ``main.py``) and its codebase store, built with the tiny model's
+    tokenizer; the tiny model served, a fresh engine (and KV cache) per load."""
+    monkeypatch.setenv(TINY_ENV, "1")
+    monkeypatch.setattr(models, "load_engine", lambda settings: Engine(tiny_loaded))
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / "pkg").mkdir()
+    (root / "pkg" / "widgets.py").write_text(HELPER)
+    (root / "main.py").write_text(MAIN)
+    db = tmp_path / "codebase.sqlite"
+    store = NgramStore.open(db, tiny_loaded.tokenizer)
+    index_repo(root, store, progress=False)
+    store.close()
+    return root / "main.py", db
+
+
+def _args(root: Path, db: Path, settings: dict[str, Any]) -> Any:
+    options = {"userStore": False, "debounceMs": 0, **settings}
+    return cli.build_parser().parse_args(
+        ["complete", str(root / "main.py"), "--line", str(LINE), "--col", str(COL), "--db", str(db)]
+        + ["--settings", json.dumps(options)]
+    )
+
+
+def server_drafts(path: Path, args: Any) -> list[str]:
+    """The drafts an inlineCompletion gets from a server with the CLI's settings, the file
+    the one open document and no workspace folder (as ``complete`` sees it)."""
+    settings = cli.cli_settings(args)
+    ls = SuperposedServer()
+    ls.protocol._workspace = Workspace(None)
+    ls.protocol.client_capabilities = types.ClientCapabilities()
+    uri = path.as_uri()
+    ls.workspace.put_text_document(types.TextDocumentItem(uri, "python", 1, path.read_text()))
+    ls.settings = settings
+    engine = models.load_engine(settings.model)
+    session = Session(engine, Stores(engine.tokenizer, settings.stores), Memory(engine.tokenizer))
+    for store in session.stores.for_path(path, []).present():  # indexed, as complete does
+        session.memory.store_index(store)
+    session.memory.wait()
+    ls.loader.session = session
+    try:
+        _, suggestions = asyncio.run(ls.suggest(uri, types.Position(LINE, COL)))
+    finally:
+        session.stores.close()
+    return [s.text for s in suggestions]
+
+
+def cli_drafts(args: Any) -> list[str]:
+    return [d["text"] for d in cli.run_complete(args)["drafts"]]  # type: ignore[attr-defined]
+
+
+def test_the_command_line_answers_as_the_server_with_the_codebase_in_the_prompt(
+    repo: tuple[Path, Path],
+) -> None:
+    path, db = repo
+    definitions = _args(path.parent, db, {"context": "definitions"})
+    off = _args(path.parent, db, {"context": "off"})
+    with_context, without = cli_drafts(definitions), cli_drafts(off)
+    assert with_context  # the tiny model's drafts are kept, unparsed
+    # The definition in the prompt changes what the model drafts here: a command line that
+    # left it out (as run_complete once did) would not answer as the server does.
+    assert with_context != without
+    assert with_context == server_drafts(path, definitions)
+    assert without == server_drafts(path, off)
