@@ -2,8 +2,10 @@
 
 The sample codebase is this project's own ``ngram_db`` package (it ships with the source, so
 the demo needs no network). The cursors sit in a new snippet that uses that package's API,
-as a user of it would write: superposed decoding re-scored with the codebase's n-grams,
-the same without the store, and greedy decoding (one draft per pass) side by side.
+as a user of it would write: superposed decoding with the codebase's store (its n-grams and
+the memory over it), the same without the store, and greedy decoding (one draft per pass) side
+by side. Each draft comes from the server's own path (lsp_server/answer.py) with the server's
+default settings but ``k`` and ``method``.
 
     python -m lsp_server.demo [--model NAME] [-k 3] [--json]
 """
@@ -19,9 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import ngram_db
-from lsp_server.completion import CursorContext, decode
+from lsp_server.answer import answer
+from lsp_server.completion import CursorContext
+from lsp_server.memory import Memory
 from lsp_server.models import load_engine
-from lsp_server.settings import DecodingSettings, ModelSettings
+from lsp_server.request import Request
+from lsp_server.session import Session
+from lsp_server.settings import DecodingSettings, ModelSettings, Settings, StoreSettings
+from lsp_server.stores import Stores
+from lsp_server.workspace import Where, doc_key
 from superposed.embedded import DEFAULT_MODEL
 
 SAMPLE_CODEBASE = Path(ngram_db.__file__).parent
@@ -43,9 +51,11 @@ CURSORS = [
         "    ",
     ),
 ]
+# The new file's place: in the indexed package's folder, whose store is the demo's.
+SNIPPET = SAMPLE_CODEBASE / "demo_snippet.py"
 RUNS = [  # (label, method, use the codebase store)
-    ("superposed + codebase n-grams", "superposed", True),
-    ("superposed, no n-grams", "superposed", False),
+    ("superposed + codebase store", "superposed", True),
+    ("superposed, no store", "superposed", False),
     ("greedy", "greedy", False),
 ]
 
@@ -56,29 +66,45 @@ def index_sample(tokenizer: Any, db: Path) -> tuple[Any, dict[str, Any]]:
     return store, summary.as_dict()
 
 
+def request(text: str, method: str, k: int, with_store: bool) -> Request:
+    """A request at the end of ``text``, the new file in the sample's folder, the one open
+    document; without the store it is in no folder (no codebase store applies)."""
+    uri = SNIPPET.as_uri()
+    roots = [SAMPLE_CODEBASE] if with_store else []
+    where = Where(uri, SNIPPET if with_store else None, roots, {uri: text})
+    settings = Settings(decoding=DecodingSettings(k=k, method=method))
+    return Request(doc_key(uri), where, CursorContext(before=text, after=""), settings)
+
+
 def run(model: str, k: int) -> dict[str, Any]:
     started = time.perf_counter()
     engine = load_engine(ModelSettings(model=model, compile="off"))  # a few requests
     load_s = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="superposed-demo-") as tmp:
-        store, summary = index_sample(engine.tokenizer, Path(tmp) / "demo.sqlite")
+        db = Path(tmp) / "demo.sqlite"
+        store, summary = index_sample(engine.tokenizer, db)
+        store.close()
+        # The demo's store alone: the user's own store is left out.
+        stores = Stores(engine.tokenizer, StoreSettings(codebase_db=str(db), user_store=False))
+        session = Session(engine, stores, Memory(engine.tokenizer))
+        for indexed in stores.for_path(SNIPPET, [SAMPLE_CODEBASE]).present():
+            session.memory.store_index(indexed)  # the memory over the store, as a server has
+        session.memory.wait()
         results = []
         for title, text in CURSORS:
-            context = CursorContext(before=text, after="")
             for label, method, with_store in RUNS:
-                settings = DecodingSettings(k=k, method=method)
-                ngram = store.source(settings.lambdas) if with_store else None
-                decode(engine, context, settings, ngram)  # warm-up: first-call costs
-                answer = decode(engine, context, settings, ngram)
+                asked = request(text, method, k, with_store)
+                answer(session, asked)  # warm-up: first-call costs
+                drafts = answer(session, asked)
                 results.append(
                     {
                         "cursor": title,
                         "run": label,
-                        "drafts": [s.text for s in answer.suggestions],
-                        "timing_ms": answer.timing_ms,
+                        "drafts": [s.text for s in drafts.suggestions],
+                        "timing_ms": drafts.timing_ms,
                     }
                 )
-        store.close()
+        stores.close()
     return {"model": engine.name, "load_s": load_s, "index": summary, "results": results}
 
 
