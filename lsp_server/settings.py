@@ -137,9 +137,10 @@ class DecodingSettings(DecodeConfig):
     first_prompt_tokens: int = 256
     # Milliseconds a request waits for a newer one for the same document before decoding
     # (a newer one replaces it unanswered); 0: decode at once. Measured by
-    # bench/lsp_debounce.py (bench/results/lsp_debounce*.md): a debounce saves model calls only
-    # when longer than the time between keystrokes (typing every 150 ms: 200 cut them from 56
-    # to 1 per line, 150 only to 32), and the wait after the last keystroke did not improve
+    # bench/results/lsp_debounce.md (bench/results/README.md has its command): a debounce
+    # saves model calls only when longer than the time between keystrokes (typing every
+    # 150 ms: 200 cut them from 56 to 1 per line, 150 only to 32), and the wait after the
+    # last keystroke did not improve
     # (superseded decodes stop at their next step), while every answer after a pause comes
     # that much later. So 0: set 150-200 to spend less CPU while typing.
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
@@ -156,7 +157,8 @@ class StoreSettings:
     user_weight: float = 0.3  # weight of the user store against the codebase store
     index_on_save: bool = True
     # Saved files larger than this (UTF-8 bytes) are not learned: index-repo's default limit.
-    # Uncapped, one 20 MB save took 45 s, 2.8 GB at peak and kept 1.8 GB (bench/save_cost.py).
+    # Uncapped, one 20 MB save took 34 s, 2.8 GB at peak and kept 1.7 GB
+    # (bench/results/save_cost.json: python -m bench.save_cost).
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     # Read-only infini-gram indexes of other repositories (index-repo --engine infini-gram),
     # more memory sources beside the stores (lsp_server/shared.py); docs/scale.md.

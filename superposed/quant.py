@@ -228,7 +228,7 @@ def prefill_dtype() -> torch.dtype:
     Measured once per process (a few milliseconds). On an AVX2-only CPU (the AMD EPYC of
     this project's machine in December 2026) a [256, 576] x [576, 1536] bf16 matmul ran at
     1.2 GFLOP/s against 53 in fp32, and a 256-token prefill of the default model on bf16
-    weights took 50-77 s against 1.3 s on fp32 ones (bench/prefill_dtype.py).
+    weights took 50-77 s against 1.3 s on fp32 ones (bench/results/prefill_dtype.md).
     """
     return faster_dense_dtype(matmul_seconds(torch.bfloat16), matmul_seconds(torch.float32))
 

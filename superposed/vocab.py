@@ -49,7 +49,7 @@ class Vocab:
         self._by_bytes = {b: i for b, i in reversed(pairs)}  # lowest id wins on duplicates
         self._longest = max((len(b) for b in self._sorted_bytes), default=0)  # bounds spell
         # The same ids as a tensor: a mask for a broad prefix (" " extends 138k of Gemma 3's
-        # 262k tokens) is then one slice, not a Python list of ids (bench/vocab_index.py).
+        # 262k tokens) is then one slice, not a Python list of ids (bench/results/vocab_index.md).
         self._sorted_id_tensor = torch.tensor(self._sorted_ids, dtype=torch.long)
 
     @classmethod

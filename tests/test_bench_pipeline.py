@@ -192,31 +192,12 @@ def test_the_pipeline_leaves_numpy_unimported_before_the_footprint_measures() ->
 
 
 def test_out_overrides_the_results_path_where_a_script_has_it(tmp_path: Path) -> None:
-    from bench import replay_definitions
+    from bench import save_cost
 
-    parser = replay_definitions.BENCH.parser()
-    default = replay_definitions.BENCH.output(parser.parse_args([]))
-    assert default == replay_definitions.OUT
-    chosen = replay_definitions.BENCH.output(parser.parse_args(["--out", str(tmp_path / "x.json")]))
+    parser = save_cost.BENCH.parser()
+    assert save_cost.BENCH.output(parser.parse_args([])) == RESULTS / "save_cost.json"
+    chosen = save_cost.BENCH.output(parser.parse_args(["--out", str(tmp_path / "x.json")]))
     assert chosen == tmp_path / "x.json"
-
-
-def test_replay_definitions_reports_each_config_and_cursor_from_its_saved_run() -> None:
-    from bench import replay_definitions
-
-    data = saved("replay_definitions.json")
-    lines = replay_definitions.report(data)
-    cells = [line.split()[:2] for line in lines if not line.startswith("{")]
-    assert cells == [[n, c] for n in ("off", "defs") for c in data["data"]["cursors"]]
-
-
-def test_prefill_dtype_markdown_renders_the_committed_summary_from_its_json() -> None:
-    """The committed run predates the ``runs`` field: its command says how many."""
-    from bench import prefill_dtype
-
-    data = saved("prefill_dtype.json")
-    data.setdefault("runs", int(data["stamp"]["command"].split("--runs ")[1].split()[0]))
-    assert prefill_dtype.markdown(data) == (RESULTS / "prefill_dtype.md").read_text()
 
 
 class FakeEngine:
@@ -297,19 +278,15 @@ def test_replay_context_runs_new_lines_through_the_replay_driver(
     assert result["about"].startswith("issue 22 part 3") and result["partial"] is False
 
 
-@pytest.mark.parametrize(
-    ("name", "field"), [("kernels", "runs"), ("vocab_index", "runs"), ("secrets_scan", "repeats")]
-)
-def test_markdown_renders_the_committed_summary_from_its_json(name: str, field: str) -> None:
-    """The committed runs predate the repetitions field; their commands name no count, so the
+def test_kernels_markdown_renders_the_committed_summary_from_its_json() -> None:
+    """The committed run predates the ``runs`` field; its command names no count, so the
     script's default applied."""
-    import importlib
+    from bench import kernels
 
-    module = importlib.import_module(f"bench.{name}")
-    data = saved(f"{name}.json")
-    assert f"--{field}" not in data["stamp"]["command"]
-    data.setdefault(field, getattr(module.BENCH.parser().parse_args([]), field))
-    assert module.BENCH.markdown(data) == (RESULTS / f"{name}.md").read_text()
+    data = saved("kernels.json")
+    assert "--runs" not in data["stamp"]["command"]
+    data.setdefault("runs", kernels.BENCH.parser().parse_args([]).runs)
+    assert kernels.BENCH.markdown(data) == (RESULTS / "kernels.md").read_text()
 
 
 @pytest.mark.parametrize(
@@ -343,19 +320,6 @@ def test_syntax_cost_saves_the_committed_layout(tmp_path: Path) -> None:
     assert len(lines) == len(committed["decide"]) + 1 and "28.013 ms" in lines[-1]
 
 
-def test_syntax_choices_saves_each_split_to_its_own_file() -> None:
-    from bench import syntax_choices
-
-    parser = syntax_choices.BENCH.parser()
-    output = syntax_choices.BENCH.output
-    assert output(parser.parse_args([])) == RESULTS / "syntax_choices.json"
-    validation = parser.parse_args(["--split", "validation"])
-    assert output(validation) == RESULTS / "syntax_choices_validation.json"
-    printed = "\n".join(syntax_choices.report(saved("syntax_choices.json"))).splitlines()
-    headings = [line for line in printed if not line.startswith(" ")]
-    assert headings == ["python", "text rules", "block end rules on the true block"]
-
-
 def test_save_cost_saves_each_case_with_its_median(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -387,9 +351,6 @@ def test_save_cost_saves_each_case_with_its_median(
         ("lsp_latency", "markdown", "lsp_latency_refactor3"),
         ("lsp_latency", "alone_markdown", "lsp_latency_rest"),
         ("lsp_latency", "alone_markdown", "lsp_latency_accept"),
-        ("lsp_debounce", "markdown", "lsp_debounce"),
-        ("lsp_footprint", "markdown", "lsp_footprint"),
-        ("big_store", "markdown", "big_store"),
         ("infini_scale", "report", "infini_scale"),
     ],
 )

@@ -8,7 +8,6 @@ of the clear errors run.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -135,12 +134,3 @@ def test_superposed_drafts_agree_with_the_fast_runner_s(llama: Engine, fast: Eng
             total += max(len(a), len(b))
     print(f"llama.cpp vs fast int4: {same} of {total} draft positions the same")
     assert same >= 0.8 * total
-
-
-def test_the_committed_benchmark_report_is_its_saved_result() -> None:
-    from bench.llama_runner_bench import report
-    from bench.measure import RESULTS
-
-    data = json.loads((RESULTS / "llama_cpp_runner.json").read_text())
-    assert (RESULTS / "llama_cpp_runner.md").read_text() == report(data)
-    assert set(data["median_ms"]) == {"fast int4", "llama.cpp"}

@@ -209,17 +209,3 @@ def test_a_newer_schema_is_refused_and_left_untouched(tmp_path: Path) -> None:
     with pytest.raises(SchemaMismatch, match="schema version 3"):
         NgramStore.open(db, BYTES)
     assert db.read_bytes() == before
-
-
-def test_the_replay_split_of_lines_calling_a_name_defined_elsewhere() -> None:
-    """bench/replay_definitions.py's selection: a call of a name another file defines."""
-    from bench.replay_definitions import called_elsewhere, definitions
-
-    defined = definitions({"pkg/widgets.py": WIDGETS, "app.py": "def local(x):\n    pass\n"})
-    assert called_elsewhere("    ok = frobnicate_widget(w, force=True)", "app.py", defined) == [
-        "frobnicate_widget"
-    ]
-    assert called_elsewhere("    w.spin(3)", "app.py", defined) == ["spin"]  # a method
-    assert called_elsewhere("    local(1)", "app.py", defined) == []  # defined in its own file
-    assert called_elsewhere("    print(len(x))", "app.py", defined) == []  # defined nowhere
-    assert called_elsewhere("def frobnicate_widget(a):", "app.py", defined) == []

@@ -32,7 +32,7 @@ _LEXER = re.compile(
 )
 # Parsed texts kept (the edited document and the open ones that hold sites): a parse of a
 # 2,000-line file costs about 8 ms here, and an ended change's pattern and its sites, then
-# the request that follows, read the same texts (bench/next_edits_speed.py).
+# the request that follows, read the same texts (bench/results/next_edits_speed.json).
 PROSE_KEPT = 8
 # tree-sitter's functions (Python, JavaScript/TypeScript, Go, Rust, Java, C, Ruby, ...): a
 # local name's rename stays inside the one that binds it (scope.py).
