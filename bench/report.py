@@ -11,20 +11,29 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
-from string import Template
 from typing import Any
 
 from bench.common import spec_key
 from bench.measure import RESULTS, ROOT
 from bench.metrics import bootstrap_ci, normalize
-from bench.tables import code, diff_text, generic, num, pct, points, table, verdict
+from bench.tables import (  # say, stamp_line, load: report_*'s too, so they live there
+    code,
+    diff_text,
+    generic,
+    load,
+    num,
+    pct,
+    points,
+    say,
+    stamp_line,
+    table,
+    verdict,
+)
 
 DOC = ROOT / "docs" / "benchmarks.md"
 IMAGES = ROOT / "docs" / "images"
-TEMPLATE = Path(__file__).with_name("report_template.md")
 
 LABEL = {
     "em1": "EM@1",
@@ -35,52 +44,6 @@ LABEL = {
     "pass1": "pass@1",
     "passk": "pass@k",
 }
-
-
-def load_prose(path: Path = TEMPLATE) -> dict[str, Template]:
-    """The template's sections: a line ``%% name`` starts one, other ``%%`` lines are comments."""
-    sections: dict[str, list[str]] = {}
-    lines: list[str] = []
-    for line in path.read_text().splitlines():
-        if m := re.fullmatch(r"%% (\w+)", line):
-            lines = sections.setdefault(m.group(1), [])
-        elif not line.startswith("%%"):
-            lines.append(line)
-    return {name: Template("\n".join(body).strip("\n")) for name, body in sections.items()}
-
-
-PROSE = load_prose()
-
-
-def say(section: str, **values: Any) -> str:
-    """One section of the template, filled (a missing value is an error, not a blank)."""
-    return PROSE[section].substitute(values)
-
-
-def stamp_line(name: str, s: dict[str, Any]) -> list[Any]:
-    return [
-        name,
-        s["date"],
-        s["commit"],
-        s["model"],
-        s["machine"],
-        s.get("runner") or "not recorded: the `Engine.load()` default at that commit",
-        f"{s['load_start']} -> {s['load_end']}",
-        f"{s['seconds']:.0f}",
-        f"`{s['command']}`",
-    ]
-
-
-def load(name: str, quick: bool) -> dict[str, Any] | None:
-    """The results of one protocol: full-size unless asked for quick (or only quick exist)."""
-    order = [f"{name}-quick.json"] if quick else [f"{name}.json", f"{name}-quick.json"]
-    for file in order:
-        path = RESULTS / file
-        if path.exists():
-            data: dict[str, Any] = json.loads(path.read_text())
-            data["_file"] = f"bench/results/{file}"
-            return data
-    return None
 
 
 def run_of(data: dict[str, Any]) -> dict[str, Any]:
@@ -488,7 +451,7 @@ def own_sections(quick: bool) -> list[str]:
     issue 38's malformed drafts; issue 35's next edits."""
     from bench.replay_shared import shared_section
     from bench.report_context import context_section
-    from bench.report_models import models_section  # these import this module's helpers
+    from bench.report_models import models_section
     from bench.report_next_edits import next_edits_section
     from bench.report_wellformed import wellformed_section
 

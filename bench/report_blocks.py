@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.measure import RESULTS, ROOT
-from bench.report import say
-from bench.tables import code, diff_text, num, pct, table
+from bench.tables import code, diff_text, num, pct, say, table
 
 BASELINE = "single"  # today's default as it was
 CANDIDATES = ("auto", "multi")  # the first that ran is measured against the targets

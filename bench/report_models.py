@@ -16,8 +16,7 @@ from typing import Any
 from bench.measure import RESULTS
 from bench.metrics import paired_diff_ci
 from bench.replay import CURSORS
-from bench.report import stamp_line
-from bench.tables import diff_text, pct, table, verdict
+from bench.tables import diff_text, pct, stamp_line, table, verdict
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
 
 CONFIG = "superposed+store"  # the configuration both models ran

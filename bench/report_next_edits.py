@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import RESULTS
-from bench.tables import pct, table
+from bench.tables import pct, say, table
 
 TEST = RESULTS / "next_edits.json"
 VALIDATION = RESULTS / "next_edits-validation.json"
@@ -89,8 +89,6 @@ def yes(ok: bool) -> str:
 
 def next_edits_section() -> str | None:
     """The section, or None before the test split's results exist."""
-    from bench.report import say  # bench.report imports this module's caller
-
     test, validation = load(TEST), load(VALIDATION)
     if test is None:
         return None

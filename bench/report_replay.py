@@ -7,8 +7,7 @@ from typing import Any
 
 from bench.metrics import paired_diff_ci
 from bench.replay import CLOSE_PREFIX, CURSORS, SUBSETS
-from bench.report import say
-from bench.tables import code, diff_text, num, pct, table, verdict
+from bench.tables import code, diff_text, num, pct, say, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
 CLOSE = "superposed-close"  # the drafts as decoded, near-duplicates kept (issue 22's before)

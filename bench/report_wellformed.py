@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report import load, say
-from bench.tables import diff_text, table
+from bench.tables import diff_text, load, say, table
 
 NAME = "replay_wellformed"
 MALFORMED_AT_MOST = 0.02  # the target: of the shown drafts

@@ -1,4 +1,7 @@
-"""What every benchmark's markdown shares: tables, shares in percent, differences, verdicts.
+"""What every benchmark's markdown shares: tables, shares in percent, differences, verdicts,
+the report template's prose (``say``), a run's stamp line and the loading of a protocol's
+results (bench.report and its section modules both use them: they live here so that neither
+imports the other).
 
 Cells that carry an interval take the ``{"mean", "lo", "hi", "n"}`` dicts of
 ``bench.metrics.bootstrap_ci``.
@@ -8,10 +11,62 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
+from pathlib import Path
+from string import Template
 from typing import Any
 
+from bench.measure import RESULTS
+
 ALIGN = {"l": "---", "r": "---:"}
+TEMPLATE = Path(__file__).with_name("report_template.md")
+
+
+def load_prose(path: Path = TEMPLATE) -> dict[str, Template]:
+    """The template's sections: a line ``%% name`` starts one, other ``%%`` lines are comments."""
+    sections: dict[str, list[str]] = {}
+    lines: list[str] = []
+    for line in path.read_text().splitlines():
+        if m := re.fullmatch(r"%% (\w+)", line):
+            lines = sections.setdefault(m.group(1), [])
+        elif not line.startswith("%%"):
+            lines.append(line)
+    return {name: Template("\n".join(body).strip("\n")) for name, body in sections.items()}
+
+
+PROSE = load_prose()
+
+
+def say(section: str, **values: Any) -> str:
+    """One section of the template, filled (a missing value is an error, not a blank)."""
+    return PROSE[section].substitute(values)
+
+
+def stamp_line(name: str, s: dict[str, Any]) -> list[Any]:
+    return [
+        name,
+        s["date"],
+        s["commit"],
+        s["model"],
+        s["machine"],
+        s.get("runner") or "not recorded: the `Engine.load()` default at that commit",
+        f"{s['load_start']} -> {s['load_end']}",
+        f"{s['seconds']:.0f}",
+        f"`{s['command']}`",
+    ]
+
+
+def load(name: str, quick: bool) -> dict[str, Any] | None:
+    """The results of one protocol: full-size unless asked for quick (or only quick exist)."""
+    order = [f"{name}-quick.json"] if quick else [f"{name}.json", f"{name}-quick.json"]
+    for file in order:
+        path = RESULTS / file
+        if path.exists():
+            data: dict[str, Any] = json.loads(path.read_text())
+            data["_file"] = f"bench/results/{file}"
+            return data
+    return None
 
 
 def table(header: Sequence[Any], rows: Sequence[Sequence[Any]], align: str = "") -> str:

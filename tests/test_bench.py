@@ -233,12 +233,10 @@ def test_hypotheses_are_found_by_the_role_of_the_spec_not_its_label() -> None:
 
 
 def test_every_section_of_the_report_template_is_filled_or_refused() -> None:
-    from bench import report
-
-    assert {"document", "nextline", "humaneval", "coherence", "replay"} <= set(report.PROSE)
-    assert "%%" not in "".join(t.template for t in report.PROSE.values())
+    assert {"document", "nextline", "humaneval", "coherence", "replay"} <= set(tables.PROSE)
+    assert "%%" not in "".join(t.template for t in tables.PROSE.values())
     with pytest.raises(KeyError):
-        report.say("store_build", rate="1")  # no $seconds: an error, never a blank
+        tables.say("store_build", rate="1")  # no $seconds: an error, never a blank
 
 
 def test_the_standard_library_is_the_running_pythons(monkeypatch: pytest.MonkeyPatch) -> None:
