@@ -38,6 +38,11 @@ Report = Callable[..., None]
 NONE_HERE = StoresHere(None, None)
 
 
+def unsaid(message: str, *kind: object) -> None:
+    """A Report for work done ahead of a request (a warm-up, the typing cache's check): the
+    request at the same place says what is wrong."""
+
+
 def logged(message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
     """A Report outside the server: the log (stderr for the command line)."""
     log.warning("%s", message)

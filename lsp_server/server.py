@@ -25,6 +25,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
 from lsp_server.ahead import Drafts, after_accept
+from lsp_server.answer import stores_here, unsaid
 from lsp_server.completion import CursorContext, Suggestion, clean_text
 from lsp_server.context import ContextAssembler
 from lsp_server.items import (
@@ -239,7 +240,7 @@ class SuperposedServer(LanguageServer):
 def _erasures(session: Session, request: Request) -> object:
     """A stamp that moves when text is erased from the stores that apply to the request
     (Memory.erasures); off the event loop: it reads them."""
-    return session.memory.erasures(request.where.stores(session.stores))
+    return session.memory.erasures(stores_here(session, request, unsaid).present())
 
 
 def _language(document: TextDocument) -> str:

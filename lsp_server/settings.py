@@ -20,7 +20,6 @@ from typing import Any
 
 from lsp_server.device_model import device_default_model
 from lsp_server.next_edits.proposals import SCOPES as NEXT_EDIT_SCOPES
-from lsp_server.shared import index_folders
 from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from superposed.embedded import DEFAULT_MODEL
@@ -200,6 +199,13 @@ class Settings:
 
 class InvalidSetting(ValueError):
     """A setting's value is not allowed; the message says which and what is."""
+
+
+def index_folders(value: Any) -> tuple[str, ...]:
+    """The setting's parser: a list of folder paths (settings.py's table)."""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidSetting('use a list of index folders, e.g. ["/mnt/org-index"]')
+    return tuple(dict.fromkeys(value))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence, Sized
 from dataclasses import replace
-from typing import Any
 
 from ngram_db.infini_check import InfiniIndexError
 from ngram_db.infini_source import InfiniSource
@@ -35,15 +34,6 @@ from superposed.ngram import Match, MatchSource
 log = logging.getLogger(__name__)
 
 Report = Callable[[str], None]
-
-
-def index_folders(value: Any) -> tuple[str, ...]:
-    """The setting's parser: a list of folder paths (settings.py's table)."""
-    from lsp_server.settings import InvalidSetting
-
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
-        raise InvalidSetting('use a list of index folders, e.g. ["/mnt/org-index"]')
-    return tuple(dict.fromkeys(value))
 
 
 class SharedIndexes:

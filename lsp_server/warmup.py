@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lsp_server.answer import stores_here, with_preamble
+from lsp_server.answer import stores_here, unsaid, with_preamble
 from lsp_server.completion import choose_prompt, request_prompt
 from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
@@ -111,7 +111,7 @@ class Warmer:
             self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return
         engine, decoding = session.engine, request.settings.decoding
-        here = stores_here(session, request, report=_unsaid)  # the request says what is wrong
+        here = stores_here(session, request, report=unsaid)  # the request says what is wrong
         context = with_preamble(session, request, here, self._assembler)
         max_prompt = decoding.max_prompt_tokens or None
         if resting:  # what a request would use now: the short window on a cold cache
@@ -126,7 +126,3 @@ class Warmer:
         else:
             self._counters["warmups_done"] += 1
             self._counters["warmup_tokens"] += done
-
-
-def _unsaid(message: str, *kind: object) -> None:
-    """A warm-up's store problem: the request at the same place says it."""

@@ -5,7 +5,7 @@ The one place that turns a ``file:`` URI into a path (``path_of``), reads the wo
 folders (``roots_of``), resolves paths against them (``workspace_root``, ``root_for``,
 ``placed``, ``never_learned``: the rule a save, an accepted draft and an open document that
 others' drafts copy from all obey) and snapshots a request's document and workspace
-(``Where``). No store is opened here: ``Where.stores`` asks stores.py which apply.
+(``Where``). No store is opened here: which apply is stores.py's (Stores.for_path).
 """
 
 from __future__ import annotations
@@ -14,18 +14,13 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from pygls.uris import to_fs_path
 from pygls.workspace import Workspace
 
-from ngram_db.errors import NgramStoreError
 from ngram_db.files import content_skip_reason, path_skip_reason
-
-if TYPE_CHECKING:
-    from lsp_server.stores import Stores
-    from ngram_db.store import NgramStore
 
 
 def doc_key(uri: str) -> str:
@@ -143,11 +138,3 @@ class Where:
     def of(cls, uri: str, workspace: Workspace) -> Where:
         documents = {u: d.source for u, d in workspace.text_documents.items()}
         return cls(uri, path_of(uri), roots_of(workspace), documents)
-
-    def stores(self, stores: Stores) -> list[NgramStore]:
-        """The stores that apply here (Stores.for_path); none where one cannot be opened
-        (answer.stores_here reports it)."""
-        try:
-            return stores.for_path(self.path, self.roots).present()
-        except NgramStoreError:
-            return []

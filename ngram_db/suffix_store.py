@@ -49,15 +49,25 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ngram_db.records import FileTokens
 from ngram_db.suffix import SuffixArrays, SuffixIndex
 
-if TYPE_CHECKING:
-    from ngram_db.store import NgramStore
+
+class IndexedStore(Protocol):
+    """What ``write_base`` reads of a store (ngram_db.store.NgramStore, which imports this
+    module: a protocol keeps the two out of a circle)."""
+
+    path: Path | None
+    tokenizer: Any
+
+    def file_records(self, paths: Sequence[str] | None = None) -> list[FileTokens]: ...
+
+    def file_table(self) -> dict[str, tuple[str, int]]: ...
+
 
 SUFFIX = "-suffix"  # the base file is the store's path with this added, as -wal and -shm are
 FILE_MODE = 0o600  # as the store's files (ngram_db.store.FILE_MODE)
@@ -164,7 +174,7 @@ def _build_lock(target: Path) -> Iterator[None]:
         yield
 
 
-def write_base(store: NgramStore) -> Path | None:
+def write_base(store: IndexedStore) -> Path | None:
     """Index the store's files (the ``lasting`` ones) into its base file; returns its path.
 
     None when a file that it holds was erased from the store meanwhile (the result is then

@@ -1,12 +1,16 @@
-"""The packages' layering: lsp_server -> ngram_db -> superposed, never upwards, no circles.
+"""The packages' layering: lsp_server -> ngram_db -> superposed, never upwards, no circles
+between the packages nor between the modules of one package.
 
 Read from the source with ``ast`` (importing would hide lazy imports inside functions), so a
-function-level ``from lsp_server...`` inside the engine fails here too.
+function-level ``from lsp_server...`` inside the engine fails here too. A circle counts every
+import, lazy and ``if TYPE_CHECKING:`` ones too: a reader following the names goes round it
+the same (the session -> learning -> warmup circle was one such).
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,20 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
+# Circles known and owned elsewhere, each to go: a new one fails, and so does one resolved
+# and still listed (remove it here then).
+KNOWN_CIRCLES: dict[str, set[frozenset[str]]] = {
+    "superposed": {
+        # types.py names ModelRunner for an annotation; runner.py raises types' NonFiniteLogits.
+        frozenset({"superposed.runner", "superposed.types"}),
+        # rows.py (issue 38, being built) calls back into the superposed step's parts.
+        frozenset({"superposed.rows", "superposed.superposed"}),
+    },
+    "ngram_db": set(),
+    "lsp_server": set(),
+}
+
+
 def imported_packages(path: Path) -> set[str]:
     """The top-level names of every absolute import in ``path``, at any depth."""
     names: set[str] = set()
@@ -29,6 +47,95 @@ def imported_packages(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     return names
+
+
+def module_name(path: Path, root: Path) -> str:
+    """``root/lsp_server/next_edits/log.py`` -> ``lsp_server.next_edits.log``."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(root: Path, package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` (under ``root``) -> the modules of it that it imports, at
+    any depth: ``from p import m`` names the module ``p.m`` where there is one, else ``p``."""
+    paths = {module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
+
+    def owner(name: str) -> str | None:  # the module that defines ``name``
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(owner(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, up level - 1
+                    up = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    targets.add(full if full in paths else owner(base))
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def circles(graph: Mapping[str, set[str]]) -> set[frozenset[str]]:
+    """The import circles: each set of modules that all reach one another (Tarjan's
+    strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: set[frozenset[str]] = set()
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph.get(module, ())):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = {stack.pop()}
+            while module not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                found.add(frozenset(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_circle_of_imports_between_a_packages_modules(package: str) -> None:
+    found = circles(module_imports(ROOT, package))
+    assert {frozenset(c) for c in found} == KNOWN_CIRCLES[package], sorted(map(sorted, found))
+
+
+def test_the_circle_check_finds_a_made_up_circle(tmp_path: Path) -> None:
+    """Three modules in a ring (one import lazy, one for annotations, one relative) and one
+    outside it: the ring is found, the module that only imports into it is not in it."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "a.py").write_text("def f():\n    from pkg.sub import b\n")
+    annotations_only = "import typing\nif typing.TYPE_CHECKING:\n    from pkg.c import C\n"
+    (package / "sub" / "b.py").write_text(annotations_only)
+    (package / "c.py").write_text("from . import a\n")
+    (package / "d.py").write_text("import pkg.a\n")
+    graph = module_imports(tmp_path, "pkg")
+    assert circles(graph) == {frozenset({"pkg.a", "pkg.sub.b", "pkg.c"})}
+    (package / "c.py").write_text("X = 1\n")  # the ring broken
+    assert circles(module_imports(tmp_path, "pkg")) == set()
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
