@@ -25,7 +25,8 @@ from lsp_server.definition_source import store_lookup, with_definitions
 from lsp_server.memory import PendingSource
 from lsp_server.request import Request
 from lsp_server.session import Session
-from lsp_server.stores import StoresHere, explain
+from lsp_server.store_failures import explain
+from lsp_server.stores import StoresHere
 from ngram_db.errors import NgramStoreError, StoreBusy
 from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource

@@ -31,7 +31,7 @@ from lsp_server.session import State, ready
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores, accepted_name
 from lsp_server.workspace import path_of
-from lsp_server.writes import WriteQueue
+from lsp_server.write_queue import WriteQueue
 from ngram_db.errors import StoreClosed
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 The memory indexes the documents open in the editor, saved or not, and proposes their text
 word for word in the other documents. An open document obeys the rule a save of it would
-(``stores.never_learned``): one whose save would not be learned (a ``.env``, a git-ignored
+(``workspace.never_learned``): one whose save would not be learned (a ``.env``, a git-ignored
 file, a file outside the workspace folders, one whose text holds a key, one over
 ``maxFileBytes``, a buffer that is no file) still serves its own drafts, never another
 document's. Its own drafts read only its own text, which the user has in front of them.
@@ -95,7 +95,7 @@ class Shareable:
     def _place(
         self, uri: str, roots: Sequence[Path], again: bool = False
     ) -> tuple[tuple[Path, ...], float, str | None]:
-        """Judge where ``uri`` lies (``stores.placed``) and keep the verdict; ``again``: in
+        """Judge where ``uri`` lies (``workspace.placed``) and keep the verdict; ``again``: in
         the background, kept only if the document is still open."""
         path = to_fs_path(uri) if uri.startswith("file:") else None
         place = (tuple(roots), time.monotonic(), placed(Path(path) if path else None, roots).reason)

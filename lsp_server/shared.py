@@ -43,7 +43,7 @@ class SharedIndexes:
         self._report = report or (lambda message: log.warning("%s", message))
         self._lock = threading.Lock()
         self._key: tuple[tuple[str, ...], str] | None = None
-        self._sources: list[_Guarded] = []
+        self._sources: list[_FailSafeIndex] = []
         self._closed = False  # close() was called: nothing opens again
 
     def sources(self, folders: Sequence[str], fingerprint: str) -> list[MatchSource]:
@@ -54,14 +54,14 @@ class SharedIndexes:
             if key == self._key or self._closed:
                 return list(self._sources)
             self._close_sources()  # the setting or the model changed: their processes end
-            opened: list[_Guarded] = []
+            opened: list[_FailSafeIndex] = []
             for folder in key[0]:
                 try:
                     source = InfiniSource([folder], fingerprint)
                 except Exception as err:  # any failure: leave it out, say why
                     self._report(f"shared index not used: {err}")
                     continue
-                opened.append(_Guarded(source, folder, self._report))
+                opened.append(_FailSafeIndex(source, folder, self._report))
             self._key, self._sources = key, opened
             return list(opened)
 
@@ -145,7 +145,7 @@ class _Budgeted:
         return replace(found, weight=self.weight * found.weight)
 
 
-class _Guarded:
+class _FailSafeIndex:
     """An index whose lookups never raise into a request: a failure is reported once, and
     the index answers nothing from then on."""
 

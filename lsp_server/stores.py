@@ -34,10 +34,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-import numpy as np
-
 from lsp_server.settings import StoreSettings
 from lsp_server.shared import SharedIndexes
+from lsp_server.store_failures import FailSafeSource, explain
 from lsp_server.workspace import (
     UnresolvablePath,
     never_learned,
@@ -46,13 +45,13 @@ from lsp_server.workspace import (
     root_for,
     workspace_root,
 )
-from lsp_server.writes import TRANSIENT
-from ngram_db import CombinedSource, NgramStore, codebase_db_path, errors, index_repo, user_db_path
-from ngram_db.errors import Advice, NgramStoreError, StoreBusy, StoreClosed, StoreFull, advised
+from lsp_server.write_queue import TRANSIENT
+from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
+from ngram_db.errors import NgramStoreError, StoreBusy, StoreClosed, StoreFull
 from ngram_db.files import content_skip_reason
 from ngram_db.suffix_store import FileId, file_id
 from ngram_db.tokenizer import as_tokenizer
-from superposed.ngram import MatchSource, NgramResult, NgramSource
+from superposed.ngram import MatchSource, NgramSource
 
 log = logging.getLogger(__name__)
 
@@ -66,64 +65,6 @@ INDEX_RESUMES = 3  # an index run resumes this often after its store was reopene
 Progress = Callable[[int, int, str], None]
 Report = Callable[[str], None]  # a problem the user must fix, said once per problem
 T = TypeVar("T")
-
-_OTHER_PATH = "choose another store path (superposed.codebaseDb / superposed.userDb)"
-# What the editor's user can do about each store error (subclasses first).
-ADVICE: Advice = (
-    (errors.StoreBusy, "try again once the other writer is done"),
-    (
-        errors.StoreFull,
-        "free some space on its disk: saves and accepted drafts are kept and written then, "
-        f"without a restart; or {_OTHER_PATH}",
-    ),
-    (
-        errors.StoreUnwritable,
-        "check that the file and its folder are writable by you and the disk has room, "
-        f"or {_OTHER_PATH}",
-    ),
-    (
-        errors.StoreCorrupt,
-        f"run index-repo with --rebuild to replace it (or delete it), or {_OTHER_PATH}",
-    ),
-    (errors.NotAStore, f"run index-repo with --rebuild to replace it, or {_OTHER_PATH}"),
-    (
-        errors.TokenizerMismatch,
-        "run index-repo with --rebuild and the server's model (--model) to rebuild it, "
-        f"or {_OTHER_PATH}",
-    ),
-    (errors.SchemaMismatch, f"run index-repo with --rebuild, or {_OTHER_PATH}"),
-    (
-        errors.OrdersMismatch,
-        "set superposed.orders to the stored orders, or run index-repo with --rebuild",
-    ),
-)
-
-
-def explain(err: NgramStoreError) -> str:
-    """A store error as the editor shows it: what is wrong, then what to do."""
-    return advised(err, ADVICE)
-
-
-class _Guarded:
-    """A store's n-gram source that, when the store fails, answers "no support" instead."""
-
-    def __init__(self, source: NgramSource, failed: Callable[[NgramStoreError], None]) -> None:
-        self._source = source
-        self._failed = failed
-
-    @property
-    def orders(self) -> tuple[int, ...]:
-        return self._source.orders
-
-    def probabilities(
-        self, contexts: Sequence[Sequence[int]], candidates: np.ndarray
-    ) -> NgramResult:
-        try:
-            return self._source.probabilities(contexts, candidates)
-        except NgramStoreError as err:  # damaged, say: served without it from now on
-            self._failed(err)
-            d, c = np.asarray(candidates).shape
-            return NgramResult(probs=np.zeros((d, c)), supported=np.zeros(d, dtype=bool))
 
 
 class StoresHere(NamedTuple):
@@ -389,7 +330,7 @@ class Stores:
         return CombinedSource(codebase, user, user_weight=self._settings.user_weight)
 
     def _guarded(self, store: NgramStore, lambdas: Mapping[int, float]) -> NgramSource:
-        return _Guarded(store.source(lambdas), lambda err: self._failed(store, err))
+        return FailSafeSource(store.source(lambdas), lambda err: self._failed(store, err))
 
     # -- writing (StoreBusy passes through: the caller queues and retries) -----------------
 

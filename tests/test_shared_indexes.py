@@ -13,7 +13,7 @@ import pytest
 
 from lsp_server.memory import Memory
 from lsp_server.settings import parse_settings
-from lsp_server.shared import SharedIndexes, _Guarded
+from lsp_server.shared import SharedIndexes, _FailSafeIndex
 from lsp_server.stores import Stores
 from ngram_db.infini_source import InfiniSource
 from ngram_db.tokenizer import ByteTokenizer
@@ -57,7 +57,7 @@ def test_a_failing_index_answers_nothing_and_is_reported_once(index: Path) -> No
             raise RuntimeError("mapped file truncated")
 
     said: list[str] = []
-    guarded = _Guarded(Broken([str(index)], BYTES.fingerprint), str(index), said.append)
+    guarded = _FailSafeIndex(Broken([str(index)], BYTES.fingerprint), str(index), said.append)
     assert guarded.match(_ids("def connect(")) is None
     assert guarded.match(_ids("def connect(")) is None
     assert len(said) == 1 and "truncated" in said[0]

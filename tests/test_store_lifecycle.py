@@ -22,7 +22,7 @@ from lsp_server import learning as learning_module
 from lsp_server.learning import Learning
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores
-from lsp_server.writes import WriteQueue
+from lsp_server.write_queue import WriteQueue
 from ngram_db import ByteTokenizer, NgramStore, index_repo
 from ngram_db.errors import StoreBusy
 from ngram_db.records import content_hash

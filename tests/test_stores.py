@@ -12,7 +12,7 @@ import pytest
 from lsp_server import stores as stores_module
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores
-from lsp_server.writes import WriteQueue
+from lsp_server.write_queue import WriteQueue
 from ngram_db import ByteTokenizer, NgramStore
 from ngram_db.errors import StoreBusy
 

@@ -5,7 +5,7 @@ file's token ids: the pattern's anchor (sites.anchor), tokenized alone and after
 the model's tokenizer splits it inside a file, finds the files that hold it in one lookup
 each. Those files (at most MAX_FILES, not open in the editor) are read from disk and searched
 like an open document: the index only picks them, the text decides. A file a save would not
-learn (stores.never_learned, the rule the open documents obey) is not read for sites.
+learn (workspace.never_learned, the rule the open documents obey) is not read for sites.
 """
 
 from __future__ import annotations
