@@ -28,7 +28,7 @@ and the next one runs; past ``--budget-s`` the rest are skipped):
    CPU default's request (SmolLM2 int4, one thread), for the default-model rule;
 4. ``decide``: ``gpu-models.json``, the rule's numbers (lsp_server/device_model.py);
 5. ``lsp``: the language server over stdio on the device: requests in freshly opened
-   1,000-token files, p50 (bench/lsp_latency.py's client);
+   1,000-token files, p50 (bench/lsp_latency/client.py);
 6. ``latency``: ``bench.latency`` for both shapes, eager and graphs (latency-cuda-*.md).
 """
 

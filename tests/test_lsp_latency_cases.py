@@ -1,4 +1,4 @@
-"""bench/lsp_latency.py: the cursor-rest and accept cases in a side-by-side run (issue 39)."""
+"""bench.lsp_latency's rest and accept cases in a side-by-side run (issue 39)."""
 
 from __future__ import annotations
 
