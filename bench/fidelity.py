@@ -30,7 +30,7 @@ from bench.pipeline import Benchmark, run, size_of
 from bench.split import library_files, read_text, sample_tasks, stdlib_root
 from bench.tables import table
 from superposed.api import Engine
-from superposed.fast_runner import PRECISIONS
+from superposed.options import PRECISIONS
 from superposed.prompt import Prompt
 from superposed.runner import HFRunner, ModelRunner
 from superposed.superposed import superposed_decode

@@ -51,8 +51,8 @@ from ngram_db.suffix import MatchSet, SuffixIndex
 from superposed.api import Engine
 from superposed.cuda_graph import GRAPH_PRECISIONS
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
-from superposed.fast_runner import PRECISIONS
 from superposed.model import LoadedModel, load_model
+from superposed.options import PRECISIONS
 from superposed.runner import HFRunner, ModelRunner
 from superposed.types import DecodeConfig, StopCondition
 

@@ -37,7 +37,6 @@ import torch.nn.functional as F
 from superposed.attention import (
     eager_mask,
     rms_norm,
-    rotate,
     sdpa,
     split_attention,
     step_masks,
@@ -47,25 +46,10 @@ from superposed.blocks import Block, Dims, Fetch, copy_parameter, owned
 from superposed.kv_cache import KVCache
 from superposed.model import Checkpoint
 from superposed.options import PRECISIONS, QUANTIZED
-from superposed.prefill import TYPED_TOKENS, DequantizedBlocks, PrefillPlan, Weights
+from superposed.prefill import TYPED_TOKENS, PrefillPlan, Weights
 from superposed.quant import Linear, RefinedHead, kv_dtype, quantize
 from superposed.runner import check_finite
 from superposed.types import EngineError
-
-# Names other modules imported from here before the runner was split by concern.
-__all__ = [
-    "Block",
-    "DequantizedBlocks",
-    "FastRunner",
-    "KVCache",
-    "PRECISIONS",
-    "StepFn",
-    "UnsupportedModel",
-    "Weights",
-    "rms_norm",
-    "rotate",
-    "split_attention",
-]
 
 log = logging.getLogger(__name__)
 

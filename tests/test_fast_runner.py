@@ -11,12 +11,9 @@ import torch
 
 from lsp_server.warmup import WARM_CHUNK
 from superposed.api import Engine
-from superposed.fast_runner import (
-    DequantizedBlocks,
-    FastRunner,
-    UnsupportedModel,
-)
+from superposed.fast_runner import FastRunner, UnsupportedModel
 from superposed.model import LoadedModel, load_model
+from superposed.prefill import DequantizedBlocks
 from superposed.quant import DenseLinear, prefill_dtype
 from superposed.runner import HFRunner, prefill_reusing_cache
 from superposed.runners import make_runner
