@@ -195,7 +195,7 @@ def fast_runner(loaded: Any, variant: str, rows: Sequence[int] = (1,)) -> Any:
     ``rows``-row batches through the compiled step (built first if it is not cached), or
     "<precision>-graphs", which replays CUDA graphs (superposed/cuda_graph.py)."""
     from superposed.compiled import BackgroundCompiler, builder_command
-    from superposed.runners import fast_runner_class
+    from superposed.runner_choice import fast_runner_class
 
     precision = variant.removesuffix("-compiled").removesuffix("-graphs")
     if variant.endswith("-graphs"):  # CUDA graphs; on a CPU their bookkeeping alone (dry runs)

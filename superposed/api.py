@@ -24,7 +24,7 @@ from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
-from superposed.runners import fast_runner_class, make_runner
+from superposed.runner_choice import fast_runner_class, make_runner
 from superposed.types import (
     CancelCheck,
     DecodeConfig,

@@ -44,7 +44,7 @@ except ImportError:  # Windows: no build lock; a second server may build the sam
 
 from superposed.fast_runner import FastRunner, StepFn
 from superposed.model import cache_dir, load_model
-from superposed.runners import fast_runner_class
+from superposed.runner_choice import fast_runner_class
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ METHODS = tuple(METHOD_TABLE)
 DEVICES = (AUTO, "cpu", "cuda", "mps")  # auto: cuda, then mps, then cpu
 DTYPES = (AUTO, "float32", "bfloat16", "float16")  # auto: bfloat16 on a GPU, else float32
 # The fast runner's decode weights; auto (int4 on a CPU, bf16 on a GPU) is resolved by
-# runners.make_runner, so a FastRunner itself takes one of these.
+# runner_choice.make_runner, so a FastRunner itself takes one of these.
 PRECISIONS = ("fp32", "bf16", "int8", "int4")
 QUANTIZED = ("int8", "int4")  # CPU-only kernels, with dense prefills (prefill.py)
 PRECISION_CHOICES = (AUTO, *PRECISIONS)

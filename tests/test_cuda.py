@@ -17,7 +17,7 @@ from superposed.api import Engine
 from superposed.fast_runner import FastRunner
 from superposed.model import LoadedModel
 from superposed.runner import HFRunner
-from superposed.runners import make_runner
+from superposed.runner_choice import make_runner
 from superposed.types import DecodeConfig
 from superposed.vocab import Vocab
 from tests.runner_harness import ids, script, tiny

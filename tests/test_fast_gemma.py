@@ -12,7 +12,7 @@ import torch
 from superposed.fast_gemma import GemmaRunner
 from superposed.hypotheses import Hypothesis
 from superposed.runner import HFRunner
-from superposed.runners import make_runner
+from superposed.runner_choice import make_runner
 from superposed.superposed import superposed_input
 from tests.runner_harness import VOCAB, ids, script
 

@@ -16,7 +16,7 @@ from superposed.model import LoadedModel, load_model
 from superposed.prefill import DequantizedBlocks
 from superposed.quant import DenseLinear, prefill_dtype
 from superposed.runner import HFRunner, prefill_reusing_cache
-from superposed.runners import make_runner
+from superposed.runner_choice import make_runner
 from superposed.types import DecodeConfig, EngineError
 from superposed.vocab import Vocab
 from tests.runner_harness import VOCAB, ids, script, tiny, tiny_tokenizer
@@ -138,12 +138,14 @@ def test_make_runner_picks_fast_for_llama_and_falls_back_for_others(
 ) -> None:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from superposed import runners
+    from superposed import runner_choice
     from superposed.calibrate import Calibration
 
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=1, n_head=2)).eval()
     for measured in ("int4", "int8"):  # auto on a CPU: the calibration's choice
-        monkeypatch.setattr(runners, "calibrated", lambda _, p=measured: Calibration(p, 1, {}))
+        monkeypatch.setattr(
+            runner_choice, "calibrated", lambda _, p=measured: Calibration(p, 1, {})
+        )
         auto = make_runner(llama)
         assert isinstance(auto, FastRunner) and auto.precision == measured
     assert isinstance(make_runner(llama, "hf"), HFRunner)

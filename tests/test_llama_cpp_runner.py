@@ -18,7 +18,7 @@ import torch
 from superposed.api import Engine
 from superposed.llama_cpp_runner import gguf_for, import_llama
 from superposed.options import RUNNERS
-from superposed.runners import make_runner
+from superposed.runner_choice import make_runner
 from superposed.types import DecodeConfig, EngineError
 
 PROMPTS = [

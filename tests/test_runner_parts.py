@@ -139,10 +139,10 @@ def _runtime_imports(path: Path) -> set[str]:
 
 def test_no_engine_modules_import_each_other() -> None:
     """fast_runner.py imported fast_gemma.py, which imports it (issue 26): the runners now
-    build on one another one way (runners.py picks between them)."""
+    build on one another one way (runner_choice.py picks between them)."""
     folder = Path(superposed.__file__).parent
     graph = {path.stem: _runtime_imports(path) for path in folder.glob("*.py")}
-    assert "fast_gemma" in graph["runners"] and "fast_gemma" not in graph["fast_runner"]
+    assert "fast_gemma" in graph["runner_choice"] and "fast_gemma" not in graph["fast_runner"]
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as error:
