@@ -28,7 +28,7 @@ from bench.measure import Stamp
 from bench.metrics import bootstrap_ci
 from bench.pipeline import Benchmark, run, size_of
 from bench.split import library_files, read_text, sample_tasks, stdlib_root
-from bench.tables import table
+from bench.tables import stamp_header, table
 from superposed.api import Engine
 from superposed.options import PRECISIONS
 from superposed.prompt import Prompt
@@ -184,7 +184,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "# Fast runner fidelity (bench/fidelity.py)",
         "",
-        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}. "
+        f"{stamp_header(s)}. "
         f"{results['positions']} next-line positions of the held-out standard-library packages, "
         f"{results['prompt_tokens']}-token prompts, {results['new_tokens']} new tokens; the "
         "reference is the transformers runner in fp32. Agreement: teacher-forced greedy "

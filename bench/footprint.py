@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.measure import Stamp
 from bench.pipeline import Benchmark, run
-from bench.tables import table
+from bench.tables import stamp_header, table
 
 TARGET_MB = 600  # issue 14: peak of one server run with the default model on a CPU
 
@@ -124,7 +124,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Resident memory by stage (bench/footprint.py)",
         "",
-        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}. Default model, "
+        f"{stamp_header(s)}. Default model, "
         f"int4, one thread{', an empty cache directory' if result['cold_cache'] else ''}. "
         f"Target (issue 14): peak at most {result['target_peak_mb']} MB.",
         "",

@@ -163,16 +163,15 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def markdown(results: dict[str, Any]) -> str:
     """kernel_choices.md: one table a mode measured."""
-    from bench.tables import table
+    from bench.tables import load_span, stamp_header, table
 
     s = results["stamp"]
     lines = [
         "# The CPU kernel choices (bench/kernel_choices.py)",
         "",
-        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}, "
-        f"{results['path']} path (torch CPU capability {results['cpu_capability']}), 1 thread, "
-        f"SmolLM2-135M, medians of {results['rounds']} interleaved rounds, load "
-        f"{s['load_start']} at start, {s['load_end']} at end. {results['note']}",
+        f"{stamp_header(s)}, {results['path']} path (torch CPU capability "
+        f"{results['cpu_capability']}), 1 thread, SmolLM2-135M, medians of {results['rounds']} "
+        f"interleaved rounds, {load_span(s)}. {results['note']}",
     ]
     if (m := results.get("matmuls")) is not None:
         lines += [

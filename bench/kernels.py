@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from bench.measure import Stamp, median_ms
 from bench.pipeline import Benchmark, run
-from bench.tables import table
+from bench.tables import load_span, stamp_header, table
 from superposed.quant import Int4Linear, Int8Linear
 
 # SmolLM2-135M: hidden 576, intermediate 1536, 9 query and 3 KV heads of 64, 30 layers.
@@ -190,8 +190,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "# One-row matmul kernels (bench/kernels.py)",
         "",
-        f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}, 1 thread, "
-        f"medians of {runs}, load {s['load_start']} at start, {s['load_end']} at end.",
+        f"{stamp_header(s)}, 1 thread, medians of {runs}, {load_span(s)}.",
         "",
         f"Streaming bandwidth (fp32 sum over 256 MB): {results['fp32 sum, 256 MB (GB/s)']} GB/s.",
         "",

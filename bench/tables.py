@@ -57,6 +57,17 @@ def stamp_line(name: str, s: dict[str, Any]) -> list[Any]:
     ]
 
 
+def stamp_header(s: dict[str, Any]) -> str:
+    """A markdown summary's opening: the command, when, which commit, which machine (the
+    stamp of ``bench.measure.Stamp``); the script goes on with what it ran."""
+    return f"`{s['command']}`: {s['date']}, commit {s['commit']}, {s['machine']}"
+
+
+def load_span(s: dict[str, Any]) -> str:
+    """The machine's load average at the stamp's start and end."""
+    return f"load {s['load_start']} at start, {s['load_end']} at end"
+
+
 def load(name: str, quick: bool) -> dict[str, Any] | None:
     """The results of one protocol: full-size unless asked for quick (or only quick exist)."""
     order = [f"{name}-quick.json"] if quick else [f"{name}.json", f"{name}-quick.json"]
