@@ -24,9 +24,10 @@ import torch
 from bench.common import build_store, load_engine, main_specs, run_spec, warm_cache
 from bench.humaneval import tuned
 from bench.measure import Stamp, progress
-from bench.metrics import distinct_ratio, self_bleu
-from bench.pipeline import Benchmark, compare_first, method_lines, run, size_of, summarize
+from bench.metrics import compare_first, distinct_ratio, self_bleu, summarize
+from bench.pipeline import Benchmark, run, size_of
 from bench.split import library_files, read_text, stdlib_root
+from bench.tables import method_lines
 
 SIZES = {"quick": 8, "medium": 40, "full": 500}
 PREFIX_TOKENS = 15

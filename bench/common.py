@@ -175,18 +175,6 @@ def describe_runner(engine: Any) -> str:
     return f"{type(runner).__name__} {getattr(runner, 'precision', '')}".strip()
 
 
-def run_parser(description: str, sizes: Mapping[str, Any]) -> argparse.ArgumentParser:
-    """The arguments every quality script takes: size preset, engine threads and runner, seed."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
-    parser.add_argument("--size", choices=list(sizes), default="full")
-    parser.add_argument("--n", type=int, help="items (overrides the size preset)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser
-
-
 COMPILE_TIMEOUT_S = 1200  # to build a missing compiled step (one to three minutes each)
 
 

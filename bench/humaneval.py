@@ -32,9 +32,10 @@ from bench.common import (
     warm_cache,
 )
 from bench.measure import DATA, RESULTS, Stamp, progress
-from bench.metrics import line_metrics
-from bench.pipeline import Benchmark, compare_first, method_lines, run, size_of, summarize
+from bench.metrics import compare_first, line_metrics, summarize
+from bench.pipeline import Benchmark, run, size_of
 from bench.split import LineTask, library_files, read_text, stdlib_root
+from bench.tables import method_lines
 
 SIZES = {"quick": 8, "medium": 60, "full": 1033}
 TIMEOUT_S = 10.0

@@ -3,7 +3,7 @@ bootstrap intervals over items."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -184,3 +184,30 @@ def paired_ratio_ci(
     tail = (1 - level) / 2 * 100  # nearest rank: a resample with mean(b) = 0 is +inf, not nan
     lo, hi = np.percentile(ratios, [tail, 100 - tail], method="nearest")
     return {"mean": float(x.mean() / y.mean()), "lo": float(lo), "hi": float(hi), "n": int(len(x))}
+
+
+Rows = Mapping[str, Sequence[Mapping[str, float]]]  # method name -> one row of metrics an item
+
+
+def summarize(rows: Rows, metrics: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each method's mean and 95% bootstrap interval in each metric."""
+    return {
+        name: {m: bootstrap_ci([r[m] for r in method_rows]) for m in metrics}
+        for name, method_rows in rows.items()
+    }
+
+
+def compare_first(
+    rows: Rows, metric: str, other_metric: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
+    """The first method against each other one, paired by item: the difference in ``metric``
+    (against ``other_metric(name)`` of the other method where given, e.g. greedy's pass@1 for
+    the first method's pass@k)."""
+    names = list(rows)
+    first = names[0]
+    out = []
+    for b in names[1:]:
+        mb = other_metric(b) if other_metric is not None else metric
+        diff = paired_diff_ci([r[metric] for r in rows[first]], [r[mb] for r in rows[b]])
+        out.append({"a": first, "b": b, "metric": metric, **diff})
+    return out

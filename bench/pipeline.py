@@ -5,22 +5,21 @@ line, lets the script measure, stamps and saves what it measured, and prints the
 summary lines. A script's ``main`` is then one call, and the parts that differ between scripts
 (what is measured, how it is summarised) are functions that can be read and tested alone.
 
-The summary helpers below are the ones the quality scripts shared as copies: bootstrap intervals
-per method and metric, and the paired comparison of the first method with the others.
+The quality scripts' summaries (intervals per method, the paired comparison of the first method
+with the others) are bench.metrics' ``summarize`` and ``compare_first``; their printed lines
+bench.tables' ``method_lines``.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.measure import RESULTS, Stamp, write_json
-
-Rows = Mapping[str, Sequence[Mapping[str, float]]]  # method name -> one row of metrics an item
 
 
 @dataclass(frozen=True)
@@ -48,8 +47,6 @@ class Benchmark:
         return RESULTS / f"{self.name}{'-quick' if getattr(args, 'quick', False) else ''}.json"
 
     def parser(self) -> argparse.ArgumentParser:
-        from bench.common import run_parser
-
         if self.sizes:
             parser = run_parser(self.description, self.sizes)
         else:
@@ -93,38 +90,13 @@ def run(bench: Benchmark, measure: Measure, report: Report, argv: list[str] | No
     return results
 
 
-def summarize(rows: Rows, metrics: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each method's mean and 95% bootstrap interval in each metric."""
-    from bench.metrics import bootstrap_ci  # numpy: not before bench.footprint's first stage
-
-    return {
-        name: {m: bootstrap_ci([r[m] for r in method_rows]) for m in metrics}
-        for name, method_rows in rows.items()
-    }
-
-
-def compare_first(
-    rows: Rows, metric: str, other_metric: Callable[[str], str] | None = None
-) -> list[dict[str, Any]]:
-    """The first method against each other one, paired by item: the difference in ``metric``
-    (against ``other_metric(name)`` of the other method where given, e.g. greedy's pass@1 for
-    the first method's pass@k)."""
-    from bench.metrics import paired_diff_ci
-
-    names = list(rows)
-    first = names[0]
-    out = []
-    for b in names[1:]:
-        mb = other_metric(b) if other_metric is not None else metric
-        diff = paired_diff_ci([r[metric] for r in rows[first]], [r[mb] for r in rows[b]])
-        out.append({"a": first, "b": b, "metric": metric, **diff})
-    return out
-
-
-def method_lines(methods: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str]) -> list[str]:
-    """One printed line a method: ``columns`` maps a label to a metric whose mean it shows."""
-    return [
-        f"{name:32s} "
-        + " ".join(f"{label} {m[metric]['mean']:.3f}" for label, metric in columns.items())
-        for name, m in methods.items()
-    ]
+def run_parser(description: str, sizes: Mapping[str, Any]) -> argparse.ArgumentParser:
+    """The arguments every quality script takes: size preset, engine threads and runner, seed."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="small fixed subsets")
+    parser.add_argument("--size", choices=list(sizes), default="full")
+    parser.add_argument("--n", type=int, help="items (overrides the size preset)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--runner", default="auto", help="engine runner: auto (as the server), hf")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -159,3 +159,12 @@ def generic(data: Any, depth: int = 0) -> str:
                 parts.append(f"\n**{k}**\n\n{generic(v, depth + 1)}")
         return "\n".join(parts)
     return f"`{json.dumps(data)[:500]}`"
+
+
+def method_lines(methods: Mapping[str, Mapping[str, Any]], columns: Mapping[str, str]) -> list[str]:
+    """One printed line a method: ``columns`` maps a label to a metric whose mean it shows."""
+    return [
+        f"{name:32s} "
+        + " ".join(f"{label} {m[metric]['mean']:.3f}" for label, metric in columns.items())
+        for name, m in methods.items()
+    ]

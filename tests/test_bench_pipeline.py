@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import pipeline
+from bench import metrics, pipeline
 from bench.measure import RESULTS, Stamp
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # means of all-nan metrics
@@ -34,11 +34,11 @@ def test_coherence_summaries_match_the_saved_run() -> None:
 
     data = saved("coherence.json")
     rows = data["items"]["rows"]
-    methods = pipeline.summarize(rows, METRICS)
+    methods = metrics.summarize(rows, METRICS)
     for name, m in methods.items():
         m["ppl_best_median"] = data["methods"][name]["ppl_best_median"]
     assert same(methods, data["methods"])
-    assert same(pipeline.compare_first(rows, "ppl_best"), data["comparisons"])
+    assert same(metrics.compare_first(rows, "ppl_best"), data["comparisons"])
 
 
 def test_quality_summaries_match_the_saved_run() -> None:
@@ -63,8 +63,8 @@ def test_compare_first_pairs_against_another_metric() -> None:
         "a": [{"passk": 1.0, "pass1": 0.0}, {"passk": 1.0, "pass1": 1.0}],
         "greedy": [{"passk": 1.0, "pass1": 0.0}, {"passk": 1.0, "pass1": 0.0}],
     }
-    same_metric = pipeline.compare_first(rows, "passk")
-    against_pass1 = pipeline.compare_first(rows, "passk", lambda b: "pass1")
+    same_metric = metrics.compare_first(rows, "passk")
+    against_pass1 = metrics.compare_first(rows, "passk", lambda b: "pass1")
     assert same_metric[0]["mean"] == 0.0
     assert against_pass1[0]["mean"] == 1.0
     assert against_pass1[0]["a"] == "a" and against_pass1[0]["b"] == "greedy"
