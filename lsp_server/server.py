@@ -1,11 +1,13 @@
-"""The language server: thin pygls handlers over completion.py, the session and the stores.
+"""The language server: thin pygls handlers over the request path, the session and the stores.
 
-State-changing handlers run on the event loop and do no blocking work. Model calls run on
-the scheduler's engine thread (scheduler.py: one thread, in request order; a newer request
-for the same document, ``$/cancelRequest`` or ``didClose`` cancels the older one). What a
-loaded model serves with (engine, stores, memory) is ``server.session``, swapped in whole
-(session.py); until then it is Loading or Failed, which answer the same calls as a server
-without a model does, so no handler asks which it holds (loader.py fills it). Store writes
+A completion handler builds one ``Request`` (request.py) and hands it to ``ModelCalls``
+(model_calls.py), which queues ``answer.answer`` on the scheduler's engine thread
+(scheduler.py: one thread, in request order; a newer request for the same document,
+``$/cancelRequest`` or ``didClose`` cancels the older one). State-changing handlers run on
+the event loop and do no blocking work. What a loaded model serves with (engine, stores,
+memory) is ``server.session``, swapped in whole (session.py, loader.py fills it); until then
+it is Loading or Failed: a request answers nothing (ModelCalls says so), the place to warm
+is kept for when a session is in. Store writes
 go through ``server.learning``'s queue, which keeps and retries a write that meets another
 process's lock and learns saves made before the model is ready.
 
