@@ -450,6 +450,7 @@ def own_sections(quick: bool) -> list[str]:
     models and the default; issue 22 part 3's context verdict; issue 27's shared indexes;
     issue 38's malformed drafts; issue 35's next edits."""
     from bench.replay_shared import shared_section
+    from bench.report_branch import branch_section
     from bench.report_context import context_section
     from bench.report_models import models_section
     from bench.report_next_edits import next_edits_section
@@ -458,7 +459,7 @@ def own_sections(quick: bool) -> list[str]:
     if quick:
         return []
     sections = (models_section(), context_section(), shared_section(), wellformed_section(),
-                next_edits_section())  # fmt: skip
+                branch_section(), next_edits_section())  # fmt: skip
     return [s for s in sections if s is not None]
 
 
