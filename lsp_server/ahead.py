@@ -21,6 +21,7 @@ prompt up to the accepted text, so this costs a few prefill tokens and the decod
 No pygls and no model here: the server says what to run (server.py), this keeps which job
 still matters. ``Drafts`` puts the typing-along cache and these jobs together: the drafts a
 request gets before, or instead of, a model call of its own.
+``TypingCache`` (the typing-along cache) keeps the last suggestions per document.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.completion import CursorContext, Suggestion, TypingCache
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion
 from lsp_server.scheduler import Scheduler
 
 
@@ -202,3 +204,49 @@ class Drafts:
         """The settings changed: drafts shown under the old ones (k, method) are stale."""
         self.cache.clear()
         self.ahead.clear()
+
+
+@dataclass
+class _Shown:
+    before: str
+    suggestions: list[Suggestion]
+
+
+class TypingCache:
+    """The last suggestions per document, to answer while the user types along a draft."""
+
+    def __init__(self) -> None:
+        self._shown: dict[str, _Shown] = {}
+
+    def remember(self, uri: str, before: str, suggestions: list[Suggestion]) -> None:
+        if suggestions:
+            self._shown[uri] = _Shown(before, suggestions)
+        else:
+            self._shown.pop(uri, None)
+
+    def forget(self, uri: str) -> None:
+        self._shown.pop(uri, None)
+
+    def entry(self, uri: str) -> object:
+        """What the cache holds for ``uri`` now, as a token: every remember or typed-along
+        answer replaces it, so an unchanged token means the cache was not used since."""
+        return self._shown.get(uri)
+
+    def clear(self) -> None:
+        self._shown.clear()
+
+    def along(self, uri: str, context: CursorContext) -> list[Suggestion] | None:
+        """What is left of the shown drafts after the characters typed since; None: no match."""
+        shown = self._shown.get(uri)
+        if shown is None or not context.before.startswith(shown.before):
+            return None
+        typed = context.before[len(shown.before) :]
+        rest = [
+            Suggestion(s.text[len(typed) :], s.score, s.source)
+            for s in shown.suggestions
+            if s.text.startswith(typed) and s.text[len(typed) :].strip()
+        ]
+        if not rest:
+            return None
+        self._shown[uri] = _Shown(context.before, rest)
+        return rest

@@ -19,8 +19,9 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
-from lsp_server.completion import Answer, CursorContext, decode
+from lsp_server.completion import Answer, decode
 from lsp_server.context import ContextAssembler
+from lsp_server.cursor import CursorContext
 from lsp_server.definition_source import store_lookup, with_definitions
 from lsp_server.memory import PendingSource
 from lsp_server.request import Request

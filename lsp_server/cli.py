@@ -137,7 +137,7 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     answer (lsp_server/answer.py) for one file, which is the only open document; a file
     outside a git repository has no codebase store."""
     from lsp_server.answer import answer
-    from lsp_server.completion import CursorContext
+    from lsp_server.cursor import CursorContext
     from lsp_server.memory import Memory
     from lsp_server.models import load_engine
     from lsp_server.request import Request

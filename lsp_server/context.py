@@ -6,7 +6,7 @@ built only as far as measuring it needs (bench/replay_context.py, docs/benchmark
 codebase in the prompt: verdict per model"). Small models did not read another file's
 signature in an earlier oracle run, so the setting is kept only where a model reads it.
 
-The preamble is text laid before the prompt's window (lsp_server/completion.py,
+The preamble is text laid before the prompt's window (lsp_server/prompt_plan.py,
 ``prompt_window``), one piece per item, each ``# file: PATH`` then the item's text:
 
 1. **headers** (``definitions``): the definitions of the names the document calls or imports

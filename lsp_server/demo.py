@@ -22,7 +22,7 @@ from typing import Any
 
 import ngram_db
 from lsp_server.answer import answer
-from lsp_server.completion import CursorContext
+from lsp_server.cursor import CursorContext
 from lsp_server.memory import Memory
 from lsp_server.models import load_engine
 from lsp_server.request import Request

@@ -24,7 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lsp_server.completion import clean_text
 from lsp_server.notifier import Notifier
 from lsp_server.scheduler import Scheduler
 from lsp_server.session import State, ready
@@ -33,6 +32,7 @@ from lsp_server.stores import Stores, accepted_name
 from lsp_server.workspace import path_of
 from lsp_server.write_queue import WriteQueue
 from ngram_db.errors import StoreClosed
+from ngram_db.tokenizer import clean_text
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -28,8 +28,9 @@ from pygls.workspace import TextDocument
 
 from lsp_server.ahead import Drafts, after_accept
 from lsp_server.answer import stores_here, unsaid
-from lsp_server.completion import CursorContext, Suggestion, clean_text
 from lsp_server.context import ContextAssembler
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion
 from lsp_server.items import (
     CMD_ACCEPT,
     accepted_at,
@@ -55,6 +56,7 @@ from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
 from lsp_server.warmup import Warmer
 from lsp_server.workspace import Where, doc_key, path_of, roots_of
+from ngram_db.tokenizer import clean_text
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from lsp_server.completion import Suggestion
+from lsp_server.drafts import Suggestion
 from lsp_server.memory import Memory
 from lsp_server.server import SuperposedServer, did_close, did_open
 from lsp_server.session import Session

@@ -6,23 +6,19 @@ from types import SimpleNamespace
 
 import pytest
 
+from lsp_server.ahead import TypingCache
 from lsp_server.completion import (
     BLOCK_FOLLOW_PER_LINE,
     BLOCK_MAX_TOKENS,
-    CursorContext,
-    Suggestion,
-    TypingCache,
     block_budget,
     block_stop,
     decode,
-    first_line,
     line_kind,
-    near_key,
-    postprocess,
-    prompt_text,
-    whole_lines,
 )
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion, first_line, near_key, postprocess, whole_lines
 from lsp_server.layout import Layout
+from lsp_server.prompt_plan import prompt_text
 from lsp_server.settings import DecodingSettings
 from superposed.api import Completion
 from superposed.types import Draft, StopCondition

@@ -142,7 +142,7 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
 
 def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: Engine) -> None:
     from lsp_server.answer import memory_matches, start_memory
-    from lsp_server.completion import CursorContext
+    from lsp_server.cursor import CursorContext
     from lsp_server.memory import Memory
     from lsp_server.request import Request
     from lsp_server.session import Session

@@ -85,7 +85,7 @@ def test_a_first_word_cap_gives_slots_to_drafts_that_begin_otherwise(tokenizer, 
 
 
 def test_the_last_shown_slot_goes_to_a_draft_that_begins_otherwise() -> None:
-    from lsp_server.completion import Suggestion, reserve_first_word
+    from lsp_server.drafts import Suggestion, reserve_first_word
 
     texts = ["self.a = 1", "self.b = 2", "self.c = 3", "return x", "yield y"]
     shown = reserve_first_word([Suggestion(t, 0.0) for t in texts], 3)
@@ -121,7 +121,8 @@ class _Recorder:
 def test_the_server_caps_first_words_at_a_line_start_only(tokenizer) -> None:
     """firstWordCap reaches the engine on a blank line (a line start), not mid-line, and
     the k shown there give their last slot to a draft that begins otherwise."""
-    from lsp_server.completion import CursorContext, decode
+    from lsp_server.completion import decode
+    from lsp_server.cursor import CursorContext
     from lsp_server.settings import DecodingSettings
 
     texts = ["self.a = 1", "self.b = 2", "self.c = 3", "return x"]

@@ -3,7 +3,9 @@ engine marks memory seeds, completion keeps the mark and adds the stores' share.
 
 from __future__ import annotations
 
-from lsp_server.completion import CursorContext, Suggestion, TypingCache, postprocess
+from lsp_server.ahead import TypingCache
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion, postprocess
 from superposed.api import Completion
 from superposed.memory import place
 from superposed.types import Draft

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-from lsp_server.completion import CursorContext, Suggestion, decode
+from lsp_server.completion import decode
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion
 from lsp_server.evidence import LEAD_TOKENS, lead, leading_text, says
 from lsp_server.memory import Memory
 from lsp_server.settings import DecodingSettings

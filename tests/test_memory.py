@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from lsp_server import memory as memory_module
 from lsp_server.answer import memory_matches, start_memory
-from lsp_server.completion import CursorContext, decode
+from lsp_server.completion import decode
+from lsp_server.cursor import CursorContext
 from lsp_server.memory import Memory
 from lsp_server.request import Request
 from lsp_server.session import Session

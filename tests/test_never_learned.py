@@ -16,7 +16,8 @@ from pygls.uris import from_fs_path
 
 from lsp_server import shareable as shareable_module
 from lsp_server.ahead import Drafts
-from lsp_server.completion import CursorContext, Suggestion
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion
 from lsp_server.memory import Memory
 from lsp_server.shareable import Shareable
 from ngram_db import ByteTokenizer, NgramStore

@@ -15,7 +15,7 @@ from lsprotocol import types
 from pygls.workspace import Workspace
 
 from lsp_server import server as handlers
-from lsp_server.completion import CursorContext
+from lsp_server.cursor import CursorContext
 from lsp_server.request import Request
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Failed, Loading, NotReady, Session, describe

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from lsp_server.completion import CursorContext, Suggestion, decode
+from lsp_server.completion import decode
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion
 from lsp_server.settings import DecodingSettings, parse_settings
 from lsp_server.wellformed import Cursor, malformed, scan, well_formed
 from superposed.api import Completion, Engine

@@ -23,7 +23,9 @@ import time
 from typing import Any
 
 from lsp_server import answer, cli, server, session
-from lsp_server.completion import Answer, CursorContext, Suggestion
+from lsp_server.completion import Answer
+from lsp_server.cursor import CursorContext
+from lsp_server.drafts import Suggestion
 
 
 def fixed_drafts(rules: list[dict[str, Any]], decode: Any) -> Any:
