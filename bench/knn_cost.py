@@ -151,7 +151,7 @@ def latency(engine: Any, tasks: list[dict[str, Any]], documents: dict[str, str],
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from bench.replay import build_stores
+    from bench.replay_driver import build_stores
     from ngram_db.knn_index import index_knn
     from ngram_db.knn_store import KnnIndex, KnnStore, knn_path
     from ngram_db.store import NgramStore

@@ -72,7 +72,7 @@ from bench.next_edits_score import (
     utf16,
     walk_row,
 )
-from bench.replay import resolve_commit
+from bench.replay_driver import resolve_commit
 
 DATA = ROOT / "bench" / "data" / "next_edits.json.gz"
 WAIT_S = PAUSE_S + 1.0  # how long the user waits for the notification before asking

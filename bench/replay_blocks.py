@@ -46,7 +46,7 @@ from typing import Any
 
 from bench.measure import ROOT
 from bench.metrics import block_metrics, paired_diff_ci, paired_ratio_ci
-from bench.replay import REPO_FIELDS, Tasks, cells, replay, server_options
+from bench.replay_driver import REPO_FIELDS, Tasks, cells, replay, server_options
 
 DATA = ROOT / "bench" / "data" / "replay_blocks.json.gz"
 BLOCK_CURSORS = ("block-start", "opener")

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import replay
+from bench import replay, replay_driver
 from lsp_server.settings import CONTEXT_MODES
 
 
@@ -36,10 +36,10 @@ def new_lines(args: argparse.Namespace, data: Mapping[str, Any]) -> list[replay.
     return todo
 
 
-def configs_of(args: argparse.Namespace) -> list[replay.Config]:
+def configs_of(args: argparse.Namespace) -> list[replay_driver.Config]:
     """``off``, and one configuration a budget."""
-    return [replay.Config("off", {"context": "off"})] + [
-        replay.Config(f"ctx{n}", {"context": args.mode, "contextTokens": int(n)})
+    return [replay_driver.Config("off", {"context": "off"})] + [
+        replay_driver.Config(f"ctx{n}", {"context": args.mode, "contextTokens": int(n)})
         for n in args.budgets.split(",")
     ]
 
@@ -64,10 +64,10 @@ def new_line_summary(name: str, cursor: str, c: Mapping[str, Any]) -> str:
             f"ES@3 {c['esk']['mean']:.3f} p50 {c['p50_ms']:.0f} ms")  # fmt: skip
 
 
-CONTEXT = replay.Tasks(
+CONTEXT = replay_driver.Tasks(
     stem="replay_context",
     count="positions",
-    repo_fields=replay.REPO_FIELDS,
+    repo_fields=replay_driver.REPO_FIELDS,
     load=lambda path: replay.load_data(),
     positions=new_lines,
     row_of=replay.line_row,
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server of this commit (not others' unsaved work)")  # fmt: skip
     args = parser.parse_args(argv)
     args.data, args.max_new_tokens = replay.DATA, replay.MAX_NEW_TOKENS
-    return replay.replay(args, CONTEXT)
+    return replay_driver.replay(args, CONTEXT)
 
 
 if __name__ == "__main__":

@@ -27,37 +27,15 @@ from typing import Any
 
 from bench.measure import RESULTS, Stamp, write_json
 from bench.metrics import paired_diff_ci
-from bench.replay import CURSORS, Position, load_data, positions
+from bench.replay import CURSORS, cursor_of, load_data, positions
 from lsp_server.wellformed import Cursor, Judge
 
 METRICS = ("em1", "emk", "esk")  # EM@1, EM@3, edit similarity@3
 
 
-def cursor_of(p: Position) -> Cursor:
-    """The text around a position's cursor."""
-    rows = p.document.split("\n")
-    offset = sum(len(r) + 1 for r in rows[: p.line]) + p.column
-    return Cursor(p.document[:offset], p.document[offset:], p.path)
-
-
 def cursors_of(data: Mapping[str, Any], split: str) -> dict[tuple[str, str], Cursor]:
     """(task, cursor) -> the text around that cursor, for every position of the split."""
     return {(p.task, p.cursor): cursor_of(p) for p in positions(data, split)}
-
-
-def row_fields(p: Position, drafts: Sequence[str]) -> dict[str, Any]:
-    """What a replay row says of its shown drafts: how many, how many malformed."""
-    shown = [d for d in drafts if d.strip()]
-    judge = Judge(cursor_of(p))
-    return {"shown": len(shown), "malformed": sum(bool(judge.why(d)) for d in shown)}
-
-
-def summary_line(rows: Sequence[Mapping[str, Any]], config: str) -> str:
-    """malformed shown drafts: N of M (x%), for one configuration's rows that count them."""
-    mine = [r for r in rows if r["config"] == config and "shown" in r]
-    shown, bad = sum(r["shown"] for r in mine), sum(r["malformed"] for r in mine)
-    share = bad / shown if shown else 0.0
-    return f"{config:24s} malformed shown drafts: {bad} of {shown} ({share:.1%})"
 
 
 def judge_rows(rows: Sequence[dict[str, Any]], cursors: Mapping[tuple[str, str], Cursor]) -> None:

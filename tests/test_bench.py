@@ -470,17 +470,17 @@ def test_replay_positions_cut_the_line_and_mark_where_it_occurs() -> None:
 
 
 def test_replay_configurations_from_presets_and_definitions() -> None:
-    from bench import replay
+    from bench import replay_driver
 
-    got = replay.parse_configs("greedy,mine", ['mine={"alpha": 0.3, "store": false}'])
+    got = replay_driver.parse_configs("greedy,mine", ['mine={"alpha": 0.3, "store": false}'])
     assert got[0].options == {"method": "greedy", "k": 1} and got[0].store
     assert got[1].options == {"alpha": 0.3} and not got[1].store
     with pytest.raises(SystemExit, match="unknown configuration"):
-        replay.parse_configs("nope", [])
+        replay_driver.parse_configs("nope", [])
     with pytest.raises(SystemExit, match="not JSON"):
-        replay.parse_configs("x", ["x={alpha}"])
+        replay_driver.parse_configs("x", ["x={alpha}"])
     with pytest.raises(SystemExit, match="unknown setting superposed.alhpa"):
-        replay.parse_configs("x", ['x={"alhpa": 0.3}'])
+        replay_driver.parse_configs("x", ['x={"alhpa": 0.3}'])
 
 
 def test_replay_comparisons_pair_the_same_positions() -> None:

@@ -137,7 +137,7 @@ def test_both_replays_run_through_one_driver(
 ) -> None:
     """The line and block replays share the run: positions from the frozen data, one row a
     configuration and position, the results saved after each configuration and at the end."""
-    from bench import replay
+    from bench import replay, replay_driver
 
     saves: list[bool] = []
 
@@ -151,8 +151,8 @@ def test_both_replays_run_through_one_driver(
             saves.append(json.loads(out.read_text())["partial"])
         return rows, {"compiled_step": False, "model": args[1], "counters": {}}
 
-    monkeypatch.setattr(replay, "run_configs", fake_run)
-    monkeypatch.setattr(replay, "build_stores", lambda data, repos, model: {"repos": repos})
+    monkeypatch.setattr(replay_driver, "run_configs", fake_run)
+    monkeypatch.setattr(replay_driver, "build_stores", lambda data, repos, model: {"repos": repos})
     monkeypatch.setattr(Stamp, "finish", lambda self, started: {"model": self.model})
     out = tmp_path / "r.json"
     assert replay.main([*argv, "--out", str(out)]) == 0
@@ -252,7 +252,7 @@ def test_latency_cli_keeps_its_modes() -> None:
 def test_replay_context_runs_new_lines_through_the_replay_driver(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench import replay, replay_context
+    from bench import replay_context, replay_driver
 
     async def fake_run(
         configs: Any, todo: Any, *args: Any, done: Any, row_of: Any, **kw: Any
@@ -261,8 +261,8 @@ def test_replay_context_runs_new_lines_through_the_replay_driver(
         done(rows)
         return rows, {"compiled_step": False, "model": args[1], "counters": {}}
 
-    monkeypatch.setattr(replay, "run_configs", fake_run)
-    monkeypatch.setattr(replay, "build_stores", lambda data, repos, model: {"repos": repos})
+    monkeypatch.setattr(replay_driver, "run_configs", fake_run)
+    monkeypatch.setattr(replay_driver, "build_stores", lambda data, repos, model: {"repos": repos})
     monkeypatch.setattr(Stamp, "finish", lambda self, started: {"model": self.model})
     out = tmp_path / "c.json"
     argv = ["--budgets", "128,256", "--limit", "3", "--out", str(out)]

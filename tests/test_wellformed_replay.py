@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from bench.replay import Position, line_row
-from bench.replay_wellformed import count, cursor_of, judge_rows, paired, summary_line
+from bench.replay import Position, cursor_of, line_row
+from bench.replay_driver import summary_line
+from bench.replay_wellformed import count, judge_rows, paired
 
 DOCUMENT = "def read(path):\n    \n    return data\n"
 
