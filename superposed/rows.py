@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from superposed import memory as mem
 from superposed.hypotheses import Hypothesis, constrain, heal_masks, settled
 from superposed.types import Cancelled
 
@@ -78,17 +77,12 @@ def extend_rows(
 
     logits: [D, V], row i's next-token logits after draft i's tokens.
     """
-    from superposed.superposed import rescore, with_proposals  # the superposed step's parts
-
     cfg = dec.cfg
     logp = F.log_softmax(logits.float() / cfg.temperature, dim=-1)  # [D, V]
     logp = constrain(logp, heal_masks(dec.vocab, alive, logp.shape[-1], logp.device))
     top, candidates = logp.topk(min(cfg.candidates, logp.shape[-1]), dim=-1)  # [D, C]
-    matches = mem.lookup(dec.memory, dec.prompt.ids, [h.tokens for h in alive])
-    top, candidates = with_proposals(logp, top, candidates, matches, cfg)  # [D, C + P]
-    contexts = [(dec.prompt.ids + h.tokens)[-dec.context_len :] for h in alive]
-    scores = rescore(top, candidates, contexts, cfg, dec.ngram)
-    scores = mem.mix(scores, candidates, matches, cfg).cpu()  # [D, C + P]
+    scores, candidates = dec._score(alive, logp, top, candidates)  # as the superposed step
+    scores = scores.cpu()  # [D, C + P]
     best = scores.argmax(1)  # [D]
     out: list[Hypothesis | None] = []
     for i, hyp in enumerate(alive):

@@ -239,13 +239,26 @@ class SuperposedDecoder:
             top, candidates = (t.expand(len(alive), -1) for t in logp.topk(width, dim=-1))
         else:
             top, candidates = rows.topk(width, dim=-1)
-        # top, candidates: [D, C]; with memory, [D, C + P]
+        scores, candidates = self._score(alive, rows, top, candidates)
+        return select(alive, candidates, scores, self.cfg.k, self.vocab, self.slots)
+
+    def _score(
+        self,
+        alive: list[Hypothesis],
+        rows: torch.Tensor,
+        top: torch.Tensor,
+        candidates: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each draft's scores of its candidates and its memory's proposals, re-scored with the
+        n-gram source on its own context: (scores, candidates), [D, C] (with memory [D, C + P]).
+
+        rows: [D, V] (or [1, V], shared) log-probabilities; top, candidates: [D, C].
+        """
         matches = mem.lookup(self.memory, self.prompt.ids, [h.tokens for h in alive])
         top, candidates = with_proposals(rows, top, candidates, matches, self.cfg)
         contexts = [(self.prompt.ids + h.tokens)[-self.context_len :] for h in alive]
         scores = rescore(top, candidates, contexts, self.cfg, self.ngram)
-        scores = mem.mix(scores, candidates, matches, self.cfg)
-        return select(alive, candidates, scores, self.cfg.k, self.vocab, self.slots)
+        return mem.mix(scores, candidates, matches, self.cfg), candidates
 
     def _reset(self, alive: list[Hypothesis], prompt_len: int) -> list[Hypothesis]:
         """Paper 5.3: make the best draft the new prefix (prefill it) and branch again."""
