@@ -33,6 +33,7 @@ from lsp_server.prompt_plan import PromptPlan
 from lsp_server.settings import DecodingSettings
 from lsp_server.syntax import Decision, decide
 from lsp_server.wellformed import Cursor, well_formed
+from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource, NgramSource
@@ -158,17 +159,29 @@ def rank(
     cfg: DecodeConfig,
     evidence: str | None,
 ) -> list[Suggestion]:
-    """The cleaned-up drafts in the order shown: drafts that parse, ranked by their evidence
-    (issue 38; ``evidence``: the memory's lead, evidence.prompt_lead), the last of the k
-    slots to another first word at a line start."""
+    """The cleaned-up drafts in the order shown, after the engine's stages (superposed/
+    ranking.py), through this layer's: ``rank_stages``."""
+    return ranking.apply(suggestions, rank_stages(context, settings, cfg, evidence))
+
+
+def rank_stages(
+    context: CursorContext,
+    settings: DecodingSettings,
+    cfg: DecodeConfig,
+    evidence: str | None,
+) -> list[ranking.Stage[Suggestion]]:
+    """The stages, in order, that need what the engine does not know: drafts that parse at
+    the cursor (tree-sitter, lsp_server/wellformed.py: a spare takes a dropped one's place),
+    the memory's lead first (issue 38; ``evidence``: evidence.prompt_lead), and at a line
+    start the last of the k slots to another first word."""
+    stages: list[ranking.Stage[Suggestion]] = []
     if settings.well_formed and not testing_tiny():  # the tiny test model's drafts: noise
-        suggestions = well_formed(
-            suggestions, Cursor(context.before, context.following, context.language)
-        )
-    suggestions = lead(suggestions, evidence)
+        cursor = Cursor(context.before, context.following, context.language)
+        stages.append(lambda s: well_formed(s, cursor))
+    stages.append(lambda s: lead(s, evidence))
     if cfg.first_word_cap:
-        suggestions = reserve_first_word(suggestions, settings.k)
-    return suggestions
+        stages.append(lambda s: reserve_first_word(s, settings.k))
+    return stages
 
 
 def decode(

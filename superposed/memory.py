@@ -253,21 +253,3 @@ def finish_from(
         if draft is not None:
             return draft
     return None
-
-
-def place_all(drafts: list[Draft], seeded: list[Draft], rank: int, k: int) -> list[Draft]:
-    """The seeds placed in order, the last at ``rank`` (the first ones before it)."""
-    for i, draft in enumerate(seeded):
-        drafts = place(drafts, draft, max(0, rank - (len(seeded) - 1) + i), k)
-    return drafts
-
-
-def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[Draft]:
-    """``seeded`` at ``rank`` among the best-first ``drafts`` (at most k), unless one of them
-    already says the same; it takes the score of the draft it displaces."""
-    if seeded is None or any(d.text == seeded.text for d in drafts):
-        return drafts
-    at = min(rank, len(drafts))
-    score = drafts[at].score if at < len(drafts) else (drafts[-1].score if drafts else 0.0)
-    placed = Draft(seeded.text, seeded.token_ids, score, seeded.finished, source="memory")
-    return [*drafts[:at], placed, *drafts[at:]][:k]

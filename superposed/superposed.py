@@ -24,13 +24,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from superposed import knn, rows
+from superposed import knn, ranking, rows
 from superposed import memory as mem
 from superposed.diversity import Slots
 from superposed.hypotheses import (
     Finisher,
     Hypothesis,
-    best_drafts,
     constrain,
     heal_masks,
     settled,
@@ -301,7 +300,7 @@ class SuperposedDecoder:
         ran_out = not settled(self.finished, alive, cfg.settle)  # the steps ran out first
         out = self._out_of_steps if ran_out else self.finisher.unfinished
         drafts = self.finished + [out(h) for h in alive]
-        return mem.place_all(best_drafts(drafts, cfg.k), seeded, cfg.memory_seed_rank, cfg.k)
+        return ranking.apply(drafts, ranking.engine_stages(seeded, cfg))
 
 
 @torch.inference_mode()

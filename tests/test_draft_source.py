@@ -7,7 +7,7 @@ from lsp_server.ahead import TypingCache
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion, postprocess
 from superposed.api import Completion
-from superposed.memory import place
+from superposed.ranking import place
 from superposed.types import Draft
 
 

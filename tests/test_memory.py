@@ -441,15 +441,6 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
 # --- the seeded draft -------------------------------------------------------------------------
 
 
-def test_place_puts_the_seed_at_its_rank_unless_already_there() -> None:
-    drafts = [Draft("a", [1], -1.0), Draft("b", [2], -2.0), Draft("c", [3], -3.0)]
-    placed = mem.place(drafts, Draft("s", [9], 0.0), rank=1, k=3)
-    assert [d.text for d in placed] == ["a", "s", "b"]
-    assert placed[1].score == -2.0  # the displaced draft's score: the order stays by score
-    assert mem.place(drafts, Draft("b", [2, 2], 0.0), rank=0, k=3) == drafts
-    assert [d.text for d in mem.place([], Draft("s", [9], 0.0), rank=2, k=3)] == ["s"]
-
-
 def test_distinct_continuations_seed_distinct_drafts(tiny_engine: Engine) -> None:
     """Two call sites continue the same context differently: each seeds a draft (the latest
     first), a third that ends the line alike adds none, and memory_seeds bounds them."""
