@@ -23,7 +23,7 @@ from lsp_server.completion import Answer, decode
 from lsp_server.context import ContextAssembler
 from lsp_server.cursor import CursorContext
 from lsp_server.definition_source import store_lookup, with_definitions
-from lsp_server.memory import PendingSource
+from lsp_server.match_sources import PendingSource
 from lsp_server.request import Request
 from lsp_server.session import Session
 from lsp_server.store_failures import explain

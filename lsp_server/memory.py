@@ -22,6 +22,8 @@ A request's documents are indexed off the request path (``source_later``): from 
 request's arrival, on a thread of their own, while the request waits out its debounce and
 the engine prefills its prompt; its first lookup (after the prefill) waits for what is left.
 The indexes are the ones ``source`` builds: the drafts are the same, only sooner.
+A request's sources over these indexes (the stores' and the documents' in one, a
+document's language first) are lsp_server/match_sources.py's.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from lsp_server.match_sources import PendingSource, match_set
 from ngram_db import languages
 from ngram_db.errors import NgramStoreError
 from ngram_db.store import NgramStore
@@ -52,7 +55,7 @@ from ngram_db.suffix_store import (
     write_base,
 )
 from ngram_db.tokenizer import as_tokenizer
-from superposed.ngram import Match, MatchSource
+from superposed.ngram import MatchSource
 
 log = logging.getLogger(__name__)
 
@@ -490,7 +493,7 @@ class Memory:
             self.store_index(s) for s in stores if s is not None
         ]
         found = [*indexes, *self._document_indexes(uri, offset, documents, shared)]
-        return _match_set(found, languages.language_of(uri))
+        return match_set(found, languages.language_of(uri))
 
     def _document_indexes(
         self, uri: str, offset: int, documents: Mapping[str, str], shared: Select | None = None
@@ -534,103 +537,3 @@ class Memory:
         """
         future = self._requests.submit(self._document_indexes, uri, offset, documents, shared)
         return PendingSource(self, future, languages.language_of(uri))
-
-
-class PendingSource:
-    """A request's documents being indexed in the background (Memory.source_later)."""
-
-    def __init__(
-        self,
-        memory: Memory,
-        documents: Future[list[SuffixIndex | None]],
-        language: str | None = None,
-    ) -> None:
-        self.memory = memory
-        self.documents = documents
-        self.language = language  # the requesting document's (None: unknown, no filter)
-
-    def with_stores(
-        self, stores: Sequence[NgramStore] = (), shared: Sequence[MatchSource] = ()
-    ) -> MatchSource:
-        """The request's source: the stores' indexes now (on the caller's thread), and the
-        ``shared`` indexes (Stores.shared), the documents' when first matched."""
-        indexes = [self.memory.store_index(s) for s in stores if s is not None]
-        if shared:  # after the stores: of equally long matches, the own code continues
-            indexes.append(MatchSet(list(shared)))
-        return _Deferred(indexes, self.documents, self.language)
-
-
-class _Deferred:
-    """A MatchSet of the stores' indexes and the documents' ones, once they are built."""
-
-    def __init__(
-        self, stores: list[MatchSet | None], documents: Future[Any], language: str | None = None
-    ) -> None:
-        self._stores, self._documents, self._language = stores, documents, language
-        self._set: MatchSource | None = None
-
-    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
-        if self._set is None:
-            try:
-                documents = self._documents.result()
-            except Exception:  # serve the stores only; say why in the log
-                log.exception("memory: could not index the open documents")
-                documents = []
-            self._set = _match_set([*self._stores, *documents], self._language)
-        return self._set.match(context, follow, others)
-
-
-class _Filtered:
-    """An index seen through a request's language: its occurrences in some streams only."""
-
-    def __init__(self, index: SuffixIndex, streams: np.ndarray) -> None:
-        self.index, self.streams = index, streams  # streams: [S] bool
-
-    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
-        return self.index.match(context, follow, others, streams=self.streams)
-
-
-class _Tiered:
-    """The first source's match; the second's only when the first has none."""
-
-    def __init__(self, first: MatchSet, then: MatchSet) -> None:
-        self.first, self.then = first, then
-
-    def match(self, context: Sequence[int], follow: int = 32, others: int = 0) -> Match | None:
-        found = self.first.match(context, follow, others)
-        return found if found is not None else self.then.match(context, follow, others)
-
-
-def _match_set(
-    indexes: Sequence[SuffixIndex | MatchSet | None], language: str | None = None
-) -> MatchSource:
-    """The non-empty indexes, in order (the first of equally long matches continues); a
-    store's (a MatchSet of its delta and base) in its own order.
-
-    For a document in ``language``: the streams of that language (and of none known) first,
-    the other languages of its kind only where those match nothing, other kinds never
-    (``ngram_db.languages.tiers``); an index whose streams' languages are not known (the
-    requesting document's own) is in the first tier whole.
-    """
-    flat: list[Any] = []
-    for index in indexes:
-        if isinstance(index, MatchSet):
-            flat.extend(index.sources)
-        elif index is not None and len(index):
-            flat.append(index)
-    first: list[Any] = []
-    then: list[Any] = []
-    for index in flat:
-        known = getattr(index, "languages", None)
-        cut = languages.tiers(known, language) if known is not None else None
-        if cut is None:
-            first.append(index)
-            continue
-        own, near = cut
-        if own.all():
-            first.append(index)
-        elif own.any():
-            first.append(_Filtered(index, own))
-        if near.any():
-            then.append(_Filtered(index, near))
-    return _Tiered(MatchSet(first), MatchSet(then)) if then else MatchSet(first)

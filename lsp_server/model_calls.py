@@ -18,7 +18,7 @@ from functools import partial
 from lsp_server.answer import answer, start_memory
 from lsp_server.completion import Answer
 from lsp_server.context import ContextAssembler
-from lsp_server.memory import PendingSource
+from lsp_server.match_sources import PendingSource
 from lsp_server.notifier import Notifier
 from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
