@@ -358,7 +358,7 @@ def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 5. Speed", ""]
     names = ("cpu_anchor", "lsp_latency_cpu", "latency", "kernels", "kernel_choices", "fidelity",
              "lsp_latency", "knn_cost")  # fmt: skip
-    for name in names:  # lsp_latency_cpu: issue 39's rerun of bench/lsp_latency.py
+    for name in names:  # lsp_latency_cpu: issue 39's rerun of bench/lsp_latency
         out += other_results(name, name.removesuffix("_cpu"))
     if q is not None:
         name, main = next(iter(q["methods"].items()))

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests
 # of a typing user reuse: started at once, every keystroke's request paid a short-window
-# prefill again (bench/lsp_latency.py's typing case: p50 prefill 178 ms instead of ~30).
+# prefill again (bench/lsp_latency's typing case: p50 prefill 178 ms instead of ~30).
 # After a pause this long the user has stopped typing for a moment, and the next request
 # finds the full window.
 WARM_IDLE_S = 0.5
