@@ -22,7 +22,7 @@ memory (its tap records one row) stay on the superposed path; the log says so on
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -32,12 +32,38 @@ from superposed.types import Cancelled
 
 if TYPE_CHECKING:
     from superposed.runner import ModelRunner
-    from superposed.superposed import SuperposedDecoder
+    from superposed.types import CancelCheck, DecodeConfig, Draft
     from superposed.vocab import Vocab
 
 log = logging.getLogger(__name__)
 _BATCHED = ("expand", "score", "select")
 _said: set[str] = set()  # the fallbacks already logged (once per process each)
+
+
+class RowDecoder(Protocol):
+    """What decoding in rows needs of the decoder that branches (superposed.py's
+    SuperposedDecoder, which rows.py does not import): the request's parts, the finished
+    drafts, and the two parts of a superposed step that each row's step shares."""
+
+    runner: ModelRunner
+    vocab: Vocab
+    cfg: DecodeConfig
+    cancel: CancelCheck | None
+    finished: list[Draft]
+
+    def score(
+        self,
+        alive: list[Hypothesis],
+        rows: torch.Tensor,
+        top: torch.Tensor,
+        candidates: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each draft's candidates and memory proposals re-scored: (scores, candidates)."""
+        ...
+
+    def sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
+        """Set finished drafts aside (into ``finished``); return the ones that go on."""
+        ...
 
 
 def fallback_reason(runner: ModelRunner, knn_on: bool) -> str | None:
@@ -71,7 +97,7 @@ def branch_now(mode: str, alive: list[Hypothesis], vocab: Vocab) -> bool:
 
 
 def extend_rows(
-    dec: SuperposedDecoder, alive: list[Hypothesis], logits: torch.Tensor
+    dec: RowDecoder, alive: list[Hypothesis], logits: torch.Tensor
 ) -> list[Hypothesis | None]:
     """Each row's draft extended by its own best re-scored candidate (None: nothing allowed).
 
@@ -81,7 +107,7 @@ def extend_rows(
     logp = F.log_softmax(logits.float() / cfg.temperature, dim=-1)  # [D, V]
     logp = constrain(logp, heal_masks(dec.vocab, alive, logp.shape[-1], logp.device))
     top, candidates = logp.topk(min(cfg.candidates, logp.shape[-1]), dim=-1)  # [D, C]
-    scores, candidates = dec._score(alive, logp, top, candidates)  # as the superposed step
+    scores, candidates = dec.score(alive, logp, top, candidates)  # as the superposed step
     scores = scores.cpu()  # [D, C + P]
     best = scores.argmax(1)  # [D]
     out: list[Hypothesis | None] = []
@@ -95,7 +121,7 @@ def extend_rows(
 
 
 def decode_rows(
-    dec: SuperposedDecoder, alive: list[Hypothesis], prompt_len: int, step: int
+    dec: RowDecoder, alive: list[Hypothesis], prompt_len: int, step: int
 ) -> list[Hypothesis]:
     """Decode the live drafts in rows from ``step`` on; return those the steps ran out on.
 
@@ -122,7 +148,7 @@ def decode_rows(
         extended = extend_rows(dec, alive, logits)
         kept, alive = [], []
         for row, hyp in enumerate(extended):
-            if hyp is not None and dec._sort_out([hyp]):  # neither stuck nor finished
+            if hyp is not None and dec.sort_out([hyp]):  # neither stuck nor finished
                 kept.append(row)
                 alive.append(hyp)
         if not alive:

@@ -215,7 +215,7 @@ class SuperposedDecoder:
             logits, self.knn, cfg.knn_weight, cfg.knn_neighbours, cfg.knn_temperature
         )
 
-    def _sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
+    def sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """Set finished drafts aside; return the ones that go on."""
         alive = []
         for hyp in hyps:
@@ -238,10 +238,10 @@ class SuperposedDecoder:
             top, candidates = (t.expand(len(alive), -1) for t in logp.topk(width, dim=-1))
         else:
             top, candidates = rows.topk(width, dim=-1)
-        scores, candidates = self._score(alive, rows, top, candidates)
+        scores, candidates = self.score(alive, rows, top, candidates)
         return select(alive, candidates, scores, self.cfg.k, self.vocab, self.slots)
 
-    def _score(
+    def score(
         self,
         alive: list[Hypothesis],
         rows: torch.Tensor,
@@ -265,7 +265,7 @@ class SuperposedDecoder:
         self.runner.rewind(prompt_len)
         logits = self._with_knn(self.runner.prefill, best.tokens)
         match = mem.lookup(self.memory, self.prompt.ids, [best.tokens])[0]
-        return self._sort_out(branch(logits, best, self.cfg, self.vocab, match, self.slots))
+        return self.sort_out(branch(logits, best, self.cfg, self.vocab, match, self.slots))
 
     def _out_of_steps(self, hyp: Hypothesis) -> Draft:
         """A draft still going when the steps ran out: finished from its memory match where
@@ -282,7 +282,7 @@ class SuperposedDecoder:
             start = self.finisher.start()
             match = mem.prompt_match(self.memory, self.prompt.ids, cfg)
             seeded = mem.seeds(match, cfg, self.vocab, self.finisher)
-            alive = self._sort_out(branch(logits, start, cfg, self.vocab, match))
+            alive = self.sort_out(branch(logits, start, cfg, self.vocab, match))
             for step in range(1, cfg.max_new_tokens):
                 if settled(self.finished, alive, cfg.settle):
                     break
@@ -294,7 +294,7 @@ class SuperposedDecoder:
                 if cfg.reset_every and step % cfg.reset_every == 0:
                     alive = self._reset(alive, prompt_len)
                 else:
-                    alive = self._sort_out(self._step(alive))
+                    alive = self.sort_out(self._step(alive))
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
         ran_out = not settled(self.finished, alive, cfg.settle)  # the steps ran out first

@@ -30,8 +30,6 @@ KNOWN_CIRCLES: dict[str, set[frozenset[str]]] = {
     "superposed": {
         # types.py names ModelRunner for an annotation; runner.py raises types' NonFiniteLogits.
         frozenset({"superposed.runner", "superposed.types"}),
-        # rows.py (issue 38, being built) calls back into the superposed step's parts.
-        frozenset({"superposed.rows", "superposed.superposed"}),
     },
     "ngram_db": set(),
     "lsp_server": set(),
