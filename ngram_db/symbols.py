@@ -1,6 +1,6 @@
 """A file's definitions from tree-sitter tags: name, kind, line and a header that states them.
 
-The store keeps these rows in its ``symbols`` table (ngram_db/store.py) so that, inside a call
+The store keeps these rows in its ``symbols`` table (ngram_db/schema.py) so that, inside a call
 ``frobnicate_widget(`` or after ``obj.``, the completion side can propose the parameters and
 attributes of the definition the line calls (lsp_server/definitions.py, issue 22). The small
 models do not use another file's signature when it is put in their prompt (issue 22); the
