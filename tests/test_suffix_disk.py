@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lsp_server import memory as memory_module
+from lsp_server import store_indexes
 from lsp_server.memory import Memory
 from ngram_db import suffix_store
 from ngram_db.indexer import index_repo
@@ -212,7 +212,7 @@ def test_after_forget_no_suffix_file_holds_the_forgotten_text(
 
     theirs.forget("/ws/secret.py")
     assert not holds(suffix_files(path), SECRET)
-    monkeypatch.setattr(memory_module, "INLINE_TOKENS", 10)  # so the refresh writes a base
+    monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)  # so the refresh writes a base
     memory.store_index(mine)  # sees the base gone: drops its mapping
     gc.collect()
     assert not mapped(base_path(path), deleted=True)  # the deleted file's blocks are freed
@@ -248,15 +248,15 @@ def test_a_store_without_a_base_answers_at_once_and_gets_one(
 ) -> None:
     mine, theirs = stores
     fill(theirs)
-    monkeypatch.setattr(memory_module, "INLINE_TOKENS", 10)  # a "big" store
+    monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)  # a "big" store
     release = threading.Event()
-    written = memory_module.write_base
+    written = store_indexes.write_base
 
     def slow_write(store: NgramStore) -> Path | None:
         assert release.wait(30)
         return written(store)
 
-    monkeypatch.setattr(memory_module, "write_base", slow_write)
+    monkeypatch.setattr(store_indexes, "write_base", slow_write)
     memory = Memory(BYTES)
     assert memory.store_index(mine) is None  # answered without it: not built on this thread
     assert not base_path(path).exists()
@@ -296,7 +296,7 @@ def test_a_damaged_base_is_detected_and_rebuilt(
     damage(base_path(path))
     with pytest.raises(suffix_store.BaseDamaged):
         open_base(path, BYTES.fingerprint)
-    monkeypatch.setattr(memory_module, "INLINE_TOKENS", 10)  # rebuilt as a base, not a delta
+    monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)  # rebuilt as a base, not a delta
     memory = Memory(BYTES)
     memory.store_index(mine)  # no crash: answered without it (or with the rebuilt one)
     memory.wait()
@@ -313,8 +313,8 @@ def test_a_base_that_cannot_be_written_is_kept_in_ram(
     def refuse(store: NgramStore) -> Path | None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(memory_module, "INLINE_TOKENS", 10)
-    monkeypatch.setattr(memory_module, "write_base", refuse)
+    monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)
+    monkeypatch.setattr(store_indexes, "write_base", refuse)
     memory = Memory(BYTES)
     memory.store_index(mine)
     memory.wait()
