@@ -7,7 +7,7 @@ codebase in the prompt: verdict per model"). Small models did not read another f
 signature in an earlier oracle run, so the setting is kept only where a model reads it.
 
 The preamble is text laid before the prompt's window (lsp_server/prompt_plan.py,
-``prompt_window``), one piece per item, each ``# file: PATH`` then the item's text:
+``PromptPlan.window``), one piece per item, each ``# file: PATH`` then the item's text:
 
 1. **headers** (``definitions``): the definitions of the names the document calls or imports
    that another file defines, resolved like the definition proposals (the store's symbols

@@ -134,34 +134,3 @@ def context_preamble(engine: Engine, context: CursorContext, room: int) -> tuple
     tokens = len(engine.tokenizer(context.preamble, add_special_tokens=False)["input_ids"])
     return (context.preamble, tokens) if tokens <= room // 2 else ("", 0)
 
-
-def prompt_window(
-    engine: Engine,
-    context: CursorContext,
-    settings: DecodingSettings,
-    max_prompt_tokens: int | None = None,
-) -> tuple[str, fim.FimTokens | None]:
-    """The text before the cursor that the prompt holds, and the FIM markers (None: none)."""
-    plan = PromptPlan.of(engine, context, settings)
-    return plan.window(max_prompt_tokens), plan.markers
-
-
-def request_prompt(
-    engine: Engine,
-    context: CursorContext,
-    settings: DecodingSettings,
-    max_prompt_tokens: int | None = None,
-) -> Prompt:
-    """The full window's prompt of a request at ``context`` (what warm-ups prefill)."""
-    return PromptPlan.of(engine, context, settings).prompt(max_prompt_tokens)
-
-
-def choose_prompt(
-    engine: Engine,
-    context: CursorContext,
-    settings: DecodingSettings,
-    max_prompt_tokens: int | None,
-    max_new_tokens: int,
-) -> tuple[Prompt, bool]:
-    """``PromptPlan.choose`` for a request at ``context`` (what a resting warm-up prefills)."""
-    return PromptPlan.of(engine, context, settings).choose(max_prompt_tokens, max_new_tokens)

@@ -4,13 +4,13 @@ The engine's KV cache reuses the longest common prefix of token ids. A request w
 the cache lacks (a file just opened or switched to) would prefill the whole window (1024
 tokens, over a second on one CPU thread) on the request path. Instead (``firstPromptTokens``):
 
-- such a request answers from a short recent window (prompt_plan.choose_prompt), which shares
+- such a request answers from a short recent window (prompt_plan.PromptPlan.choose), which shares
   no prefix with the full window, and the server then queues a warm-up at its cursor;
 - didOpen (at the end of the document) and didChange (after the edit) queue a warm-up too.
 
 A warm-up waits for a pause (``WARM_IDLE_S`` without a request), then prefills the
 full-window prompt that a request at that position would decode from
-(prompt_plan.request_prompt), on the engine thread, ``WARM_CHUNK`` tokens at a time. Any
+(prompt_plan.PromptPlan.prompt), on the engine thread, ``WARM_CHUNK`` tokens at a time. Any
 request that needs the engine sets the warm-up's cancel event: it waits at most one chunk,
 and what was prefilled so far stays in the cache (a later request or warm-up resumes from
 that prefix). The next request near that position then prefills only the few new tokens.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from lsp_server.answer import stores_here, unsaid, with_preamble
-from lsp_server.prompt_plan import choose_prompt, request_prompt
+from lsp_server.prompt_plan import PromptPlan
 from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
 from lsp_server.session import ready
@@ -114,12 +114,11 @@ class Warmer:
         here = stores_here(session, request, report=unsaid)  # the request says what is wrong
         context = with_preamble(session, request, here, self._assembler)
         max_prompt = decoding.max_prompt_tokens or None
+        plan = PromptPlan.of(engine, context, decoding)
         if resting:  # what a request would use now: the short window on a cold cache
-            prompt, _ = choose_prompt(
-                engine, context, decoding, max_prompt, decoding.max_new_tokens
-            )
+            prompt, _ = plan.choose(max_prompt, decoding.max_new_tokens)
         else:
-            prompt = request_prompt(engine, context, decoding, max_prompt)
+            prompt = plan.prompt(max_prompt)
         done = prefill_missing(engine.runner, prompt.ids, self._scheduler.cancel_check(event))
         if done is None:
             self._counters["warmups_cancelled"] += 1

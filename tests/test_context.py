@@ -9,7 +9,7 @@ from typing import Any
 
 from lsp_server.context import ContextAssembler, Piece, assemble, used_names
 from lsp_server.cursor import CursorContext
-from lsp_server.prompt_plan import PromptPlan, prompt_window
+from lsp_server.prompt_plan import PromptPlan
 from lsp_server.settings import DecodingSettings, parse_settings
 from ngram_db.symbols import Symbol, extract
 
@@ -145,14 +145,14 @@ def test_the_prompt_lays_the_preamble_before_the_window(tokenizer_engine: Simple
     bare = CursorContext(before, "")
     preamble = "# file: a.py\ndef compute(previous, step)\n\n"
     dressed = CursorContext(before, "", preamble=preamble)
-    plain, _ = prompt_window(engine, bare, settings, 300)  # type: ignore[arg-type]
-    text, _ = prompt_window(engine, dressed, settings, 300)  # type: ignore[arg-type]
+    plain = PromptPlan.of(engine, bare, settings).window(300)  # type: ignore[arg-type]
+    text = PromptPlan.of(engine, dressed, settings).window(300)  # type: ignore[arg-type]
     assert text == preamble + plain  # the window keeps its budget; the preamble comes on top
     extra = len(engine.tokenizer(preamble, add_special_tokens=False)["input_ids"])
     assert PromptPlan.of(engine, dressed, settings).budget(300) == 300 + extra  # type: ignore[arg-type]
     assert PromptPlan.of(engine, bare, settings).budget(300) == 300  # type: ignore[arg-type]
     huge = CursorContext(before, "", preamble=preamble * 400)  # over half the context: dropped
-    assert prompt_window(engine, huge, settings, 300)[0] == plain  # type: ignore[arg-type]
+    assert PromptPlan.of(engine, huge, settings).window(300) == plain  # type: ignore[arg-type]
 
 
 def test_the_session_lays_the_preamble_only_when_the_setting_is_on(
