@@ -143,7 +143,7 @@ class Drafts:
         """The drafts for a request at ``context`` that need no model call of its own: the
         shown ones typed along, or the accept's job's; None: the request decodes.
 
-        ``erased``: the stores' erasure stamp now (Memory.erasures). When it moved since the
+        ``erased``: the stores' erasure stamp now (MatchIndexes.erasures). When it moved since the
         document's last request, text was forgotten (by the editor or ``index-repo
         --forget``) and the drafts shown or drafted ahead may hold it: they go.
         """

@@ -3,7 +3,7 @@
 ``answer(session, request, cancel)`` is what the server runs on its engine thread
 (model_calls.py), and what ``superposed-lsp complete`` (cli.py) and the demo call directly, so
 the three answer alike. In order: the stores that apply to the file (looked up once), the
-n-gram source over them, the hidden-state memory beside the codebase store (knnWeight), the
+n-gram source over them, the kNN store beside the codebase store (knnWeight), the
 codebase in the prompt (setting ``context``), the memory's matches (setting ``memory``), then
 ``completion.decode``. It raises what decode raises (Cancelled, EngineError): the caller says
 what they mean to its user.
@@ -93,7 +93,7 @@ def stores_here(session: Session, request: Request, report: Report = logged) -> 
 
 
 def knn_source(session: Session, here: StoresHere, report: Report) -> HiddenSource | None:
-    """The hidden-state memory beside the codebase store (lsp_server/knn.py), if any."""
+    """The kNN store beside the codebase store (lsp_server/knn.py), if any."""
     store = here.codebase
     if store is None:
         return None
@@ -109,7 +109,7 @@ def start_memory(session: Session, request: Request) -> PendingSource:
         session.shareable.others, roots=where.roots, max_bytes=session.stores.max_file_bytes
     )
     before = len(request.context.before)
-    return session.memory.source_later(where.uri, before, where.documents, shared)
+    return session.indexes.source_later(where.uri, before, where.documents, shared)
 
 
 def memory_matches(

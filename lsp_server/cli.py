@@ -138,7 +138,7 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     outside a git repository has no codebase store."""
     from lsp_server.answer import answer
     from lsp_server.cursor import CursorContext
-    from lsp_server.memory import Memory
+    from lsp_server.match_indexes import MatchIndexes
     from lsp_server.models import load_engine
     from lsp_server.request import Request
     from lsp_server.session import Session
@@ -156,7 +156,8 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     started = time.perf_counter()
     engine = load_engine(settings.model)
     load_ms = (time.perf_counter() - started) * 1e3
-    session = Session(engine, Stores(engine.tokenizer, settings.stores), Memory(engine.tokenizer))
+    stores = Stores(engine.tokenizer, settings.stores)
+    session = Session(engine, stores, MatchIndexes(engine.tokenizer))
     # No workspace: the repository's codebase store, only where it exists; the file is the
     # one open document.
     uri = path.as_uri()
@@ -164,8 +165,8 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     here = session.stores.for_path(path, [])
     if settings.decoding.memory:
         for store in here.present():  # index the stores now, as a running server has
-            session.memory.store_index(store)
-        session.memory.wait()
+            session.indexes.store_index(store)
+        session.indexes.wait()
     try:
         drafts = answer(session, request)
     finally:

@@ -23,7 +23,7 @@ from typing import Any
 import ngram_db
 from lsp_server.answer import answer
 from lsp_server.cursor import CursorContext
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import load_engine
 from lsp_server.request import Request
 from lsp_server.session import Session
@@ -86,10 +86,10 @@ def run(model: str, k: int) -> dict[str, Any]:
         store.close()
         # The demo's store alone: the user's own store is left out.
         stores = Stores(engine.tokenizer, StoreSettings(codebase_db=str(db), user_store=False))
-        session = Session(engine, stores, Memory(engine.tokenizer))
+        session = Session(engine, stores, MatchIndexes(engine.tokenizer))
         for indexed in stores.for_path(SNIPPET, [SAMPLE_CODEBASE]).present():
-            session.memory.store_index(indexed)  # the memory over the store, as a server has
-        session.memory.wait()
+            session.indexes.store_index(indexed)  # the memory over the store, as a server has
+        session.indexes.wait()
         results = []
         for title, text in CURSORS:
             for label, method, with_store in RUNS:

@@ -1,4 +1,4 @@
-"""The server's hidden-state memories: the kNN store beside each codebase store, loaded once.
+"""The server's kNN stores (index-repo --knn's, one beside each codebase store), loaded once.
 
 ``index-repo --knn`` writes ``<store>.knn.npz`` (ngram_db/knn_store.py). A request with
 ``knnWeight`` > 0 reads the one beside its codebase store: loaded at the first such request
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 Key = tuple[int, int, object]  # the file's mtime_ns and size, the store's change counter
 
 
-class KnnMemories:
+class KnnIndexes:
     """Loaded hidden-state indexes by store file, each with what it was loaded from."""
 
     def __init__(self) -> None:
@@ -65,12 +65,12 @@ class KnnMemories:
         try:
             loaded = KnnStore.load(path)
         except (KnnStoreError, OSError) as err:
-            failed(f"hidden-state memory unusable: {err}")
+            failed(f"kNN store unusable: {err}")
             return None
         header = loaded.header
         if header.get("model") != model or header.get("tokenizer") != tokenizer:
             failed(
-                f"hidden-state memory {path} was made by model {header.get('model')!r}, not "
+                f"kNN store {path} was made by model {header.get('model')!r}, not "
                 f"{model!r}: run index-repo --knn --model {model} to rebuild it"
             )
             return None

@@ -1,4 +1,4 @@
-"""A request's match sources over the memory's indexes (lsp_server/memory.py): the stores'
+"""A request's match sources over the memory's indexes (lsp_server/match_indexes.py): the stores'
 and the documents' indexes in one ``MatchSource``, the documents' waited for at the first
 match (``PendingSource``), and a document's language first (``match_set``)."""
 
@@ -19,22 +19,22 @@ from superposed.ngram import Match, MatchSource
 log = logging.getLogger(__name__)
 
 
-class StoreIndexes(Protocol):
-    """What a pending source asks of the memory (lsp_server/memory.Memory)."""
+class StoreIndexSource(Protocol):
+    """What a pending source asks of the indexes (lsp_server/match_indexes.MatchIndexes)."""
 
     def store_index(self, store: NgramStore) -> MatchSet | None: ...
 
 
 class PendingSource:
-    """A request's documents being indexed in the background (Memory.source_later)."""
+    """A request's documents being indexed in the background (MatchIndexes.source_later)."""
 
     def __init__(
         self,
-        memory: StoreIndexes,
+        indexes: StoreIndexSource,
         documents: Future[list[SuffixIndex | None]],
         language: str | None = None,
     ) -> None:
-        self.memory = memory
+        self.indexes = indexes
         self.documents = documents
         self.language = language  # the requesting document's (None: unknown, no filter)
 
@@ -43,7 +43,7 @@ class PendingSource:
     ) -> MatchSource:
         """The request's source: the stores' indexes now (on the caller's thread), and the
         ``shared`` indexes (Stores.shared), the documents' when first matched."""
-        indexes = [self.memory.store_index(s) for s in stores if s is not None]
+        indexes = [self.indexes.store_index(s) for s in stores if s is not None]
         if shared:  # after the stores: of equally long matches, the own code continues
             indexes.append(MatchSet(list(shared)))
         return _Deferred(indexes, self.documents, self.language)

@@ -243,8 +243,8 @@ class SuperposedServer(LanguageServer):
 
 def _erasures(session: Session, request: Request) -> object:
     """A stamp that moves when text is erased from the stores that apply to the request
-    (Memory.erasures); off the event loop: it reads them."""
-    return session.memory.erasures(stores_here(session, request, unsaid).present())
+    (MatchIndexes.erasures); off the event loop: it reads them."""
+    return session.indexes.erasures(stores_here(session, request, unsaid).present())
 
 
 def _language(document: TextDocument) -> str:
@@ -350,7 +350,7 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
     ls.drafts.forget(key)
     ls.context.forget(key)
     if (session := ready(ls.session)) is not None:  # what the memory held of it goes
-        session.memory.close(key)
+        session.indexes.close(key)
         session.shareable.forget(key)
     ls.next_edits.closed(params.text_document.uri)
 
@@ -432,7 +432,7 @@ def stats(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
         **ls.learning.stats(roots_of(ls.workspace)),  # stores, writes
         "lastTimingMs": ls.calls.last_timing_ms,  # the last model call's, by phase
         "lastPrompt": ls.last_prompt,  # its prompt tokens, those reused, short window
-        "memoryMb": resident_mb(),  # this process's resident set, now and at its peak
+        "residentMb": resident_mb(),  # this process's resident set, now and at its peak
         "nextEdits": ls.next_edits.stats(),  # its last time to proposals, patterns, counts
     }
 

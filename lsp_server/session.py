@@ -1,9 +1,10 @@
 """The server's state: the loaded model's ``Session``, or why there is none yet.
 
-A ``Session`` is the engine, the stores that count with its tokenizer and the memory (suffix
-indexes over those stores and the open documents): plain data. ``load`` builds it in one
-piece on the engine thread and the loader (loader.py) swaps it in with one assignment, so
-work that took ``server.session`` reads an engine, stores and memory that belong together.
+A ``Session`` is the engine, the stores that count with its tokenizer and the memory's
+indexes (suffix indexes over those stores and the open documents): plain data. ``load``
+builds it in one piece on the engine thread and the loader (loader.py) swaps it in with one
+assignment, so work that took ``server.session`` reads an engine, stores and indexes that
+belong together.
 Until a session is in, the slot holds ``Loading`` (the model loads) or ``Failed`` (it did
 not, and why). What does the work takes the session and the request: ``answer.answer``
 (through model_calls.ModelCalls, which alone says "not ready"), warmup.Warmer, ahead.Drafts.
@@ -20,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_server.knn import KnnMemories
-from lsp_server.memory import Memory
+from lsp_server.knn import KnnIndexes
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import load_engine
 from lsp_server.settings import ModelSettings
 from lsp_server.shareable import Shareable
@@ -32,14 +33,14 @@ from superposed.api import Engine
 
 @dataclass(frozen=True)
 class Session:
-    """The loaded engine, its stores and its memory, swapped in whole (see the module)."""
+    """The loaded engine, its stores and its match indexes, swapped in whole (see the module)."""
 
     engine: Engine
     stores: Stores
-    memory: Memory  # suffix indexes over the stores' files and the open documents
+    indexes: MatchIndexes  # the memory's suffix indexes: the stores' files, the open documents
     # the open documents that other documents' drafts may copy from (a save's rules)
     shareable: Shareable = field(default_factory=Shareable)
-    knn: KnnMemories = field(default_factory=KnnMemories)  # index-repo --knn's, by store
+    knn: KnnIndexes = field(default_factory=KnnIndexes)  # index-repo --knn's, by store
     error = None  # the load did not fail
 
     def status(self) -> tuple[str, str | None]:
@@ -137,11 +138,11 @@ def load(
     if stores is None or stores.fingerprint != as_tokenizer(engine.tokenizer).fingerprint:
         stores = open_stores(lambda: engine.tokenizer)
     assert stores is not None  # the loaded model's tokenizer always opens them
-    return Session(engine, stores, Memory(engine.tokenizer))
+    return Session(engine, stores, MatchIndexes(engine.tokenizer))
 
 
 def resident_mb() -> dict[str, float | None]:
-    """This process's resident memory now and at its peak, in MiB (None where unknown)."""
+    """This process's resident set now and at its peak, in MiB (None where unknown)."""
     peak: float | None = None
     now: float | None = None
     try:

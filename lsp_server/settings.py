@@ -81,7 +81,7 @@ class DecodingSettings(DecodeConfig):
 
     method: str = "superposed"  # one of METHODS
     # Longest matches over the stores' files and the open documents propose and weigh
-    # candidates (lsp_server/memory.py, superposed/memory.py). On the replay it lifts edit
+    # candidates (lsp_server/match_indexes.py, superposed/memory.py). On the replay it lifts edit
     # similarity@3 at the line start and mid-line over the same server without it
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True

@@ -10,7 +10,8 @@ whose file changed or was erased before answering (``Segment.mask``): forgetting
 shell reaches the next request. The delta is rebuilt in the background (on first use of a
 small store, at once), the previous indexes serving meanwhile.
 
-lsp_server/memory.py's Memory holds one StoreMemory beside the open documents' indexes.
+lsp_server/match_indexes.py's MatchIndexes holds one StoreIndexes beside the open documents'
+indexes.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class _StoreEntry:
         self.missing_lasting = 0  # of them, in files that a base holds (suffix_store.lasting)
         self.on_disk: FileId | None = None  # the base file last looked at
         self.in_ram = False  # the base file cannot be written: the base lives in RAM
-        self.queued = False  # a background refresh is queued (guarded by StoreMemory._lock)
+        self.queued = False  # a background refresh is queued (guarded by StoreIndexes._lock)
 
     def indexes(self) -> list[SuffixIndex]:
         """The delta first: of equally long matches, the newer text continues."""
@@ -85,14 +86,14 @@ def _erased(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     return any(lasting(p) for p in gone) or bool(gone and new.keys() <= old.keys())
 
 
-class StoreMemory:
+class StoreIndexes:
     """The stores' suffix indexes, each current with its store; thread-safe."""
 
     def __init__(self) -> None:
         self._stores = weakref.WeakKeyDictionary[NgramStore, _StoreEntry]()
         self._lock = threading.Lock()  # held briefly: indexes are built outside it
         # the stores' bases and deltas, on a thread of their own (never the documents')
-        self._store_builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-store")
+        self._store_builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-indexes")
         self._erased = 0  # times a file was seen erased from a store (``erasures``)
 
     def store_index(self, store: NgramStore) -> MatchSet | None:

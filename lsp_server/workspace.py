@@ -119,7 +119,7 @@ def never_learned(
 
     The one rule for a save of the file (``text``: its text), a draft accepted in it
     (``text``: the draft with its line) and an open document that other documents' drafts
-    would copy from (lsp_server/memory.py): where the file is (``placed``), then what the
+    would copy from (lsp_server/match_indexes.py): where the file is (``placed``), then what the
     text holds (``ngram_db.files.content_skip_reason``: secrets, size, binary, generated).
     """
     return placed(path, roots).reason or content_skip_reason(text, max_bytes)

@@ -2,7 +2,7 @@
 
     index-repo PATH [--db FILE] [--scope codebase|user] [--orders 2-6] [--include GLOB]
                [--exclude GLOB] [--max-file-bytes N] [--model NAME] [--rebuild] [--stats]
-               [--knn [--knn-keep all|wrong] [--knn-dims N]]   # and the hidden-state memory
+               [--knn [--knn-keep all|wrong] [--knn-dims N]]   # and the kNN store
     index-repo PATH --forget [--scope user | --db FILE]   # erase a file or folder from a store
     index-repo --clear [--scope user | --db FILE | PATH]   # erase everything a store holds
     index-repo --engine infini-gram --out DIR PATH...      # a shared index, a shard a repo
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _knn(store: NgramStore, args: argparse.Namespace) -> Any:
-    """--knn: the hidden-state memory of the store's files (loads the model: torch)."""
+    """--knn: the kNN store of the store's files (loads the model: torch)."""
     if not 1 <= args.knn_dims <= 1024:
         raise NgramStoreError(f"--knn-dims must lie in 1..1024 (got {args.knn_dims})")
     from ngram_db.knn_index import index_knn

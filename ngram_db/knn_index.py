@@ -104,14 +104,14 @@ def index_knn(
     progress: Callable[[str], None] | None = None,
     only: Collection[str] | None = None,
 ) -> KnnSummary:
-    """Bring ``store``'s hidden-state memory up to date with its files (see the module).
+    """Bring ``store``'s kNN store up to date with its files (see the module).
 
     only: these paths of the store and no others (a benchmark's subset); None: every file.
     """
     if keep not in KEEP_RULES:
         raise ValueError(f"keep must be one of {KEEP_RULES}, got {keep!r}")
     if store.path is None:
-        raise KnnStoreError("an in-memory store has no hidden-state memory file")
+        raise KnnStoreError("an in-memory store has no kNN store file")
     began = time.perf_counter()
     target = knn_path(store.path)
     header = {"model": model, "tokenizer": store.tokenizer.fingerprint, "keep": keep}
@@ -158,7 +158,7 @@ def _reusable(target: Path, header: dict[str, Any], dims: int) -> KnnStore | Non
     except FileNotFoundError:
         return None
     except KnnStoreError as err:
-        log.warning("rebuilding the hidden-state memory: %s", err)
+        log.warning("rebuilding the kNN store: %s", err)
         return None
     same = all(old.header.get(k) == v for k, v in header.items())
     return old if same and old.projection.dims == min(dims, old.projection.dims) else None

@@ -1,4 +1,4 @@
-"""The hidden-state memory's store: reduced keys of the model's hidden states, and next tokens.
+"""The kNN store: reduced keys of the model's hidden states, and next tokens.
 
 One file beside the SQLite store (``<store>.knn.npz``, numpy's own format, no pickles): per
 stored position the key (the model's last hidden state there, projected by a PCA fitted on

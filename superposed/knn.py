@@ -1,4 +1,4 @@
-"""A hidden-state memory (kNN-LM) as one more next-token distribution the engine mixes in.
+"""kNN-LM as one more next-token distribution the engine mixes in.
 
 kNN-LM (Khandelwal et al., 2020; for code, kNM-LM, Tang et al., 2023): the codebase's
 positions are kept as (key of the model's last hidden state there, the token that came

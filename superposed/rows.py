@@ -72,7 +72,7 @@ def fallback_reason(runner: ModelRunner, knn_on: bool) -> str | None:
     if missing:
         return f"runner {type(runner).__name__} has no {', '.join(missing)}: no batched rows"
     if knn_on:
-        return "the hidden-state memory (knnWeight > 0) reads one row per step"
+        return "the kNN store (knnWeight > 0) reads one row per step"
     return None
 
 

@@ -205,7 +205,7 @@ class SuperposedDecoder:
             self.branch = "off"
 
     def _with_knn(self, forward: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
-        """``forward(*args)``'s logits with the hidden-state memory mixed in (when on)."""
+        """``forward(*args)``'s logits with the kNN store mixed in (when on)."""
         if self.knn is None:
             return forward(*args)
         self.knn.tap.clear()  # a compiled step records nothing: not the last step's state

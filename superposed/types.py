@@ -122,7 +122,7 @@ class DecodeConfig:
     # Both off: on the replay the drafts differed more but matched no more often
     # (docs/benchmarks.md, issue 22 part 1).
     first_word_cap: int = setting(0, low=0, high=16)
-    # The hidden-state memory (kNN-LM, superposed/knn.py; built by index-repo --knn): its
+    # The kNN store (kNN-LM, superposed/knn.py; built by index-repo --knn): its
     # next-token distribution's weight against the model's (0: off), the stored positions
     # it reads per step, and the softmax temperature of their (squared, reduced) distances.
     knn_weight: float = setting(0.0, low=0.0, high=0.99)
@@ -291,7 +291,7 @@ class DecodeRequest:
     stop: StopCondition = field(default_factory=StopCondition)
     cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
     memory: MatchSource | None = None  # longest matches over the user's code (superposed)
-    knn: KnnLookup | None = None  # the hidden-state memory (superposed; cfg.knn_weight)
+    knn: KnnLookup | None = None  # the kNN store (superposed; cfg.knn_weight)
 
 
 Method = Callable[[DecodeRequest], list[Draft]]

@@ -19,7 +19,7 @@ from lsprotocol import types
 from pygls.workspace import Workspace
 
 from lsp_server import cli, models
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import TINY_ENV
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Session
@@ -72,10 +72,11 @@ def server_drafts(path: Path, args: Any) -> list[str]:
     ls.workspace.put_text_document(types.TextDocumentItem(uri, "python", 1, path.read_text()))
     ls.settings = settings
     engine = models.load_engine(settings.model)
-    session = Session(engine, Stores(engine.tokenizer, settings.stores), Memory(engine.tokenizer))
+    stores = Stores(engine.tokenizer, settings.stores)
+    session = Session(engine, stores, MatchIndexes(engine.tokenizer))
     for store in session.stores.for_path(path, []).present():  # indexed, as complete does
-        session.memory.store_index(store)
-    session.memory.wait()
+        session.indexes.store_index(store)
+    session.indexes.wait()
     ls.loader.session = session
     try:
         _, suggestions = asyncio.run(ls.suggest(uri, types.Position(LINE, COL)))

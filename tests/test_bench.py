@@ -213,7 +213,7 @@ def test_table_aligns_the_columns_it_is_told() -> None:
 
 
 def test_hypotheses_are_found_by_the_role_of_the_spec_not_its_label() -> None:
-    from bench import report
+    from bench import report_quality
 
     main = {"method": "superposed", "store": "codebase", "name": "main"}
     specs = [
@@ -228,8 +228,8 @@ def test_hypotheses_are_found_by_the_role_of_the_spec_not_its_label() -> None:
         {"a": "main", "b": "plain", "metric_a": "emk", "mean": 3.0},
     ]
     data = {"specs": specs, "methods": {"main": {}, "plain": {}}, "comparisons": comps}
-    assert report.comparison(data, "greedy", "emk")["mean"] == 3.0
-    assert report.comparison(data, "nostore", "emk") is None
+    assert report_quality.comparison(data, "greedy", "emk")["mean"] == 3.0
+    assert report_quality.comparison(data, "nostore", "emk") is None
 
 
 def test_every_section_of_the_report_template_is_filled_or_refused() -> None:

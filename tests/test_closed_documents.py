@@ -9,7 +9,7 @@ from lsprotocol import types
 from pygls.workspace import Workspace
 
 from lsp_server.drafts import Suggestion
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.server import SuperposedServer, did_close, did_open
 from lsp_server.session import Session
 from lsp_server.workspace import Where
@@ -22,7 +22,7 @@ def _server(tokenizer: Any) -> tuple[SuperposedServer, Session]:
     """A server with a session whose memory is real (no model: nothing here decodes)."""
     server = SuperposedServer()
     server.protocol._workspace = Workspace(None)  # what initialize makes
-    session = Session(engine=None, stores=None, memory=Memory(tokenizer))  # type: ignore[arg-type]
+    session = Session(engine=None, stores=None, indexes=MatchIndexes(tokenizer))  # type: ignore[arg-type]
     server.loader.session = session
     server.settings.decoding.first_prompt_tokens = 0  # no warm-ups: there is no engine
     return server, session
@@ -30,7 +30,7 @@ def _server(tokenizer: Any) -> tuple[SuperposedServer, Session]:
 
 def test_closed_documents_leave_nothing_in_the_server(tokenizer: Any) -> None:
     server, session = _server(tokenizer)
-    memory = session.memory
+    memory = session.indexes
     for cycle in range(2):
         uris = [f"file:///w/c{cycle}/d{n}.py" for n in range(DOCUMENTS)]
         for n, uri in enumerate(uris):
@@ -58,7 +58,7 @@ def test_closed_documents_leave_nothing_in_the_server(tokenizer: Any) -> None:
 def test_a_closed_document_leaves_the_others_index(tokenizer: Any) -> None:
     """The index over the other open documents drops a closed one without waiting for a
     request: its text is no longer matched, and its tokens are freed."""
-    memory = Memory(tokenizer)
+    memory = MatchIndexes(tokenizer)
     ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     here, gone, kept = "file:///here.py", "file:///gone.py", "file:///kept.py"
     docs = {

@@ -143,7 +143,7 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
 def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: Engine) -> None:
     from lsp_server.answer import memory_matches, start_memory
     from lsp_server.cursor import CursorContext
-    from lsp_server.memory import Memory
+    from lsp_server.match_indexes import MatchIndexes
     from lsp_server.request import Request
     from lsp_server.session import Session
     from lsp_server.settings import DecodingSettings, Settings, StoreSettings
@@ -152,7 +152,7 @@ def test_the_server_gives_the_engine_the_definitions_when_weighted(tiny_engine: 
 
     tokenizer = tiny_engine.tokenizer
     stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here
-    session = Session(tiny_engine, stores, Memory(tokenizer))
+    session = Session(tiny_engine, stores, MatchIndexes(tokenizer))
     here = "file:///ws/here.py"
     text = "def frob(widget, *, force=False):\n    pass\n\n\nfrob("
     context = CursorContext.at(text, len(text))

@@ -10,7 +10,7 @@ from lsp_server.completion import decode
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion
 from lsp_server.evidence import LEAD_TOKENS, lead, leading_text, says
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import DecodingSettings
 from lsp_server.wellformed import Cursor, malformed
 from superposed.api import Engine
@@ -76,7 +76,7 @@ def test_the_open_documents_copy_leads_the_frobnicator_drafts(real_engine: Engin
     ``...retries=_frob_frob_frob...``, a line the budget cut in an open call."""
     first = FIRST_LINES + "    " + COPY + "\n"
     second = FIRST_LINES
-    memory = Memory(real_engine.tokenizer)
+    memory = MatchIndexes(real_engine.tokenizer)
     docs = {"file:///a.py": first, "file:///b.py": second}
     context = CursorContext.at(second, len(second), "python")
     source = memory.source("file:///b.py", len(second), docs)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.shared import SharedIndexes
 from ngram_db import infini_source
 from ngram_db.infini import MANIFEST, SHARDS, build_index
@@ -182,7 +182,7 @@ def test_a_shard_truncated_while_mapped_costs_one_lookup(index: Path) -> None:
     assert sources[0].match(_ids(CONTEXT), follow=6) is None
     assert sources[0].match(_ids(CONTEXT), follow=6) is None
     assert len(said) == 1 and "SIGBUS" in said[0] and "rebuild" in said[0], said
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     text = "class OrgClient:\n    pass\n" + CONTEXT
     documents = {"file:///w/app.py": text}
     pending = memory.source_later("file:///w/app.py", len(text), documents)

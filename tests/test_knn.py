@@ -1,4 +1,4 @@
-"""The hidden-state memory (kNN-LM): its distribution, its mixing, its store and its index."""
+"""kNN-LM: its distribution, its mixing, its store and its index."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The server's hidden-state memories (lsp_server/knn.py): found beside the codebase store,
+"""The server's kNN stores (lsp_server/knn.py): found beside the codebase store,
 kept to what the SQLite store still holds, refused when another model made them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lsp_server.knn import KnnMemories
+from lsp_server.knn import KnnIndexes
 from ngram_db.knn_store import KnnStore, Projection, knn_path
 from ngram_db.store import FileTokens, NgramStore
 
@@ -44,13 +44,13 @@ def write_memory(store: NgramStore, model: str = "m") -> None:
 
 def test_no_file_beside_the_store_is_no_memory(store: NgramStore) -> None:
     said: list[str] = []
-    assert KnnMemories().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
+    assert KnnIndexes().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
     assert said == []
 
 
 def test_the_memory_is_loaded_once_and_again_after_a_forget(store: NgramStore) -> None:
     write_memory(store)
-    memories, said = KnnMemories(), list[str]()
+    memories, said = KnnIndexes(), list[str]()
     fingerprint = store.tokenizer.fingerprint
     first = memories.for_store(store, "m", fingerprint, said.append)
     assert first is not None and len(first) == 6 and said == []
@@ -64,7 +64,7 @@ def test_the_memory_is_loaded_once_and_again_after_a_forget(store: NgramStore) -
 def test_a_memory_another_model_made_is_refused_with_what_to_do(store: NgramStore) -> None:
     write_memory(store, model="other")
     said: list[str] = []
-    assert KnnMemories().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
+    assert KnnIndexes().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
     assert len(said) == 1 and "index-repo --knn --model m" in said[0]
 
 
@@ -73,7 +73,7 @@ def test_a_damaged_memory_is_refused_and_the_server_goes_on(store: NgramStore) -
     assert store.path is not None
     knn_path(store.path).write_bytes(b"not a zip")
     said: list[str] = []
-    assert KnnMemories().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
+    assert KnnIndexes().for_store(store, "m", store.tokenizer.fingerprint, said.append) is None
     assert len(said) == 1 and "index-repo --knn" in said[0]
 
 
@@ -83,7 +83,7 @@ def test_a_saved_files_old_positions_leave_until_index_repo_knn_runs_again(
     """A save changes the file's content in the SQLite store: the memory's positions of its
     old text no longer serve (the save does not run the model over it; the others serve)."""
     write_memory(store)
-    memories = KnnMemories()
+    memories = KnnIndexes()
     fingerprint = store.tokenizer.fingerprint
     before = memories.for_store(store, "m", fingerprint, print)
     assert before is not None and len(before) == 6

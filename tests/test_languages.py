@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from ngram_db import NgramStore
 from ngram_db.languages import codes, language_of, tiers
 
@@ -53,7 +53,8 @@ def test_a_prose_file_continuation_is_never_proposed_into_a_python_document(
     leak = _ids(tokenizer, " the-world-is")[:2]
 
     def proposed(uri: str, documents: dict[str, str], store: NgramStore) -> list[int]:
-        found = Memory(tokenizer).source(uri, 0, {uri: "", **documents}, [store]).match(context)
+        indexes = MatchIndexes(tokenizer)
+        found = indexes.source(uri, 0, {uri: "", **documents}, [store]).match(context)
         return [] if found is None else found.continuation
 
     rst = proposed("file:///repo/docs/other.rst", {}, store)

@@ -16,11 +16,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server import memory as memory_module
+from lsp_server import match_indexes as match_indexes_module
 from lsp_server.answer import memory_matches, start_memory
 from lsp_server.completion import decode
 from lsp_server.cursor import CursorContext
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.request import Request
 from lsp_server.session import Session
 from lsp_server.settings import DecodingSettings, Settings, StoreSettings
@@ -258,7 +258,7 @@ def test_verify_orders_by_model_and_drops_the_far_worse(tiny_engine: Engine) -> 
 
 def test_store_index_follows_saves(tokenizer: Any) -> None:
     store = NgramStore.open(":memory:", tokenizer)
-    memory = Memory(tokenizer)
+    memory = MatchIndexes(tokenizer)
     ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     store.update_file("/a.py", "alpha = compute_first_value(1)\n")
     index = memory.store_index(store)  # the first build: done before it returns
@@ -278,7 +278,7 @@ def test_store_index_follows_saves(tokenizer: Any) -> None:
 
 
 def test_open_documents_follow_edits_and_the_cursor_line_is_left_out(tokenizer: Any) -> None:
-    memory = Memory(tokenizer)
+    memory = MatchIndexes(tokenizer)
     ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     other = "file:///other.py"
     here = "file:///here.py"
@@ -312,8 +312,8 @@ def test_large_open_documents_are_indexed_in_the_background(
 ) -> None:
     """Past OTHERS_INLINE_CHARS a change is indexed off the request path: the previous index
     serves until the new one is built, unless it holds the requesting document itself."""
-    monkeypatch.setattr(memory_module, "OTHERS_INLINE_CHARS", 0)
-    memory = Memory(tokenizer)
+    monkeypatch.setattr(match_indexes_module, "OTHERS_INLINE_CHARS", 0)
+    memory = MatchIndexes(tokenizer)
     a, b, here = "file:///a.py", "file:///b.py", "file:///here.py"
 
     def length(uri: str, documents: dict[str, str], text: str) -> int:
@@ -345,8 +345,8 @@ def test_only_the_newest_background_index_of_the_open_documents_is_built(
 ) -> None:
     """Documents changed three times while the builder was busy: the two stale indexes are
     skipped (each would index every open document again), the newest is built."""
-    monkeypatch.setattr(memory_module, "OTHERS_INLINE_CHARS", 0)
-    memory = Memory(tokenizer)
+    monkeypatch.setattr(match_indexes_module, "OTHERS_INLINE_CHARS", 0)
+    memory = MatchIndexes(tokenizer)
     a, here = "file:///a.py", "file:///here.py"
     memory.source(here, 0, {a: "alpha = compute_first_value(1)\n", here: ""})  # built at once
     built: list[int] = []
@@ -394,7 +394,7 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     held = _HeldTokenizer(tokenizer)
     stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here
     engine_stub: Any = SimpleNamespace(tokenizer=tokenizer)  # definitions off: not called
-    session = Session(engine_stub, stores, Memory(held))
+    session = Session(engine_stub, stores, MatchIndexes(held))
     here = "file:///here.py"
     text = "result = frobnicate_widgets(alpha, beta)\nres"
     where = Where(here, Path("/here.py"), [], {here: text})
@@ -417,11 +417,11 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     context = tokenizer.encode("result = frobnicate_widgets(", add_special_tokens=False)
     found = built[0].match(context)
     assert found is not None and found.length >= 4  # the requesting document's earlier line
-    expected = Memory(tokenizer).source(here, len(text), {here: text}).match(context)
+    expected = MatchIndexes(tokenizer).source(here, len(text), {here: text}).match(context)
     assert expected is not None and found.next_counts == expected.next_counts
     # nor do the stores' indexes, taken on the engine thread, wait for the documents' build
     held = _HeldTokenizer(tokenizer)
-    memory = Memory(held)
+    memory = MatchIndexes(held)
     store = NgramStore.open(":memory:", tokenizer)
     store.update_file("/a.py", "alpha = compute_first_value(1)\n")
     pending = memory.source_later(here, len(text), {here: text})
@@ -675,7 +675,7 @@ def test_a_twin_function_proposes_its_body_as_a_block(
     first line only."""
     text = above + "\n\nasync def aget(self, key):\n    "
     uri = "file:///store.py"
-    memory = Memory(tokenizer).source(uri, len(text), {uri: text})
+    memory = MatchIndexes(tokenizer).source(uri, len(text), {uri: text})
     context = CursorContext.at(text, len(text), language="python")
     settings = DecodingSettings(first_prompt_tokens=0)
     assert settings.line_mode == "auto"
@@ -749,7 +749,7 @@ def test_a_twin_body_after_the_opener_takes_the_openers_block(
     opener's indentation and one level, wherever the twin was found."""
     text = above + "\n\n" + opener
     uri = "file:///store.py"
-    memory = Memory(tokenizer).source(uri, len(text), {uri: text})
+    memory = MatchIndexes(tokenizer).source(uri, len(text), {uri: text})
     context = CursorContext.at(text, len(text), language="python")
     settings = DecodingSettings(first_prompt_tokens=0)
     shown = [s.text for s in decode(tiny_engine, context, settings, memory=memory).suggestions]

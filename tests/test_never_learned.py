@@ -1,6 +1,6 @@
 """What is never learned reaches no other document either (issue 34, item 1): open documents
 that a save would not learn feed only their own drafts (lsp_server/shareable.py), and drafts
-shown before a forget are not typed along after it (Memory.erasures, ahead.Drafts)."""
+shown before a forget are not typed along after it (MatchIndexes.erasures, ahead.Drafts)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lsp_server import shareable as shareable_module
 from lsp_server.ahead import Drafts
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.shareable import Shareable
 from ngram_db import ByteTokenizer, NgramStore
 
@@ -53,14 +53,15 @@ def test_open_documents_a_save_would_not_learn_feed_only_their_own_drafts(
     context = ids("DB_HOST = frobnicate_database")
     for other, text in never.items():
         documents = {here: "x = 1\n", other: text}
-        assert Memory(BYTES).source(here, 6, documents).match(context) is not None  # today's
-        assert Memory(BYTES).source(here, 6, documents, shared=shared).match(context) is None
+        assert MatchIndexes(BYTES).source(here, 6, documents).match(context) is not None  # today's
+        assert MatchIndexes(BYTES).source(here, 6, documents, shared=shared).match(context) is None
         # its own drafts still read it (its text before the cursor's line)
         own = text + "y = 2\n"
-        found = Memory(BYTES).source(other, len(own), {other: own}, shared=shared).match(context)
+        indexes = MatchIndexes(BYTES)
+        found = indexes.source(other, len(own), {other: own}, shared=shared).match(context)
         assert found is not None and found.length >= len(context)
     documents = {here: "x = 1\n", kept: LINE}  # a file a save would learn: shared
-    assert Memory(BYTES).source(here, 6, documents, shared=shared).match(context) is not None
+    assert MatchIndexes(BYTES).source(here, 6, documents, shared=shared).match(context) is not None
 
 
 def test_the_open_documents_verdicts_follow_edits_and_closes(ws: Path) -> None:
@@ -75,7 +76,7 @@ def test_the_open_documents_verdicts_follow_edits_and_closes(ws: Path) -> None:
 
 def test_the_erasure_stamp_moves_with_a_forget_not_with_a_save() -> None:
     store = NgramStore.open(":memory:", BYTES)
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     store.update_file("/ws/a.py", "alpha = 1\n")
     first = memory.erasures([store])
     store.update_file("/ws/b.py", "beta = 2\n")  # a new file

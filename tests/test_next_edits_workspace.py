@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.next_edits.log import EditLog
 from lsp_server.next_edits.proposals import Doc, NextEdits
 from lsp_server.next_edits.workspace import files_holding, finder
@@ -16,7 +16,7 @@ from ngram_db import NgramStore
 EDITED = "from app import get_user\n\nget_user(1)\nget_user(2)\n"
 
 
-def _workspace(tmp_path: Path, tokenizer: Any) -> tuple[Path, NgramStore, Memory]:
+def _workspace(tmp_path: Path, tokenizer: Any) -> tuple[Path, NgramStore, MatchIndexes]:
     root = tmp_path / "ws"
     root.mkdir()
     (root / ".git").mkdir()
@@ -29,7 +29,7 @@ def _workspace(tmp_path: Path, tokenizer: Any) -> tuple[Path, NgramStore, Memory
     for name, text in files.items():
         (root / name).write_text(text)
         store.update_file(str(root / name), text)
-    return root, store, Memory(tokenizer)
+    return root, store, MatchIndexes(tokenizer)
 
 
 def _encode(tokenizer: Any) -> Any:

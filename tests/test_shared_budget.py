@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import parse_settings
 from lsp_server.shared import SharedIndexes, _Budgeted
 from lsp_server.stores import Stores
@@ -70,7 +70,7 @@ def test_the_stores_and_documents_still_match_after_the_budget() -> None:
     store.update_file("/a.py", "alpha = compute_first_value(1)\n")
     text = "x = 1\nresult = frobnicate_widgets(3)\nresult = frob"
     uri = "file:///w/app.py"
-    pending = Memory(BYTES).source_later(uri, len(text), {uri: text})
+    pending = MatchIndexes(BYTES).source_later(uri, len(text), {uri: text})
     source = pending.with_stores([store], [budgeted])
     in_store = source.match(_ids("alpha = compute_fi"), follow=4)
     assert in_store is not None and bytes(in_store.continuation) == b"rst_"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import parse_settings
 from lsp_server.shared import SharedIndexes, _FailSafeIndex
 from lsp_server.stores import Stores
@@ -64,7 +64,7 @@ def test_a_failing_index_answers_nothing_and_is_reported_once(index: Path) -> No
 
 
 def test_a_request_matches_what_only_the_shared_index_holds(index: Path) -> None:
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     context = "x = 2\ndef connect(cluster):\n    return Org"
     documents = {"file:///w/app.py": context}
     shared = SharedIndexes().sources([str(index)], BYTES.fingerprint)

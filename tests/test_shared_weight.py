@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import parse_settings
 from lsp_server.shared import _Budgeted
 from lsp_server.stores import Stores
@@ -43,7 +43,7 @@ def _stores(index: Path, weight: float) -> Stores:
 
 def _request(stores: list[NgramStore], shared: list, text: str = "x = 1\n"):  # type: ignore[no-untyped-def]
     uri = "file:///w/app.py"
-    return Memory(BYTES).source_later(uri, len(text), {uri: text}).with_stores(stores, shared)
+    return MatchIndexes(BYTES).source_later(uri, len(text), {uri: text}).with_stores(stores, shared)
 
 
 def _half(from_store: Match | None, from_shared: Match | None) -> None:
@@ -73,7 +73,7 @@ def test_a_shared_match_at_half_weight_gets_half_the_lambda_of_the_same_store_ma
     """The request's shared source (a suffix index of the same code in place of infini-gram's
     engine, so no indexer process runs) against the store."""
     from_store = _request([_store()], []).match(_ids(CONTEXT), follow=6)
-    org = Memory(BYTES).store_index(_store())
+    org = MatchIndexes(BYTES).store_index(_store())
     assert org is not None
     shared = [_Budgeted([org], 1.0, lambda: 0.0, weight=0.5)]
     _half(from_store, _request([], shared).match(_ids(CONTEXT), follow=6))

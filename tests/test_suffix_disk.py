@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from lsp_server import store_indexes
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from ngram_db import suffix_store
 from ngram_db.indexer import index_repo
 from ngram_db.records import FileTokens, content_hash
@@ -139,7 +139,7 @@ def test_forgetting_through_another_connection_reaches_the_next_use(
     fill(theirs)
     if with_base:
         write_base(theirs)
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     before = memory.store_index(mine)
     assert knows(before, SECRET) and knows(before, KEPT)
     if how == "forget":
@@ -160,7 +160,7 @@ def test_text_written_through_another_connection_is_indexed_soon(
 ) -> None:
     mine, theirs = stores
     theirs.update_file("/ws/kept.py", "import sys\n\n" + KEPT + "\nprint(2)\n")
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     assert knows(memory.store_index(mine), KEPT)
     theirs.update_file("/ws/secret.py", "import os\n\n" + SECRET + "\nprint(1)\n")
     memory.store_index(mine)  # starts indexing it
@@ -174,7 +174,7 @@ def test_a_changed_file_is_masked_at_once_and_its_new_text_follows(
     mine, theirs = stores
     fill(theirs)
     write_base(theirs)
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     assert knows(memory.store_index(mine), SECRET)
     theirs.update_file("/ws/secret.py", "import os\n\n" + KEPT.replace("render", "draw") + "\n")
     assert not knows(memory.store_index(mine), SECRET)
@@ -206,7 +206,7 @@ def test_after_forget_no_suffix_file_holds_the_forgotten_text(
     orphan = base_path(path).with_name(f"{base_path(path).name}.{os.getpid()}-1.tmp")
     orphan.write_bytes(base_path(path).read_bytes())  # a base being written meanwhile
     assert holds(suffix_files(path), SECRET) and holds(suffix_files(path), KEPT)
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     assert knows(memory.store_index(mine), SECRET)
     assert mapped(base_path(path))
 
@@ -229,7 +229,7 @@ def test_the_servers_own_forget_masks_at_once(path: Path) -> None:
     with NgramStore.open(path, BYTES) as store:
         fill(store)
         write_base(store)
-        memory = Memory(BYTES)
+        memory = MatchIndexes(BYTES)
         in_flight = memory.store_index(store)
         assert knows(in_flight, SECRET)
         store.forget("/ws/secret.py")
@@ -257,7 +257,7 @@ def test_a_store_without_a_base_answers_at_once_and_gets_one(
         return written(store)
 
     monkeypatch.setattr(store_indexes, "write_base", slow_write)
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     assert memory.store_index(mine) is None  # answered without it: not built on this thread
     assert not base_path(path).exists()
     release.set()
@@ -297,7 +297,7 @@ def test_a_damaged_base_is_detected_and_rebuilt(
     with pytest.raises(suffix_store.BaseDamaged):
         open_base(path, BYTES.fingerprint)
     monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)  # rebuilt as a base, not a delta
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     memory.store_index(mine)  # no crash: answered without it (or with the rebuilt one)
     memory.wait()
     assert open_base(path, BYTES.fingerprint) is not None
@@ -315,7 +315,7 @@ def test_a_base_that_cannot_be_written_is_kept_in_ram(
 
     monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)
     monkeypatch.setattr(store_indexes, "write_base", refuse)
-    memory = Memory(BYTES)
+    memory = MatchIndexes(BYTES)
     memory.store_index(mine)
     memory.wait()
     assert knows(memory.store_index(mine), SECRET)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lsp_server.memory import Memory
+from lsp_server.match_indexes import MatchIndexes
 from ngram_db import suffix_store
 from ngram_db.store import NgramStore
 from ngram_db.suffix_store import base_path, open_base, write_base
@@ -130,7 +130,7 @@ def test_a_request_in_flight_survives_its_base_overwritten_in_place(
     path = tmp_path / "store.sqlite"
     context = make_base(path)
     with NgramStore.open(path, BYTES) as store:
-        memory = Memory(BYTES)
+        memory = MatchIndexes(BYTES)
         in_flight = memory.store_index(store)
         assert in_flight is not None and in_flight.match(context) is not None
         file = base_path(path)

@@ -23,9 +23,9 @@ async def footprint(model: str, k: int, sources: Path | None = None) -> dict[str
         async with server(workspace, Path(tmp) / "data", options, sources) as client:
             bench = Bench(client, workspace)
             await bench.wait_ready()
-            loaded = (await bench.stats())["memoryMb"]
+            loaded = (await bench.stats())["residentMb"]
             compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
-            compiled = (await bench.stats())["memoryMb"]
+            compiled = (await bench.stats())["residentMb"]
             lines = SHORT.split("\n")
             walked = await bench.walk("footprint", SHORT, [len(lines) - 2])
             stats = await bench.stats()
@@ -33,11 +33,11 @@ async def footprint(model: str, k: int, sources: Path | None = None) -> dict[str
         "loaded_mb": loaded["rss"],
         "compiled_step": compiled_state,
         "with_compiled_step_mb": compiled["rss"],
-        "steady_mb": stats["memoryMb"]["rss"],  # after the request
-        "peak_mb": stats["memoryMb"]["peak"],
+        "steady_mb": stats["residentMb"]["rss"],  # after the request
+        "peak_mb": stats["residentMb"]["peak"],
         "request_ms": walked["model"][0],
         "target_peak_mb": FOOTPRINT_TARGET_MB,
-        "meets_target": stats["memoryMb"]["peak"] <= FOOTPRINT_TARGET_MB,
+        "meets_target": stats["residentMb"]["peak"] <= FOOTPRINT_TARGET_MB,
     }
 
 

@@ -65,7 +65,7 @@ async def run(
             bench = Bench(client, workspace)
             await bench.wait_ready()
             ready_s = time.perf_counter() - started
-            loaded_memory = (await bench.stats())["memoryMb"]  # the model loaded, no request yet
+            loaded_memory = (await bench.stats())["residentMb"]  # the model loaded, no request yet
             compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
             # Warm-up: the first request pays one-time costs (allocations, lazy imports).
             await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
@@ -129,8 +129,8 @@ async def run(
         # resident MiB: after loading the model, after every request, and the peak
         "memory_mb": {
             "loaded": loaded_memory["rss"],
-            "end": stats["memoryMb"]["rss"],
-            "peak": stats["memoryMb"]["peak"],
+            "end": stats["residentMb"]["rss"],
+            "peak": stats["residentMb"]["peak"],
         },
         "drafts_per_request_mean": statistics.mean(short["drafts"] + long["drafts"]),
         "counters": stats["counters"],

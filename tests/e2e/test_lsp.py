@@ -94,7 +94,7 @@ async def test_typing_along_answers_without_model(workspace: Path) -> None:
         # The last model call's timing, by phase; the tiny model's runner is never compiled.
         assert {"prefill", "steps", "total"} <= set(full["lastTimingMs"])
         assert full["compiledStep"] == "off"
-        memory = full["memoryMb"]  # the server's own resident memory, now and at its peak
+        memory = full["residentMb"]  # the server's own resident memory, now and at its peak
         assert 0 < memory["rss"] <= memory["peak"]
 
 

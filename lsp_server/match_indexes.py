@@ -4,7 +4,7 @@ Superposed decoding looks up the longest suffix of each draft's context in every
 user has (superposed/memory.py); this module keeps the indexes (ngram_db.suffix) current:
 
 - per store (codebase and user), a base and a delta current with the store's change counter:
-  lsp_server/store_indexes.py's StoreMemory, which ``Memory`` holds and passes on to;
+  lsp_server/store_indexes.py's StoreIndexes, which ``MatchIndexes`` holds and passes on to;
 - one over the other open documents as the editor has them now (didOpen/didChange, not
   only saved text), rebuilt at request time when one of them changed;
 - one over the requesting document without the cursor's line (else the text before the
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from lsp_server.match_sources import PendingSource, match_set
-from lsp_server.store_indexes import FOLLOW_AT_LEAST, StoreMemory
+from lsp_server.store_indexes import FOLLOW_AT_LEAST, StoreIndexes
 from ngram_db import languages
 from ngram_db.store import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex
@@ -52,16 +52,16 @@ DOCUMENT_CHARS = 400_000
 OTHERS_INLINE_CHARS = 200_000
 
 
-class Memory:
+class MatchIndexes:
     """Suffix indexes over the stores' files and the open documents; thread-safe."""
 
     def __init__(self, tokenizer: Any) -> None:
         self._tokenizer = as_tokenizer(tokenizer)
-        self.stores = StoreMemory()  # the stores' bases and deltas
+        self.stores = StoreIndexes()  # the stores' bases and deltas
         self._lock = threading.Lock()  # held briefly: indexes are built outside it
-        self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory")
+        self._builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="match-indexes")
         # the requests' documents, indexed from each request's arrival (source_later)
-        self._requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-request")
+        self._requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="match-request")
         self._documents: dict[str, tuple[str, np.ndarray]] = {}  # uri -> (text, ids)
         self._versions: dict[str, int] = {}  # uri -> changes seen (keys the others' index)
         self._changes = 0
@@ -72,20 +72,20 @@ class Memory:
     # -- stores (lsp_server/store_indexes.py) ----------------------------------------------
 
     def store_index(self, store: NgramStore) -> MatchSet | None:
-        """The store's indexes as one source, current with the store (StoreMemory.store_index)."""
+        """The store's indexes as one source, current with the store (StoreIndexes.store_index)."""
         return self.stores.store_index(store)
 
     def store_segments(self, store: NgramStore) -> list[Segment]:
-        """The store's segments, the delta first (StoreMemory.store_segments)."""
+        """The store's segments, the delta first (StoreIndexes.store_segments)."""
         return self.stores.store_segments(store)
 
     def stores_changed(self, forgotten: bool = False) -> None:
-        """A store was written: refresh its indexes (StoreMemory.stores_changed)."""
+        """A store was written: refresh its indexes (StoreIndexes.stores_changed)."""
         self.stores.stores_changed(forgotten)
 
     def erasures(self, stores: Sequence[NgramStore]) -> tuple[int, int]:
         """A stamp that moves whenever a file was erased from one of ``stores``
-        (StoreMemory.erasures)."""
+        (StoreIndexes.erasures)."""
         return self.stores.erasures(stores)
 
     def wait(self) -> None:
