@@ -243,7 +243,9 @@ class SuperposedServer(LanguageServer):
 
 def _erasures(session: Session, request: Request) -> object:
     """A stamp that moves when text is erased from the stores that apply to the request
-    (MatchIndexes.erasures); off the event loop: it reads them."""
+    (MatchIndexes.erasures); off the event loop: it reads them. The stores are looked up here
+    and again in ``answer`` on purpose: a typed-along draft needs no answer, and an answer
+    looks them up on the engine thread, where a model reload may have reopened them."""
     return session.indexes.erasures(stores_here(session, request, unsaid).present())
 
 
