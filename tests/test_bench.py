@@ -312,7 +312,7 @@ def test_the_typing_target_compares_medians_of_the_same_calls() -> None:
         L.prompt_1500_line(rows[:10])
 
 
-# ----- repository-history replay (bench/replay.py, bench/replay_build.py) ---------------------
+# ----- repository-history replay (bench/replay.py, bench/replay_targets.py) ---------------
 
 
 def test_replay_metrics_compare_the_rest_of_the_line() -> None:
@@ -367,7 +367,7 @@ def test_replay_chars_saved_is_the_best_drafts_accepted_prefix() -> None:
 
 
 def test_replay_target_filter_drops_comments_docstrings_moved_and_punctuation() -> None:
-    from bench import replay_build as B
+    from bench import replay_targets as B
 
     text = (
         "def f(a):\n"  # 0
@@ -408,7 +408,7 @@ def test_replay_target_filter_drops_comments_docstrings_moved_and_punctuation() 
 
 
 def test_replay_string_lines_and_a_file_that_does_not_tokenize() -> None:
-    from bench import replay_build as B
+    from bench import replay_targets as B
 
     text = 'x = 1\n"""module\nstring"""\ny = ("a"\n     "b")\n'
     # The module string (a statement) goes; "b" continues an expression: data, kept.
@@ -417,7 +417,7 @@ def test_replay_string_lines_and_a_file_that_does_not_tokenize() -> None:
 
 
 def test_replay_mid_cursor_ends_a_word_after_the_first_third() -> None:
-    from bench import replay_build as B
+    from bench import replay_targets as B
 
     line = "        result = compute(value, other)"
     cut = B.mid_cursor(line)
@@ -577,7 +577,7 @@ def test_replay_report_shows_the_likeness_and_issue_22s_targets() -> None:
 
 
 def test_replay_blocks_are_runs_of_added_lines_not_moved_code() -> None:
-    from bench import replay_build as B
+    from bench import replay_targets as B
 
     text = (
         "def f(a):\n"  # 0  a run: 0-2
