@@ -211,3 +211,56 @@ def compare_first(
         diff = paired_diff_ci([r[metric] for r in rows[first]], [r[mb] for r in rows[b]])
         out.append({"a": first, "b": b, "metric": metric, **diff})
     return out
+
+
+# ----- two configurations of one replay run, paired by task -----------------------------------
+
+Keep = Callable[[Mapping[str, Any]], bool]
+
+
+def by_task(rows: Sequence[Mapping[str, Any]], config: str, keep: Keep) -> dict[str, Any]:
+    """One configuration's rows that ``keep`` takes, by task, in the run's order."""
+    return {r["task"]: r for r in rows if r["config"] == config and keep(r)}
+
+
+def paired_metric(
+    rows: Sequence[Mapping[str, Any]],
+    config: str,
+    against: str,
+    metric: str,
+    keep: Keep = lambda r: True,
+) -> dict[str, float]:
+    """``config`` - ``against`` in ``metric`` over the tasks both ran (``against``'s order),
+    with its bootstrap interval."""
+    a, b = by_task(rows, config, keep), by_task(rows, against, keep)
+    tasks = [t for t in b if t in a]
+    return paired_diff_ci([a[t][metric] for t in tasks], [b[t][metric] for t in tasks])
+
+
+def paired_configs(
+    rows: Sequence[Mapping[str, Any]], config: str, against: str, keep: Keep = lambda r: True
+) -> dict[str, Any]:
+    """``config`` against ``against`` over the tasks both ran among the rows ``keep`` takes:
+    ``n``; each side's mean EM@k and ES@k (``emk_base``, ``emk_config``, ...) and their paired
+    differences (``emk``, ``esk``: config - against); each side's p50 and p95 ms and the p50
+    ratio; how many tasks' drafts differ."""
+    from bench.measure import percentile
+
+    side = {"base": by_task(rows, against, keep), "config": by_task(rows, config, keep)}
+    tasks = [t for t in side["base"] if t in side["config"]]
+    out: dict[str, Any] = {"n": len(tasks)}
+    for name, mine in side.items():
+        for m in ("emk", "esk"):
+            out[f"{m}_{name}"] = sum(mine[t][m] for t in tasks) / max(1, len(tasks))
+    for m in ("emk", "esk"):
+        out[m] = paired_diff_ci(
+            [side["config"][t][m] for t in tasks], [side["base"][t][m] for t in tasks]
+        )
+    for name, mine in side.items():
+        for q in (50, 95):
+            out[f"p{q}_{name}"] = percentile([mine[t]["ms"] for t in tasks], q)
+    p50 = out["p50_base"]
+    out["ratio"] = out["p50_config"] / p50 if p50 else float("nan")
+    base, other = side["base"], side["config"]
+    out["differ"] = sum(other[t].get("drafts") != base[t].get("drafts") for t in tasks)
+    return out

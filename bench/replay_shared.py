@@ -1,5 +1,5 @@
-"""Issue 27 item 4: does an organisation's shared index lift the drafts? Its corpus, its
-section of docs/benchmarks.md, and the infini-gram scale table beside it.
+"""Issue 27 item 4: does an organisation's shared index lift the drafts? Its corpus, and one
+shared lookup's cost (the runs' section of docs/benchmarks.md: bench/report_shared.py).
 
 The cross-repository question: the codebase store as today, plus a shared infini-gram index
 (``sharedIndexes``) of *other* Python projects, against the store alone, on the replay's test
@@ -13,13 +13,13 @@ Without network, the corpus is the Python sources installed in this venv:
                           "sharedIndexes": ["/tmp/orgidx"]}' \\
         --out bench/results/replay_shared.json
 
-``sharedWeight`` was tuned on the validation split (``weight_part``): ``--split validation
---limit 50 --configs auto,shared,shared50,shared25``, the last two defined as ``shared`` plus
-``"sharedWeight": 0.5`` / ``0.25`` (the exact command is in the results' stamp).
+``sharedWeight`` was tuned on the validation split (bench/report_shared.py's rule):
+``--split validation --limit 50 --configs auto,shared,shared50,shared25``, the last two
+defined as ``shared`` plus ``"sharedWeight": 0.5`` / ``0.25`` (the exact command is in the
+results' stamp).
 
-``build`` writes bench/results/replay_shared_corpus.json (packages, versions, tokens).
-``shared_section()`` is bench/report.py's hook: the scale table (bench/infini_scale.py's
-results) and the replay's answer, with the verdict worked out by ``verdict()`` below.
+``build`` writes bench/results/replay_shared_corpus.json (packages, versions, tokens);
+``lookups`` bench/results/replay_shared_lookups.json.
 """
 
 from __future__ import annotations
@@ -28,15 +28,12 @@ import argparse
 import json
 import shutil
 import sys
-from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.measure import RESULTS, percentile
-from bench.metrics import paired_diff_ci
-from bench.replay import SUBSETS
-from bench.tables import points, table
+from bench.measure import percentile
+from bench.report_shared import CORPUS, LOOKUPS
 
 # Other projects than the replay's (rich, flask, black), installed here.
 PACKAGES = (
@@ -45,15 +42,6 @@ PACKAGES = (
     "cattrs", "requests", "yaml", "attr", "tokenizers", "safetensors",
 )  # fmt: skip
 REPLAYED = ("rich", "flask", "black", "blib2to3")  # never in the corpus, vendored or not
-RUN = RESULTS / "replay_shared.json"
-CORPUS = RESULTS / "replay_shared_corpus.json"
-SCALE = RESULTS / "infini_scale.json"
-SNAPSHOTS = RESULTS / "replay_shared_snapshots.json"  # the first question, "snapshots" only
-BUDGET = RESULTS / "replay_shared_budget.json"  # sharedBudgetMs: auto, shared, budget
-LOOKUPS = RESULTS / "replay_shared_lookups.json"  # one lookup's cost, as a request asks it
-WEIGHT = RESULTS / "replay_shared_weight.json"  # sharedWeight, on the validation split
-BASELINE, SHARED, SNAPSHOTS_CONFIG, BUDGETED = "auto", "shared", "snapshots", "budget"
-CURSOR = "line-start"
 
 
 # ----- the corpus ------------------------------------------------------------------------------
@@ -160,326 +148,6 @@ def lookups(index: Path, roots: list[Path], count: int = 120) -> dict[str, Any]:
               "load": [load_start, os.getloadavg()[0]], **shapes}  # fmt: skip
     LOOKUPS.write_text(json.dumps(record, indent=1) + "\n")
     return record
-
-
-# ----- the answer --------------------------------------------------------------------------------
-
-
-def compare(
-    result: Mapping[str, Any], subset: str, config: str = SHARED, against: str = BASELINE
-) -> dict[str, Any]:
-    """``config`` against ``against`` on one subset of the line-start positions: EM@3 and
-    ES@3 (means and paired differences) and the p50 of each, over the same positions."""
-    keep = SUBSETS[subset]
-    rows = [r for r in result["rows"] if r["cursor"] == CURSOR and keep(r)]
-    base = {r["task"]: r for r in rows if r["config"] == against}
-    shared = {r["task"]: r for r in rows if r["config"] == config}
-    tasks = [t for t in base if t in shared]
-    n = max(1, len(tasks))
-
-    def mean(side: Mapping[str, Mapping[str, Any]], m: str) -> float:
-        return sum(side[t][m] for t in tasks) / n
-
-    p50_base = percentile([base[t]["ms"] for t in tasks], 50)
-    p50_shared = percentile([shared[t]["ms"] for t in tasks], 50)
-    return {
-        "n": len(tasks),
-        **{f"{m}_{s}": mean(side, m) for m in ("emk", "esk") for s, side in
-           (("base", base), ("shared", shared))},
-        "emk": paired_diff_ci([shared[t]["emk"] for t in tasks], [base[t]["emk"] for t in tasks]),
-        "esk": paired_diff_ci([shared[t]["esk"] for t in tasks], [base[t]["esk"] for t in tasks]),
-        "p50_base": p50_base,
-        "p50_shared": p50_shared,
-        "p95_base": percentile([base[t]["ms"] for t in tasks], 95),
-        "p95_shared": percentile([shared[t]["ms"] for t in tasks], 95),
-        "ratio": p50_shared / p50_base if p50_base else float("nan"),
-        "differ": sum(shared[t]["drafts"] != base[t]["drafts"] for t in tasks),
-    }  # fmt: skip
-
-
-def verdict(c: Mapping[str, Any]) -> str:
-    """The answer on the new lines: a lift or a loss only where ES@3's interval excludes 0."""
-    d = c["esk"]
-    if d["lo"] > 0:
-        return f"lifts edit similarity@3 on new lines by {100 * d['mean']:.1f} points"
-    if d["hi"] < 0:
-        return f"lowers edit similarity@3 on new lines by {-100 * d['mean']:.1f} points"
-    return "does not measurably lift the drafts on new lines: the interval includes 0"
-
-
-def scale_table(data: Mapping[str, Any]) -> str:
-    from bench.infini_scale import report
-
-    body = report(dict(data)).split("\n", 2)[2]  # without its own title
-    return body.rstrip("\n")
-
-
-def load(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    return None if data.get("partial") else data
-
-
-def replay_part(result: Mapping[str, Any], corpus: Mapping[str, Any] | None) -> list[str]:
-    cells = {s: compare(result, s) for s in ("all", "new")}
-    rows = [
-        [s, c["n"], f"{100 * c['emk_base']:.1f} → {100 * c['emk_shared']:.1f}", points(c["emk"]),
-         f"{100 * c['esk_base']:.1f} → {100 * c['esk_shared']:.1f}", points(c["esk"]),
-         f"{c['p50_base']:.0f} / {c['p50_shared']:.0f} ms = {c['ratio']:.2f}x", c["differ"]]
-        for s, c in cells.items()
-    ]  # fmt: skip
-    header = ["lines", "n", "EM@3 store → +shared", "EM@3 difference", "ES@3 store → +shared",
-              "ES@3 difference", "p50 store / +shared", "drafts differ"]  # fmt: skip
-    what = (
-        f"{corpus['tokens'] / 1e6:.1f}M tokens, {corpus['files']} files of "
-        f"{len(corpus['packages'])} installed projects ({', '.join(corpus['packages'].values())}"
-        f"; left out as copies of replayed code: "
-        f"{', '.join(f'{k}/{p}' for k, v in corpus['left_out'].items() for p in v) or 'none'}; "
-        f"`{CORPUS.name}`)"
-        if corpus is not None
-        else "other projects' sources"
-    )
-    stamp = result["stamp"]
-    return [
-        "#### Does a shared index of other projects lift the drafts? (item 4)",
-        "",
-        f"The replay's test split ({', '.join(result['data']['splits']['test'])}), the line "
-        f"start, through the language server (`{RUN.name}`, {stamp['model']}, commit "
-        f"{stamp['commit']}): `{BASELINE}` (the codebase store as today) against `{SHARED}` "
-        f"(the same plus `sharedIndexes`: an infini-gram index of {what}), the same positions "
-        "in one run. Paired bootstrap intervals (2,000 resamples), in points. New lines: not "
-        "verbatim in the snapshot, not elsewhere in the file. Latency: the configurations run "
-        "one after the other in one server on a shared CPU (load "
-        f"{stamp['load_start'][0]} → {stamp['load_end'][0]}).",
-        "",
-        table(header, rows, "lrllllll"),
-        "",
-        f"**Answer:** the organisation's index {verdict(cells['new'])} "
-        f"(EM@3 {points(cells['new']['emk'])}; all lines ES@3 {points(cells['all']['esk'])}), "
-        f"at {cells['all']['ratio']:.2f}x the p50 latency. The shared source enters the "
-        "memory's mix like the stores (longest match, counts added), at `sharedWeight` 1.0 (a "
-        "shared match weighs as a store match; its own weight is tuned below).",
-    ]
-
-
-def same_within(c: Mapping[str, Any]) -> bool:
-    """The first question's rule: the same quality when both intervals include 0."""
-    return all(c[m]["lo"] <= 0 <= c[m]["hi"] for m in ("emk", "esk"))
-
-
-def snapshots_part(run: Mapping[str, Any], snaps: Mapping[str, Any]) -> list[str]:
-    """The test snapshots served from a shared index (no codebase store) against the store:
-    ``snapshots`` ran alone (its own file), paired with ``auto``'s rows of the main run; the
-    quality is deterministic, so the pairs hold, but latencies of two runs do not compare."""
-    merged = {"rows": [*run["rows"], *snaps["rows"]]}
-    cells = {s: compare(merged, s, SNAPSHOTS_CONFIG) for s in ("all", "new")}
-    rows = [
-        [s, c["n"], f"{100 * c['emk_base']:.1f} → {100 * c['emk_shared']:.1f}", points(c["emk"]),
-         f"{100 * c['esk_base']:.1f} → {100 * c['esk_shared']:.1f}", points(c["esk"]),
-         "same within intervals" if same_within(c) else "differs"]
-        for s, c in cells.items()
-    ]  # fmt: skip
-    header = ["lines", "n", "EM@3 store → index", "EM@3 difference", "ES@3 store → index",
-              "ES@3 difference", "quality"]  # fmt: skip
-    stamp = snaps["stamp"]
-    return [
-        "",
-        "#### The test snapshots served from a shared index instead of the codebase store",
-        "",
-        f"`{SNAPSHOTS_CONFIG}` (`{SNAPSHOTS.name}`, commit {stamp['commit']}): no codebase "
-        "store; `sharedIndexes` names one infini-gram index with a shard for each test "
-        "repository's snapshot (the same files the store indexes; each request sees both "
-        f"shards), against `{BASELINE}`'s rows above, the same positions.",
-        "",
-        table(header, rows, "lrlllll"),
-    ]
-
-
-QUALITY_HEADER = ["pair", "lines", "n", "EM@3", "EM@3 difference", "ES@3", "ES@3 difference",
-                  "drafts differ"]  # fmt: skip
-
-
-def default_budget(commit: str) -> str | None:
-    """``sharedBudgetMs``'s default in lsp_server/settings.py at ``commit`` (None: unknown)."""
-    import re
-    import subprocess
-
-    shown = subprocess.run(
-        ["git", "show", f"{commit.split('+')[0]}:lsp_server/settings.py"],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
-    found = re.search(r"shared_budget_ms: int = ([0-9_]+)", shown.stdout)
-    return found.group(1) if found else None
-
-
-def budget_part(run: Mapping[str, Any]) -> list[str]:
-    """sharedBudgetMs: the store alone, the shared index unbudgeted, and with the default
-    budget, in one run: latency side by side, quality paired."""
-    options = {name: c["options"] for name, c in run["configs"].items()}
-    budget = options[BUDGETED].get("sharedBudgetMs")
-    if budget is None:  # the server's default at the run's commit
-        default = default_budget(run.get("server_commit") or run["stamp"]["commit"])
-        budget_text = f"the default, {default} ms" if default else "the default"
-    else:
-        budget_text = f"{budget} ms"
-    cells = {
-        (s, config, against): compare(run, s, config, against)
-        for s in ("all", "new")
-        for config, against in ((SHARED, BASELINE), (BUDGETED, BASELINE), (BUDGETED, SHARED))
-    }
-    latency = cells[("all", BUDGETED, BASELINE)]
-    unbudgeted = cells[("all", SHARED, BASELINE)]
-    speed = [
-        [name, f"{p50:.0f}", f"{p95:.0f}", f"{p50 / latency['p50_base']:.2f}x"]
-        for name, p50, p95 in (
-            (f"`{BASELINE}` (store)", latency["p50_base"], latency["p95_base"]),
-            (f"`{SHARED}` (+index, unbudgeted)", unbudgeted["p50_shared"],
-             unbudgeted["p95_shared"]),
-            (f"`{BUDGETED}` (+index, {budget_text})", latency["p50_shared"],
-             latency["p95_shared"]),
-        )
-    ]  # fmt: skip
-    quality = [
-        [f"`{config}` vs `{against}`", s, c["n"],
-         f"{100 * c['emk_base']:.1f} → {100 * c['emk_shared']:.1f}", points(c["emk"]),
-         f"{100 * c['esk_base']:.1f} → {100 * c['esk_shared']:.1f}", points(c["esk"]),
-         c["differ"]]
-        for (s, config, against), c in cells.items()
-    ]  # fmt: skip
-    stamp = run["stamp"]
-    commit = (run.get("server_commit") or stamp["commit"])[:7]
-    cost = load(LOOKUPS)
-    one = (
-        f" One lookup as a request asks it (`{LOOKUPS.name}`: {cost['lookups']} contexts of the "
-        f"test repositories, 256 tokens, a 32-token continuation; this index, {cost['shards']} "
-        f"shards): p50 {cost['step']['p50_ms']:.0f} ms, p95 {cost['step']['p95_ms']:.0f} ms "
-        f"for a draft's step, p50 {cost['prompt']['p50_ms']:.0f} ms for the prompt's match "
-        f"with {cost['prompt']['others']} other continuations."
-        if cost is not None
-        else ""
-    )
-    return [
-        "",
-        "#### Lookups within a time budget (`sharedBudgetMs`)",
-        "",
-        f"`{BUDGET.name}` (server commit {commit}, {run['data']['positions']} line-start "
-        f"positions: the first {run['data']['targets'] // len(run['data']['splits']['test'])} "
-        "targets of each test repository): the store alone, the store plus the index above "
-        f"with no effective budget (`sharedBudgetMs` {options[SHARED].get('sharedBudgetMs')}), "
-        f"and with {budget_text}. One server, the configurations one after the other on a "
-        f"shared CPU (load {stamp['load_start'][0]} → {stamp['load_end'][0]}): the latencies "
-        "compare within this run only. Each request's shared lookups stop once they have "
-        f"spent the budget (this run's server also kept a per-request cache of answers, since "
-        f"removed: it answered no question twice).{one}",
-        "",
-        table(["configuration", "p50 ms", "p95 ms", "p50 / store"], speed, "lrrr"),
-        "",
-        table(QUALITY_HEADER, quality, "llrlllll"),
-    ]
-
-
-def weights(run: Mapping[str, Any]) -> dict[str, float]:
-    """The run's configurations with a shared index, each with its ``sharedWeight``."""
-    return {
-        name: float(c["options"].get("sharedWeight", 1.0))
-        for name, c in run["configs"].items()
-        if c["options"].get("sharedIndexes")
-    }
-
-
-def pick_weight(run: Mapping[str, Any]) -> tuple[float, str]:
-    """The rule: the weight with the best ES@3 over all line starts, if its paired ES@3
-    difference against weight 1.0 excludes 0; else 1.0 (a tie keeps the default)."""
-    named = weights(run)
-    one = next(name for name, w in named.items() if w == 1.0)
-    es = {name: compare(run, "all", name, BASELINE)["esk_shared"] for name in named}
-    best = max(named, key=lambda name: (es[name], named[name] == 1.0))
-    if best == one:
-        return 1.0, f"weight 1.0 has the best ES@3 ({100 * es[one]:.1f})"
-    d = compare(run, "all", best, one)["esk"]
-    if d["lo"] > 0:
-        return named[best], (
-            f"weight {named[best]:g} has the best ES@3 ({100 * es[best]:.1f}), "
-            f"{points(d)} against 1.0"
-        )
-    return 1.0, (
-        f"weight {named[best]:g} has the best ES@3 ({100 * es[best]:.1f}) but within the "
-        f"interval of 1.0's ({points(d)}): a tie keeps 1.0"
-    )
-
-
-def weight_part(run: Mapping[str, Any]) -> list[str]:
-    """sharedWeight on the validation split: the store alone and the index at each weight,
-    in one run; quality paired against the store and against weight 1.0."""
-    named = sorted(weights(run).items(), key=lambda kv: -kv[1])
-    one = next(name for name, w in named if w == 1.0)
-    rows = []
-    for s in ("all", "new"):
-        for name, w in named:
-            c = compare(run, s, name, BASELINE)
-            against_one = points(compare(run, s, name, one)["esk"]) if name != one else "—"
-            rows.append(
-                [f"`{name}` ({w})", s, c["n"], f"{100 * c['emk_shared']:.1f}", points(c["emk"]),
-                 f"{100 * c['esk_shared']:.1f}", points(c["esk"]), against_one,
-                 f"{c['p50_shared']:.0f}", c["differ"]]
-            )  # fmt: skip
-        base = compare(run, s, one, BASELINE)
-        rows.append([f"`{BASELINE}` (store only)", s, base["n"], f"{100 * base['emk_base']:.1f}",
-                     "—", f"{100 * base['esk_base']:.1f}", "—", "—",
-                     f"{base['p50_base']:.0f}", "—"])  # fmt: skip
-    header = ["configuration (sharedWeight)", "lines", "n", "EM@3", "EM@3 vs store", "ES@3",
-              "ES@3 vs store", "ES@3 vs 1.0", "p50 ms", "drafts differ from store"]  # fmt: skip
-    chosen, why = pick_weight(run)
-    stamp = run["stamp"]
-    commit = (run.get("server_commit") or stamp["commit"])[:7]
-    repos = ", ".join(run["data"]["splits"]["validation"])
-    return [
-        "",
-        "#### The shared index's own weight (`sharedWeight`), tuned on validation",
-        "",
-        f"`{WEIGHT.name}` (server commit {commit}): the validation split ({repos}), "
-        f"{run['data']['positions']} line-start positions (the first "
-        f"{run['data']['targets'] // len(run['data']['splits']['validation'])} targets of each "
-        "repository), the same index and settings as above with the "
-        "default `sharedBudgetMs`; `sharedWeight` scales the memory's lambda for a shared "
-        "index's match (a store or open document matching as long keeps 1.0). One server, "
-        f"the configurations one after the other (load {stamp['load_start'][0]} → "
-        f"{stamp['load_end'][0]}). Paired bootstrap intervals, in points.",
-        "",
-        table(header, rows, "llrlllllrr"),
-        "",
-        f"**Rule** (the best ES@3 on validation; a tie within intervals keeps 1.0): {why}. "
-        f"Default: `sharedWeight` {chosen}.",
-    ]
-
-
-def shared_section() -> str | None:
-    """The section, or None before any of its results exist."""
-    scale, run = load(SCALE), load(RUN)
-    if scale is None and run is None:
-        return None
-    parts = ["### Issue 27: shared infini-gram indexes", ""]
-    if scale is not None:
-        parts += [
-            "#### The memory's engines side by side (item 3): in-process suffix arrays "
-            "(`ngram_db/suffix.py`) vs infini-gram (`infini_scale.json`)",
-            "",
-            scale_table(scale),
-            "",
-        ]
-    if run is not None:
-        parts += replay_part(run, load(CORPUS))
-        snaps = load(SNAPSHOTS)
-        if snaps is not None:
-            parts += snapshots_part(run, snaps)
-    budgeted = load(BUDGET)
-    if budgeted is not None:
-        parts += budget_part(budgeted)
-    weighted = load(WEIGHT)
-    if weighted is not None:
-        parts += weight_part(weighted)
-    return "\n".join(parts) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

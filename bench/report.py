@@ -116,11 +116,11 @@ def own_sections(quick: bool) -> list[str]:
     """Sections that read results of their own (none in the quick report): both embedded
     models and the default; issue 22 part 3's context verdict; issue 27's shared indexes;
     issue 38's malformed drafts; issue 35's next edits."""
-    from bench.replay_shared import shared_section
     from bench.report_branch import branch_section
     from bench.report_context import context_section
     from bench.report_models import models_section
     from bench.report_next_edits import next_edits_section
+    from bench.report_shared import shared_section
     from bench.report_wellformed import wellformed_section
 
     if quick:

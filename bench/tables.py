@@ -17,7 +17,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from bench.measure import RESULTS
+from bench.measure import RESULTS, ROOT
 
 ALIGN = {"l": "---", "r": "---:"}
 TEMPLATE = Path(__file__).with_name("report_template.md")
@@ -68,16 +68,27 @@ def load_span(s: dict[str, Any]) -> str:
     return f"load {s['load_start']} at start, {s['load_end']} at end"
 
 
+def load_file(path: Path, complete: bool = False) -> dict[str, Any] | None:
+    """A results file, with ``_file`` its path from the repository root; None when it is not
+    there (or, with ``complete``, when its run stopped part-way: ``partial``)."""
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    if complete and data.get("partial"):
+        return None
+    data["_file"] = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+    return data
+
+
 def load(name: str, quick: bool) -> dict[str, Any] | None:
     """The results of one protocol: full-size unless asked for quick (or only quick exist)."""
     order = [f"{name}-quick.json"] if quick else [f"{name}.json", f"{name}-quick.json"]
-    for file in order:
-        path = RESULTS / file
-        if path.exists():
-            data: dict[str, Any] = json.loads(path.read_text())
-            data["_file"] = f"bench/results/{file}"
-            return data
-    return None
+    return next((d for f in order if (d := load_file(RESULTS / f)) is not None), None)
+
+
+def met(ok: bool) -> str:
+    """A target's verdict."""
+    return "**met**" if ok else "**not met**"
 
 
 def table(header: Sequence[Any], rows: Sequence[Sequence[Any]], align: str = "") -> str:

@@ -1,4 +1,4 @@
-"""Issue 27 item 4's report (bench/replay_shared.py): the paired answer on new lines, its
+"""Issue 27 item 4's report (bench/report_shared.py): the paired answer on new lines, its
 rendering, and a corpus that never holds the replayed repositories' code."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.replay_shared import (
+from bench.replay_shared import copy_without_replayed
+from bench.report_shared import (
     budget_part,
     compare,
-    copy_without_replayed,
     replay_part,
     snapshots_part,
     verdict,

@@ -140,7 +140,7 @@ def test_the_setting_parses_and_a_bad_value_keeps_the_default() -> None:
         assert len(errors) == 1 and "sharedWeight" in errors[0] and "number" in errors[0]
 
 
-# ----- the validation run's report part (bench/replay_shared.py) ------------------------------
+# ----- the validation run's report part (bench/report_shared.py) ------------------------------
 
 
 def _run(gains: dict[str, float]) -> dict:
@@ -177,7 +177,7 @@ def _run(gains: dict[str, float]) -> dict:
 
 
 def test_the_weight_part_pairs_each_weight_and_applies_the_rule() -> None:
-    from bench.replay_shared import pick_weight, weight_part
+    from bench.report_shared import pick_weight, weight_part
 
     lift = _run({"shared50": 0.05})  # half weight: 5 points better than 1.0, outside noise
     assert pick_weight(lift)[0] == 0.5
