@@ -6,13 +6,12 @@ JSON) and the no-loss check on the line tasks (bench/replay.py's JSON of the sam
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from bench.measure import RESULTS, ROOT
-from bench.tables import code, diff_text, num, pct, say, table
+from bench.tables import code, diff_text, load_file, met, num, pct, say, table
 
 BASELINE = "single"  # today's default as it was
 CANDIDATES = ("auto", "multi")  # the first that ran is measured against the targets
@@ -22,10 +21,6 @@ SHOWN_SUBSETS = ("2-4 lines", "5+ lines", "verbatim", "twin", "repeat", "new")
 COMPARED_SUBSETS = ("all", "2-4 lines", "5+ lines", "repeat", "new")
 KEY_COMPARISONS = (("difference", "lak"), ("ratio", "csk"))  # the only ones shown per subset
 EXAMPLE_CHARS = 300  # a long block or draft is shown up to here
-
-
-def met(ok: bool) -> str:
-    return "**met**" if ok else "**not met**"
 
 
 def candidate_of(r: dict[str, Any]) -> str | None:
@@ -307,18 +302,10 @@ def merge(r: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_results() -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
-    """The block run, the line-task check and a later block run, where they exist (``_file``
-    as report.load)."""
-    out: list[dict[str, Any] | None] = []
-    for name in ("replay_blocks.json", LINES_FILE, EXTRA_FILE):
-        path = RESULTS / name
-        if path.exists():
-            data = json.loads(path.read_text())
-            data["_file"] = str(path.relative_to(ROOT))
-            out.append(data)
-        else:
-            out.append(None)
-    return out[0], out[1], out[2]
+    """The block run, the line-task check and a later block run, where they exist."""
+    names = ("replay_blocks.json", LINES_FILE, EXTRA_FILE)
+    blocks, lines, extra = (load_file(RESULTS / name) for name in names)
+    return blocks, lines, extra
 
 
 def main() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.metrics import paired_diff_ci
-from bench.tables import diff_text, load, say, table
+from bench.metrics import paired_metric
+from bench.tables import diff_text, load, met, say, table
 
 NAME = "replay_branch"
 GAP_AT_LEAST = 0.08  # the issue's target: EM@3 - EM@1
@@ -15,12 +15,8 @@ P50_AT_MOST = 1.3  # request p50, branched over the default
 
 def _paired(r: dict[str, Any], metric: str, keep: Any = lambda row: True) -> dict[str, float]:
     """Paired difference branch - default of one metric over the same line-start targets."""
-    by = {
-        c: {x["task"]: x for x in r["rows"] if x["config"] == c and keep(x)} for c in r["configs"]
-    }
-    tasks = sorted(set(by["default"]) & set(by["branch"]))
-    return paired_diff_ci([by["branch"][t][metric] for t in tasks],
-                          [by["default"][t][metric] for t in tasks])  # fmt: skip
+    rows = sorted(r["rows"], key=lambda x: x["task"])  # the tasks in order, as they were paired
+    return paired_metric(rows, "branch", "default", metric, keep)
 
 
 def _malformed(r: dict[str, Any], config: str) -> str:
@@ -95,7 +91,6 @@ def branch_section() -> str | None:
     b = r["summary"]["branch"]["line-start"]["all"]
     d = r["summary"]["default"]["line-start"]["all"]
     ratio = b["p50_ms"] / d["p50_ms"]
-    met = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
     targets = [
         f"- EM@3 - EM@1 at least +{100 * GAP_AT_LEAST:.0f} points: "
         f"{met(b['emk']['mean'] - b['em1']['mean'] >= GAP_AT_LEAST)} "

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from bench.measure import RESULTS, percentile
-from bench.metrics import paired_diff_ci
+from bench.measure import RESULTS
+from bench.metrics import paired_configs
 from bench.replay import CURSORS, SUBSETS
-from bench.tables import points, table
+from bench.tables import load_file, points, table
 
 RUNS = {  # model label -> the test split's results
     "SmolLM2 135M (default)": RESULTS / "replay_context.json",
@@ -33,32 +32,12 @@ GAIN = 0.03  # edit similarity@3, +3 points (issue 22)
 MAX_RATIO = 1.15  # p50, context on / off
 
 
-def load(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    return None if data.get("partial") else data
-
-
 def compare_new(result: Mapping[str, Any], config: str, cursor: str) -> dict[str, Any]:
-    """``config`` against off on the new lines at ``cursor``: paired ES@3 and EM@3, p50s."""
+    """``config`` against off on the new lines at ``cursor``: paired ES@3 and EM@3, p50s
+    (bench.metrics' ``paired_configs``)."""
     new = SUBSETS["new"]
-    rows = [r for r in result["rows"] if r["cursor"] == cursor and new(r)]
-    off = {r["task"]: r for r in rows if r["config"] == BASELINE}
-    on = {r["task"]: r for r in rows if r["config"] == config}
-    tasks = [t for t in off if t in on]
-    p50_off = percentile([off[t]["ms"] for t in tasks], 50)
-    p50_on = percentile([on[t]["ms"] for t in tasks], 50)
-    return {
-        "n": len(tasks),
-        "es_off": sum(off[t]["esk"] for t in tasks) / max(1, len(tasks)),
-        "es_on": sum(on[t]["esk"] for t in tasks) / max(1, len(tasks)),
-        "esk": paired_diff_ci([on[t]["esk"] for t in tasks], [off[t]["esk"] for t in tasks]),
-        "emk": paired_diff_ci([on[t]["emk"] for t in tasks], [off[t]["emk"] for t in tasks]),
-        "p50_off": p50_off,
-        "p50_on": p50_on,
-        "ratio": p50_on / p50_off if p50_off else float("nan"),
-    }
+    keep = lambda r: r["cursor"] == cursor and new(r)  # noqa: E731
+    return paired_configs(result["rows"], config, BASELINE, keep)
 
 
 def met(c: Mapping[str, Any]) -> bool:
@@ -82,8 +61,9 @@ def rows_for(result: Mapping[str, Any], label: str, names: Sequence[str]) -> lis
             c = compare_new(result, name, cursor)
             out.append([
                 label, f"{name} ({settings_of(result, name)})", cursor, c["n"],
-                f"{100 * c['es_off']:.1f} → {100 * c['es_on']:.1f}", points(c["esk"]),
-                points(c["emk"]), f"{c['p50_off']:.0f} / {c['p50_on']:.0f} ms = {c['ratio']:.2f}x",
+                f"{100 * c['esk_base']:.1f} → {100 * c['esk_config']:.1f}", points(c["esk"]),
+                points(c["emk"]),
+                f"{c['p50_base']:.0f} / {c['p50_config']:.0f} ms = {c['ratio']:.2f}x",
                 "met" if met(c) else "missed",
             ])  # fmt: skip
     return out
@@ -95,7 +75,8 @@ HEADER = ["model", "configuration", "cursor", "new lines", "ES@3 off → on",
 
 def context_section() -> str | None:
     """The section, or None before the runs exist."""
-    runs = {label: data for label, path in RUNS.items() if (data := load(path)) is not None}
+    loaded = {label: load_file(path, complete=True) for label, path in RUNS.items()}
+    runs = {label: data for label, data in loaded.items() if data is not None}
     if not runs:
         return None
     parts = [
@@ -117,7 +98,7 @@ def context_section() -> str | None:
         "only `definitions` is measured.",
         "",
     ]
-    validation = load(VALIDATION)
+    validation = load_file(VALIDATION, complete=True)
     if validation is not None:
         parts += [
             f"**The budget, tuned on the validation split** (`{VALIDATION.name}`, "

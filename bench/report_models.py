@@ -8,7 +8,6 @@ no more than 1.5x SmolLM2's on the fast path, measured side by side; otherwise S
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from bench.measure import RESULTS
 from bench.metrics import paired_diff_ci
 from bench.replay import CURSORS
-from bench.tables import diff_text, pct, stamp_line, table, verdict
+from bench.tables import diff_text, load_file, pct, stamp_line, table, verdict
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
 
 CONFIG = "superposed+store"  # the configuration both models ran
@@ -27,14 +26,6 @@ LATENCY = RESULTS / "latency_models.json"
 def replay_file(model: str) -> Path:
     """Where ``python -m bench.replay --model MODEL --out ...`` wrote this model's run."""
     return RESULTS / f"replay-{model}.json"
-
-
-def _load(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    data: dict[str, Any] = json.loads(path.read_text())
-    data["_file"] = str(path.relative_to(RESULTS.parent.parent))
-    return data
 
 
 def _rows(run: dict[str, Any], cursor: str | None = None) -> dict[tuple[str, str], Any]:
@@ -73,12 +64,12 @@ def decision(es: dict[str, float], ratio: float | None) -> tuple[str, list[str]]
 
 def models_section() -> str | None:
     """The section, or None until both models' replay runs exist."""
-    runs = {m: _load(replay_file(m)) for m in EMBEDDED}
+    runs = {m: load_file(replay_file(m)) for m in EMBEDDED}
     if any(r is None for r in runs.values()):
         return None
     small, gemma = runs[SMOLLM2.name], runs[GEMMA3.name]
     assert small is not None and gemma is not None
-    latency = _load(LATENCY)
+    latency = load_file(LATENCY)
     rows = []
     for model, run in runs.items():
         assert run is not None

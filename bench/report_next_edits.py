@@ -9,14 +9,12 @@ default: ``nextEdits`` stays on by default only if, on the test split, precision
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from bench.measure import RESULTS
-from bench.tables import pct, say, table
+from bench.tables import load_file, pct, say, table
 
 TEST = RESULTS / "next_edits.json"
 VALIDATION = RESULTS / "next_edits-validation.json"
@@ -24,13 +22,6 @@ RECALL = 0.60  # issue 35's targets: recall of the later sites, with precision a
 PRECISION = 0.85
 FALSE_ALARMS = 2.0  # per 100 ordinary changes
 READY_MS = 100.0  # proposals after a change ends, no model (p50)
-
-
-def load(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
 
 
 def per100(ci: Mapping[str, float]) -> str:
@@ -89,7 +80,7 @@ def yes(ok: bool) -> str:
 
 def next_edits_section() -> str | None:
     """The section, or None before the test split's results exist."""
-    test, validation = load(TEST), load(VALIDATION)
+    test, validation = load_file(TEST), load_file(VALIDATION)
     if test is None:
         return None
     rows = [split_row("test", test)]

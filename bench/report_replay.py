@@ -5,9 +5,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.metrics import paired_diff_ci
+from bench.metrics import paired_metric
 from bench.replay import CLOSE_PREFIX, CURSORS, SUBSETS
-from bench.tables import code, diff_text, num, pct, say, table, verdict
+from bench.tables import code, diff_text, met, num, pct, say, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
 CLOSE = "superposed-close"  # the drafts as decoded, near-duplicates kept (issue 22's before)
@@ -43,10 +43,6 @@ def _settings(options: dict[str, Any]) -> str:
 def _p50(r: dict[str, Any], config: str) -> float | None:
     ms = [row["ms"] for row in r["rows"] if row["config"] == config]
     return statistics.median(ms) if ms else None
-
-
-def met(ok: bool) -> str:
-    return "**met**" if ok else "**not met**"
 
 
 def targets(r: dict[str, Any]) -> list[str]:
@@ -114,10 +110,8 @@ def likeness_table(r: dict[str, Any]) -> str:
 def new_lines_difference(r: dict[str, Any], a: str, b: str, metric: str) -> dict[str, float]:
     """a - b in ``metric`` over the line-start positions of new lines (the "new" subset:
     not verbatim in the snapshot or elsewhere in the file), paired by task."""
-    rows = [x for x in r["rows"] if x["cursor"] == "line-start" and SUBSETS["new"](x)]
-    by = {(x["config"], x["task"]): x[metric] for x in rows}
-    tasks = [t for (c, t) in by if c == a and (b, t) in by]
-    return paired_diff_ci([by[(a, t)] for t in tasks], [by[(b, t)] for t in tasks])
+    keep = lambda x: x["cursor"] == "line-start" and SUBSETS["new"](x)  # noqa: E731
+    return paired_metric(r["rows"], a, b, metric, keep)
 
 
 def targets_22(r: dict[str, Any], new: str = MEMORY, old: str = CLOSE) -> list[str]:

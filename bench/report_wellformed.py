@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.tables import diff_text, load, say, table
+from bench.tables import diff_text, load, met, say, table
 
 NAME = "replay_wellformed"
 MALFORMED_AT_MOST = 0.02  # the target: of the shown drafts
@@ -53,7 +53,6 @@ def _targets(c: dict[str, Any]) -> list[str]:
     start_b, start_a = c["before"]["line-start"], c["after"]["line-start"]
     ratio = start_a["p50_ms"] / start_b["p50_ms"] if start_b["p50_ms"] else float("nan")
     em1, verbatim = _paired(c, "line-start", "em1"), _paired(c, "line-start", "emk_verbatim")
-    met = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
     return [
         f"- malformed drafts shown at most {100 * MALFORMED_AT_MOST:.0f}% of shown drafts: "
         f"{met(a['share'] <= MALFORMED_AT_MOST)} ({_share(a)}; before {_share(b)}).",
