@@ -192,11 +192,10 @@ def test_the_pipeline_leaves_numpy_unimported_before_the_footprint_measures() ->
 
 
 def test_out_overrides_the_results_path_where_a_script_has_it(tmp_path: Path) -> None:
-    from bench import save_cost
-
-    parser = save_cost.BENCH.parser()
-    assert save_cost.BENCH.output(parser.parse_args([])) == RESULTS / "save_cost.json"
-    chosen = save_cost.BENCH.output(parser.parse_args(["--out", str(tmp_path / "x.json")]))
+    bench = pipeline.Benchmark("x", "d", options=lambda p: p.add_argument("--out"))
+    parser = bench.parser()
+    assert bench.output(parser.parse_args([])) == RESULTS / "x.json"
+    chosen = bench.output(parser.parse_args(["--out", str(tmp_path / "x.json")]))
     assert chosen == tmp_path / "x.json"
 
 
@@ -301,45 +300,6 @@ def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) 
     data = saved(f"{name}.json")
     summary = importlib.import_module(f"bench.{module}").summarize(data["rows"])
     assert same(summary, data["summary"])
-
-
-def test_syntax_cost_saves_the_committed_layout(tmp_path: Path) -> None:
-    """A small run (200 lines, one timing each) has the committed run's fields and rows."""
-    from bench import syntax_cost
-
-    committed = saved("syntax_cost.json")
-    out = tmp_path / "s.json"
-    syntax_cost.main(["--lines", "200", "--runs", "1", "--out", str(out)])
-    result = json.loads(out.read_text())
-    assert sorted(result) == sorted(committed)
-    assert sorted(result["stamp"]) == sorted(committed["stamp"])
-    assert [sorted(r) for r in result["decide"]] == [sorted(r) for r in committed["decide"]]
-    assert [r["cursor"] for r in result["decide"]][::2] == ["line 20", "line 100", "line 180"]
-    assert result["lines"] == 200 and result["runs"] == 1
-    lines = syntax_cost.report(committed)
-    assert len(lines) == len(committed["decide"]) + 1 and "28.013 ms" in lines[-1]
-
-
-def test_save_cost_saves_each_case_with_its_median(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from bench import save_cost
-
-    seconds = iter([3.0, 1.0, 2.0, 9.0, 7.0, 8.0])
-
-    def fake_case(mb: float, cap: int) -> dict[str, Any]:
-        skipped = "too large" if cap < 10**12 else None
-        kib = {"baseline_kib": 1024, "peak_kib": 2048, "final_kib": 1024}
-        return {"seconds": next(seconds), "reason": skipped, **kib}
-
-    monkeypatch.setattr(save_cost, "run_case", fake_case)
-    out = tmp_path / "c.json"
-    save_cost.main(["--mb", "0.1", "--repeats", "3", "--out", str(out)])
-    cases = json.loads(out.read_text())["cases"]
-    capped, uncapped = cases.values()
-    assert capped["median_s"] == 2.0 and uncapped["median_s"] == 8.0
-    assert capped["last"]["reason"] == "too large" and uncapped["last"]["reason"] is None
-    assert "uncapped (before issue 12)" in cases
 
 
 @pytest.mark.parametrize(
