@@ -250,8 +250,8 @@ def cursor_of(p: Position) -> Cursor:
 
 
 def row_fields(p: Position, drafts: Sequence[str]) -> dict[str, Any]:
-    """What a replay row says of its shown drafts: how many, how many malformed
-    (bench/replay_wellformed.py judges two saved runs the same way)."""
+    """What a replay row says of its shown drafts: how many, how many malformed (as issue 38's
+    bench/results/replay_wellformed.json judged two saved runs)."""
     from lsp_server.wellformed import Judge
 
     shown = [d for d in drafts if d.strip()]

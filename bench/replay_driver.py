@@ -268,10 +268,6 @@ class Tasks:
     compare: Callable[[Sequence[Mapping[str, Any]], Sequence[str]], list[dict[str, Any]]]
     settings: Callable[[argparse.Namespace], dict[str, Any]]
     line: Callable[[str, str, Mapping[str, Any]], str]  # printed: a configuration at a cursor
-    # the configurations to run (default: --configs and --define), and what the results say
-    # of the run before its configurations (default: the data block and the settings)
-    configs: Callable[[argparse.Namespace], list[Config]] | None = None
-    header: Callable[[argparse.Namespace, Mapping[str, Any], Sequence[Any]], dict] | None = None
 
 
 def data_block(
@@ -301,17 +297,14 @@ def output_of(args: argparse.Namespace, tasks: Tasks) -> Path:
 def replay(args: argparse.Namespace, tasks: Tasks) -> int:
     """Run the configurations over the tasks on one server, saving the results after each
     configuration (``partial`` until the server's final stats are in), and print a summary."""
-    configs = tasks.configs(args) if tasks.configs else parse_configs(args.configs, args.define)
+    configs = parse_configs(args.configs, args.define)
     server_commit = resolve_commit(args.server_commit)
     started = time.perf_counter()
     stamp = Stamp(model=args.model)
     data = tasks.load(args.data)
     todo = tasks.positions(args, data)
     stores = build_stores(data, list(dict.fromkeys(p.repo for p in todo)), args.model)
-    if tasks.header is not None:
-        fixed = tasks.header(args, data, todo)
-    else:
-        fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args)}
+    fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args)}
     fixed["server_commit"] = server_commit
 
     def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:

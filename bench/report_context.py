@@ -1,13 +1,14 @@
 """Issue 22 part 3's section of docs/benchmarks.md: the codebase in the prompt, verdict per model.
 
 The runs are ``python -m bench.replay_context`` (bench.replay's machinery on its new lines
-only): ``off`` (``context`` off) against the context assembler on (lsp_server/context.py),
-the same positions, server and run. This module reads the saved rows and computes, on the
-replay's **new** lines (not verbatim in the snapshot, not elsewhere in the file;
-bench/replay.py's ``new`` subset), the paired differences of edit similarity@3 and EM@3 with
-bootstrap intervals and the p50 latency ratio, and applies the issue's rule: the setting goes
-on by default only if, for the default model, edit similarity@3 on new lines gains at least 3
-points with an interval excluding 0 and p50 is at most 1.15x.
+only; the script left the tree: bench/results/README.md): ``off`` (``context`` off) against
+the context assembler on (lsp_server/context.py), the same positions, server and run. This
+module reads the saved rows and computes, on the replay's **new** lines (not verbatim in the
+snapshot, not elsewhere in the file; bench/replay.py's ``new`` subset), the paired differences
+of edit similarity@3 and EM@3 with bootstrap intervals and the p50 latency ratio, and applies
+the issue's rule: the setting goes on by default only if, for the default model, edit
+similarity@3 on new lines gains at least 3 points with an interval excluding 0 and p50 is at
+most 1.15x.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Issue 27's section of docs/benchmarks.md: shared infini-gram indexes (the runs of
-bench/replay_shared.py's corpus through ``python -m bench.replay``, their commands in that
-module's docstring), the infini-gram scale table beside them (bench/infini_scale.py's results),
-and the verdicts and the ``sharedWeight`` rule worked out from the rows."""
+"""Issue 27's section of docs/benchmarks.md: shared infini-gram indexes (``python -m
+bench.replay`` runs with an index of other projects' sources; the corpus's build and the
+commands: bench/results/README.md), the infini-gram scale table beside them
+(bench/infini_scale.py's results), and the verdicts and the ``sharedWeight`` rule worked out
+from the rows."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Issue 38 item 2's section of docs/benchmarks.md: malformed shown drafts before and after
-(bench/results/replay_wellformed.json, from bench/replay_wellformed.py)."""
+(bench/results/replay_wellformed.json, from bench/replay_wellformed.py, which left the tree:
+bench/results/README.md)."""
 
 from __future__ import annotations
 

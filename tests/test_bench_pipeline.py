@@ -248,35 +248,6 @@ def test_latency_cli_keeps_its_modes() -> None:
     assert latency.parser().parse_args([]).out == latency.RESULTS / "latency"
 
 
-def test_replay_context_runs_new_lines_through_the_replay_driver(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from bench import replay_context, replay_driver
-
-    async def fake_run(
-        configs: Any, todo: Any, *args: Any, done: Any, row_of: Any, **kw: Any
-    ) -> Any:
-        rows = [{"config": c.name, "ms": 5.0, **row_of(p, ["x"])} for c in configs for p in todo]
-        done(rows)
-        return rows, {"compiled_step": False, "model": args[1], "counters": {}}
-
-    monkeypatch.setattr(replay_driver, "run_configs", fake_run)
-    monkeypatch.setattr(replay_driver, "build_stores", lambda data, repos, model: {"repos": repos})
-    monkeypatch.setattr(Stamp, "finish", lambda self, started: {"model": self.model})
-    out = tmp_path / "c.json"
-    argv = ["--budgets", "128,256", "--limit", "3", "--out", str(out)]
-    assert replay_context.main(argv) == 0
-    result = json.loads(out.read_text())
-    assert list(result["configs"]) == ["off", "ctx128", "ctx256"]
-    assert result["configs"]["ctx256"]["options"] == {
-        "context": "definitions",
-        "contextTokens": 256,
-    }
-    assert result["data"]["positions"] == 3 < result["data"]["of"]
-    assert not any(r["verbatim"] or r["in_file"] for r in result["rows"])
-    assert result["about"].startswith("issue 22 part 3") and result["partial"] is False
-
-
 def test_kernels_markdown_renders_the_committed_summary_from_its_json() -> None:
     """The committed run predates the ``runs`` field; its command names no count, so the
     script's default applied."""

@@ -1,12 +1,10 @@
 """Issue 27 item 4's report (bench/report_shared.py): the paired answer on new lines, its
-rendering, and a corpus that never holds the replayed repositories' code."""
+rendering, the snapshots and the budget."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.replay_shared import copy_without_replayed
 from bench.report_shared import (
     budget_part,
     compare,
@@ -69,17 +67,6 @@ def test_the_section_renders_both_subsets_and_the_answer() -> None:
     assert (
         "**Answer:** the organisation's index lifts edit similarity@3 on new lines by 5.0" in text
     )
-
-
-def test_the_corpus_copy_leaves_replayed_repositories_out(tmp_path: Path) -> None:
-    src = tmp_path / "pip"
-    for p in ("a.py", "_vendor/rich/console.py", "_vendor/idna/core.py", "__pycache__/a.pyc"):
-        (src / p).parent.mkdir(parents=True, exist_ok=True)
-        (src / p).write_text("x = 1\n")
-    dropped = copy_without_replayed(src, tmp_path / "out")
-    assert dropped == ["_vendor/rich"]
-    kept = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.py"))
-    assert kept == ["_vendor/idna/core.py", "a.py"]
 
 
 def test_snapshots_pair_with_the_main_runs_store_rows() -> None:
