@@ -63,7 +63,7 @@ from bench.metrics import (
     pairwise_distance,
     shared_prefix_share,
 )
-from bench.replay_driver import BASE, REPO_FIELDS, Tasks, cells, replay, server_options
+from bench.replay_driver import BASE, REPO_FIELDS, Tasks, benchmark, cells, replay
 
 if TYPE_CHECKING:
     from lsp_server.wellformed import Cursor
@@ -312,8 +312,25 @@ def line_summary(name: str, cursor: str, c: Mapping[str, Any]) -> str:
     )
 
 
+def line_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tasks", choices=("lines", "blocks"), default="lines",
+                        help="blocks: issue 23's block tasks (bench/replay_blocks.py)")  # fmt: skip
+    parser.add_argument("--limit", type=int, help="targets per repository (each has 2 cursors)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the first {QUICK_PER_REPO} targets per repository")  # fmt: skip
+    parser.add_argument("--cursor", choices=CURSORS,
+                        help="one cursor only (half the requests); default: both")  # fmt: skip
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--resummarize", type=Path, metavar="JSON",
+                        help="recompute a saved run's metrics from its rows")  # fmt: skip
+
+
 LINES = Tasks(
     stem="replay",
+    description=__doc__.splitlines()[0],
+    default_configs=",".join(MAIN),
+    options=line_options,
     count="targets",
     repo_fields=REPO_FIELDS,
     load=load_data,
@@ -326,23 +343,6 @@ LINES = Tasks(
 )
 
 
-def line_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", choices=("lines", "blocks"), default="lines",
-                        help="blocks: issue 23's block tasks (bench/replay_blocks.py)")  # fmt: skip
-    server_options(parser, ",".join(MAIN), "replay")
-    parser.add_argument("--limit", type=int, help="targets per repository (each has 2 cursors)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"the first {QUICK_PER_REPO} targets per repository")  # fmt: skip
-    parser.add_argument("--cursor", choices=CURSORS,
-                        help="one cursor only (half the requests); default: both")  # fmt: skip
-    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS)
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--resummarize", type=Path, metavar="JSON",
-                        help="recompute a saved run's metrics from its rows")  # fmt: skip
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
     tasks = argparse.ArgumentParser(add_help=False)
     tasks.add_argument("--tasks", choices=("lines", "blocks"), default="lines")
@@ -351,11 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.replay_blocks import main as blocks_main
 
         return blocks_main(rest)
-    args = line_parser().parse_args(argv)
+    args = benchmark(LINES).parser().parse_args(argv)
     if args.resummarize:
         resummarize(args.resummarize)
         return 0
-    return replay(args, LINES)
+    return replay(LINES, argv)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from typing import Any
 
 from bench.measure import ROOT
 from bench.metrics import block_metrics, paired_diff_ci, paired_ratio_ci
-from bench.replay_driver import REPO_FIELDS, Tasks, cells, replay, server_options
+from bench.replay_driver import REPO_FIELDS, Tasks, cells, replay
 
 DATA = ROOT / "bench" / "data" / "replay_blocks.json.gz"
 BLOCK_CURSORS = ("block-start", "opener")
@@ -226,8 +226,20 @@ def block_summary(name: str, cursor: str, c: Mapping[str, Any]) -> str:
     )
 
 
+def block_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, help="blocks per repository")
+    parser.add_argument("--cursor", choices=BLOCK_CURSORS, action="append",
+                        help="block cursors to run (repeatable; default: block-start)")  # fmt: skip
+    parser.add_argument("--max-new-tokens", type=int,
+                        help="one budget for all (default: each its own)")  # fmt: skip
+    parser.add_argument("--data", type=Path, default=DATA)
+
+
 BLOCKS = Tasks(
     stem="replay_blocks",
+    description=__doc__.splitlines()[0],
+    default_configs=DEFAULT_CONFIGS,
+    options=block_options,
     count="blocks",
     repo_fields=(*REPO_FIELDS, "head"),
     load=load_blocks,
@@ -241,15 +253,7 @@ BLOCKS = Tasks(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    server_options(parser, DEFAULT_CONFIGS, "replay_blocks")
-    parser.add_argument("--limit", type=int, help="blocks per repository")
-    parser.add_argument("--cursor", choices=BLOCK_CURSORS, action="append",
-                        help="block cursors to run (repeatable; default: block-start)")  # fmt: skip
-    parser.add_argument("--max-new-tokens", type=int,
-                        help="one budget for all (default: each its own)")  # fmt: skip
-    parser.add_argument("--data", type=Path, default=DATA)
-    return replay(parser.parse_args(argv), BLOCKS)
+    return replay(BLOCKS, argv)
 
 
 if __name__ == "__main__":

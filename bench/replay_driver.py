@@ -13,16 +13,15 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.common import store_dir
-from bench.measure import RESULTS, ROOT, Stamp, percentile, write_json
-from bench.metrics import (
-    bootstrap_ci,
-)
+from bench.measure import ROOT, Stamp, percentile
+from bench.metrics import bootstrap_ci
+from bench.pipeline import Benchmark, run, save
 from lsp_server.settings import parse_settings
 
 REPO_FIELDS = ("snapshot", "snapshot_date", "cutoff", "until", "candidates", "url")  # to results
@@ -259,6 +258,9 @@ class Tasks:
     the run around them (configurations, stores, one server, saving as it goes) is one."""
 
     stem: str  # the results file's stem in bench/results
+    description: str
+    default_configs: str  # --configs' default
+    options: Callable[[argparse.ArgumentParser], object]  # the tasks' own arguments
     count: str  # what the data block counts its tasks as: "targets", "blocks"
     repo_fields: tuple[str, ...]  # each repository's fields the results carry
     load: Callable[[Path], dict[str, Any]]
@@ -287,16 +289,24 @@ def data_block(
     }
 
 
-def output_of(args: argparse.Namespace, tasks: Tasks) -> Path:
-    """--out, else bench/results/<stem>[-quick][-validation].json."""
-    quick = "-quick" if getattr(args, "quick", False) else ""
-    validation = "-validation" if args.split == "validation" else ""
-    return Path(args.out or RESULTS / f"{tasks.stem}{quick}{validation}.json")
+def benchmark(tasks: Tasks) -> Benchmark:
+    """A replay as a ``pipeline.Benchmark``: the server options and the tasks' own; results in
+    --out, else bench/results/<stem>[-quick][-validation].json."""
+
+    def options(parser: argparse.ArgumentParser) -> None:
+        server_options(parser, tasks.default_configs, tasks.stem)
+        tasks.options(parser)
+
+    def variant(args: argparse.Namespace) -> str:
+        quick = "-quick" if getattr(args, "quick", False) else ""
+        return quick + ("-validation" if args.split == "validation" else "")
+
+    return Benchmark(tasks.stem, tasks.description, options=options, variant=variant)
 
 
-def replay(args: argparse.Namespace, tasks: Tasks) -> int:
+def measure(args: argparse.Namespace, tasks: Tasks) -> tuple[dict[str, Any], Stamp]:
     """Run the configurations over the tasks on one server, saving the results after each
-    configuration (``partial`` until the server's final stats are in), and print a summary."""
+    configuration (``partial`` until the server's final stats are in)."""
     configs = parse_configs(args.configs, args.define)
     server_commit = resolve_commit(args.server_commit)
     started = time.perf_counter()
@@ -304,15 +314,14 @@ def replay(args: argparse.Namespace, tasks: Tasks) -> int:
     data = tasks.load(args.data)
     todo = tasks.positions(args, data)
     stores = build_stores(data, list(dict.fromkeys(p.repo for p in todo)), args.model)
-    fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args)}
-    fixed["server_commit"] = server_commit
+    fixed = {"data": data_block(args, tasks, data, todo), "settings": tasks.settings(args),
+             "server_commit": server_commit}  # fmt: skip
 
-    def save(rows: list[dict[str, Any]], server: dict[str, Any] | None = None) -> dict[str, Any]:
+    def result_of(rows: list[dict[str, Any]], server: dict[str, Any] | None) -> dict[str, Any]:
         ran = [c for c in configs if any(r["config"] == c.name for r in rows)]
         if server is not None:  # the server picks the runner as the product does
             stamp.runner = f"the server's (precision auto), compiled step {server['compiled_step']}"
-        result = {
-            "stamp": stamp.finish(started),
+        return {
             **fixed,
             "configs": {c.name: {"options": dict(c.options), "store": c.store} for c in ran},
             "stores": stores,
@@ -322,19 +331,29 @@ def replay(args: argparse.Namespace, tasks: Tasks) -> int:
             "comparisons": tasks.compare(rows, [c.name for c in ran]),
             "rows": rows,
         }
-        write_json(output_of(args, tasks), result)
-        return result
+
+    def done(rows: list[dict[str, Any]]) -> None:
+        save(result_of(rows, None), stamp, started, benchmark(tasks).output(args))
 
     rows, server = asyncio.run(
-        run_configs(configs, todo, stores, args.model, args.max_new_tokens, done=save,
+        run_configs(configs, todo, stores, args.model, args.max_new_tokens, done=done,
                     row_of=tasks.row_of, server_commit=server_commit)
     )  # fmt: skip
-    result = save(rows, server)
-    for name in result["configs"]:
-        for cursor in dict.fromkeys(p.cursor for p in todo):
-            print(tasks.line(name, cursor, result["summary"][name][cursor]["all"]))
-        if any("shown" in row for row in rows):
-            print(summary_line(rows, name))
+    return result_of(rows, server), stamp
+
+
+def replay(tasks: Tasks, argv: list[str] | None = None) -> int:
+    """Parse, measure and save (``pipeline.run``), and print each configuration's line at
+    each cursor (and its malformed shown drafts where the rows count them)."""
+
+    def report(result: dict[str, Any]) -> Iterator[str]:
+        for name in result["configs"]:
+            for cursor in result["data"]["cursors"]:
+                yield tasks.line(name, cursor, result["summary"][name][cursor]["all"])
+            if any("shown" in row for row in result["rows"]):
+                yield summary_line(result["rows"], name)
+
+    run(benchmark(tasks), lambda args: measure(args, tasks), report, argv)
     return 0
 
 

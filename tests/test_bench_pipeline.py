@@ -191,6 +191,24 @@ def test_the_pipeline_leaves_numpy_unimported_before_the_footprint_measures() ->
     assert out.stdout.strip() == "False"
 
 
+def test_the_replays_results_go_where_the_reports_read_them(tmp_path: Path) -> None:
+    """bench.replay's paths through its Benchmark: the quick run (make bench-quick) beside the
+    full one, the validation split apart, ``--out`` over both; the block replay likewise."""
+    from bench import replay, replay_blocks, replay_driver
+
+    def path(tasks: Any, *argv: str) -> Path:
+        bench = replay_driver.benchmark(tasks)
+        return bench.output(bench.parser().parse_args(list(argv)))
+
+    assert path(replay.LINES) == RESULTS / "replay.json"
+    assert path(replay.LINES, "--quick") == RESULTS / "replay-quick.json"
+    assert path(replay.LINES, "--split", "validation") == RESULTS / "replay-validation.json"
+    assert path(replay.LINES, "--quick", "--out", str(tmp_path / "q.json")) == tmp_path / "q.json"
+    assert path(replay_blocks.BLOCKS, "--split", "validation").name == (
+        "replay_blocks-validation.json"
+    )
+
+
 def test_out_overrides_the_results_path_where_a_script_has_it(tmp_path: Path) -> None:
     bench = pipeline.Benchmark("x", "d", options=lambda p: p.add_argument("--out"))
     parser = bench.parser()
