@@ -20,7 +20,7 @@ from typing import Any
 from bench.measure import RESULTS
 from bench.metrics import paired_configs
 from bench.replay import CURSORS, SUBSETS
-from bench.tables import load_file, points, table
+from bench.tables import load_file, points, say, table
 
 RUNS = {  # model label -> the test split's results
     "SmolLM2 135M (default)": RESULTS / "replay_context.json",
@@ -80,45 +80,14 @@ def context_section() -> str | None:
     runs = {label: data for label, data in loaded.items() if data is not None}
     if not runs:
         return None
-    parts = [
-        "### Issue 22 part 3: the codebase in the prompt: verdict per model",
-        "",
-        "The setting `context` lays the headers of the definitions a file uses from other "
-        "files (and, with `definitions+recent`, the lines where drafts were last asked in "
-        "other open files) before the prompt's window, at most `contextTokens` tokens "
-        "(`lsp_server/context.py`). Each run below is `python -m bench.replay_context` (the "
-        "replay's machinery through the language server), `off` against the setting on over "
-        "the same positions in the same run (the server of the commit named in each file), "
-        "on the replay's **new** lines only (not verbatim in the snapshot, not elsewhere in "
-        "the file). Paired bootstrap "
-        "intervals (2,000 resamples); p50 over the same new-line requests of each "
-        "configuration. The rule (issue 22): on by default only if, for the default model, "
-        f"edit similarity@3 on new lines gains at least {100 * GAIN:.0f} points with an "
-        f"interval excluding 0 and p50 is at most {MAX_RATIO:.2f}x. The replay opens one file "
-        "at a time, so `definitions+recent` has no other open file to take chunks from there: "
-        "only `definitions` is measured.",
-        "",
-    ]
-    validation = load_file(VALIDATION, complete=True)
-    if validation is not None:
-        parts += [
-            f"**The budget, tuned on the validation split** (`{VALIDATION.name}`, "
-            f"{validation['stamp']['model']}, commit {validation['server_commit'][:10]}):",
-            "",
-            table(
-                HEADER,
-                rows_for(validation, validation["stamp"]["model"], candidates(validation)),
-                "lllrlllll",
-            ),  # fmt: skip
-            "",
-        ]
-    else:
-        parts += [
-            "**The budget was not tuned on the validation split**: that run did not fit the "
-            "session's time on a shared 2-core CPU, so the test runs use the default "
-            "`contextTokens` (256).",
-            "",
-        ]
+    v = load_file(VALIDATION, complete=True)
+    validation = (
+        say("context_validation", file=VALIDATION.name, model=v["stamp"]["model"],
+            commit=v["server_commit"][:10],
+            table=table(HEADER, rows_for(v, v["stamp"]["model"], candidates(v)), "lllrlllll"))
+        if v is not None
+        else say("context_not_tuned")
+    )  # fmt: skip
     sizes = ", ".join(
         f"{label}: the first {data['data']['positions']} new-line positions of the "
         f"{data['data']['split']} split"
@@ -128,13 +97,6 @@ def context_section() -> str | None:
         f"{label}: {data['stamp']['load_start']} -> {data['stamp']['load_end']}"
         for label, data in runs.items()
     )
-    parts += [
-        f"Positions per run ({sizes}; both cursors of each line). Latency: the configurations "
-        "run one after the other in one server, so on a shared CPU the p50 ratio also carries "
-        f"the change of load between them (load average at each run's start and end: {loads}); "
-        "a ratio below 1 is that, not a faster prompt.",
-        "",
-    ]
     test_rows: list[list[Any]] = []
     verdicts = []
     for label, data in runs.items():
@@ -142,36 +104,22 @@ def context_section() -> str | None:
         test_rows += rows_for(data, label, names)
         wins = [n for n in names if all(met(compare_new(data, n, c)) for c in CURSORS)]
         verdicts.append(
-            f"- **{label}** (`{RUNS[label].name}`, commit {data['server_commit'][:10]}): "
-            + (
-                f"the rule is met by {', '.join(wins)} at both cursors."
-                if wins
-                else "the rule is missed: edit similarity@3 on new lines does not gain "
-                f"{100 * GAIN:.0f} points with an interval above 0; `context` stays off."
-            )
-        )
-    parts += [
-        "**Test split:**",
-        "",
-        table(HEADER, test_rows, "lllrlllll"),
-        "",
-        "**Verdict per model:**",
-        "",
-        *verdicts,
-    ]
+            say("context_met" if wins else "context_missed", label=label, file=RUNS[label].name,
+                commit=data["server_commit"][:10], wins=", ".join(wins), gain=f"{100 * GAIN:.0f}")
+        )  # fmt: skip
     default = runs.get(DEFAULT_MODEL_RUN)
     on = default is not None and any(
         all(met(compare_new(default, n, c)) for c in CURSORS) for n in candidates(default)
     )
-    parts += [
-        "",
-        f"The default stays `context: {'definitions' if on else 'off'}`"
-        + (
-            "."
-            if on
-            else ": the small embedded models do not draft new lines better with other "
-            "files' headers before the window. The setting is the path for a larger code "
-            "model (on a GPU), where it is to be measured again with the same runs."
-        ),
-    ]
-    return "\n".join(parts) + "\n"
+    return say(
+        "context",
+        gain=f"{100 * GAIN:.0f}",
+        max_ratio=f"{MAX_RATIO:.2f}",
+        validation=validation,
+        sizes=sizes,
+        loads=loads,
+        table=table(HEADER, test_rows, "lllrlllll"),
+        verdicts="\n".join(verdicts),
+        default="definitions" if on else "off",
+        why="." if on else say("context_stays_off"),
+    ) + "\n"
