@@ -13,7 +13,7 @@ from typing import Any
 from bench.measure import RESULTS
 from bench.metrics import paired_configs
 from bench.replay import SUBSETS
-from bench.tables import load_file, points, table
+from bench.tables import load_file, points, say, table
 
 RUN = RESULTS / "replay_shared.json"
 CORPUS = RESULTS / "replay_shared_corpus.json"
@@ -58,11 +58,20 @@ def scale_table(data: Mapping[str, Any]) -> str:
     return body.rstrip("\n")
 
 
+def moved(c: Mapping[str, Any], m: str) -> list[str]:
+    """One metric's cells: the mean before → with, and the paired difference."""
+    return [f"{100 * c[f'{m}_base']:.1f} → {100 * c[f'{m}_config']:.1f}", points(c[m])]
+
+
+def load_of(stamp: Mapping[str, Any]) -> str:
+    """The 1-minute load average at the run's start → end."""
+    return f"{stamp['load_start'][0]} → {stamp['load_end'][0]}"
+
+
 def replay_part(result: Mapping[str, Any], corpus: Mapping[str, Any] | None) -> list[str]:
     cells = {s: compare(result, s) for s in ("all", "new")}
     rows = [
-        [s, c["n"], f"{100 * c['emk_base']:.1f} → {100 * c['emk_config']:.1f}", points(c["emk"]),
-         f"{100 * c['esk_base']:.1f} → {100 * c['esk_config']:.1f}", points(c["esk"]),
+        [s, c["n"], *moved(c, "emk"), *moved(c, "esk"),
          f"{c['p50_base']:.0f} / {c['p50_config']:.0f} ms = {c['ratio']:.2f}x", c["differ"]]
         for s, c in cells.items()
     ]  # fmt: skip
@@ -79,25 +88,12 @@ def replay_part(result: Mapping[str, Any], corpus: Mapping[str, Any] | None) -> 
     )
     stamp = result["stamp"]
     return [
-        "#### Does a shared index of other projects lift the drafts? (item 4)",
-        "",
-        f"The replay's test split ({', '.join(result['data']['splits']['test'])}), the line "
-        f"start, through the language server (`{RUN.name}`, {stamp['model']}, commit "
-        f"{stamp['commit']}): `{BASELINE}` (the codebase store as today) against `{SHARED}` "
-        f"(the same plus `sharedIndexes`: an infini-gram index of {what}), the same positions "
-        "in one run. Paired bootstrap intervals (2,000 resamples), in points. New lines: not "
-        "verbatim in the snapshot, not elsewhere in the file. Latency: the configurations run "
-        "one after the other in one server on a shared CPU (load "
-        f"{stamp['load_start'][0]} → {stamp['load_end'][0]}).",
-        "",
-        table(header, rows, "lrllllll"),
-        "",
-        f"**Answer:** the organisation's index {verdict(cells['new'])} "
-        f"(EM@3 {points(cells['new']['emk'])}; all lines ES@3 {points(cells['all']['esk'])}), "
-        f"at {cells['all']['ratio']:.2f}x the p50 latency. The shared source enters the "
-        "memory's mix like the stores (longest match, counts added), at `sharedWeight` 1.0 (a "
-        "shared match weighs as a store match; its own weight is tuned below).",
-    ]
+        say("shared_replay", repos=", ".join(result["data"]["splits"]["test"]), file=RUN.name,
+            model=stamp["model"], commit=stamp["commit"], baseline=BASELINE, shared=SHARED,
+            what=what, load=load_of(stamp), table=table(header, rows, "lrllllll"),
+            verdict=verdict(cells["new"]), emk_new=points(cells["new"]["emk"]),
+            esk_all=points(cells["all"]["esk"]), ratio=f"{cells['all']['ratio']:.2f}")
+    ]  # fmt: skip
 
 
 def same_within(c: Mapping[str, Any]) -> bool:
@@ -112,25 +108,18 @@ def snapshots_part(run: Mapping[str, Any], snaps: Mapping[str, Any]) -> list[str
     merged = {"rows": [*run["rows"], *snaps["rows"]]}
     cells = {s: compare(merged, s, SNAPSHOTS_CONFIG) for s in ("all", "new")}
     rows = [
-        [s, c["n"], f"{100 * c['emk_base']:.1f} → {100 * c['emk_config']:.1f}", points(c["emk"]),
-         f"{100 * c['esk_base']:.1f} → {100 * c['esk_config']:.1f}", points(c["esk"]),
+        [s, c["n"], *moved(c, "emk"), *moved(c, "esk"),
          "same within intervals" if same_within(c) else "differs"]
         for s, c in cells.items()
     ]  # fmt: skip
     header = ["lines", "n", "EM@3 store → index", "EM@3 difference", "ES@3 store → index",
               "ES@3 difference", "quality"]  # fmt: skip
-    stamp = snaps["stamp"]
     return [
         "",
-        "#### The test snapshots served from a shared index instead of the codebase store",
-        "",
-        f"`{SNAPSHOTS_CONFIG}` (`{SNAPSHOTS.name}`, commit {stamp['commit']}): no codebase "
-        "store; `sharedIndexes` names one infini-gram index with a shard for each test "
-        "repository's snapshot (the same files the store indexes; each request sees both "
-        f"shards), against `{BASELINE}`'s rows above, the same positions.",
-        "",
-        table(header, rows, "lrlllll"),
-    ]
+        say("shared_snapshots", config=SNAPSHOTS_CONFIG, file=SNAPSHOTS.name,
+            commit=snaps["stamp"]["commit"], baseline=BASELINE,
+            table=table(header, rows, "lrlllll")),
+    ]  # fmt: skip
 
 
 QUALITY_HEADER = ["pair", "lines", "n", "EM@3", "EM@3 difference", "ES@3", "ES@3 difference",
@@ -178,42 +167,29 @@ def budget_part(run: Mapping[str, Any]) -> list[str]:
         )
     ]  # fmt: skip
     quality = [
-        [f"`{config}` vs `{against}`", s, c["n"],
-         f"{100 * c['emk_base']:.1f} → {100 * c['emk_config']:.1f}", points(c["emk"]),
-         f"{100 * c['esk_base']:.1f} → {100 * c['esk_config']:.1f}", points(c["esk"]),
-         c["differ"]]
+        [f"`{config}` vs `{against}`", s, c["n"], *moved(c, "emk"), *moved(c, "esk"), c["differ"]]
         for (s, config, against), c in cells.items()
-    ]  # fmt: skip
+    ]
     stamp = run["stamp"]
-    commit = (run.get("server_commit") or stamp["commit"])[:7]
     cost = load(LOOKUPS)
-    one = (
-        f" One lookup as a request asks it (`{LOOKUPS.name}`: {cost['lookups']} contexts of the "
-        f"test repositories, 256 tokens, a 32-token continuation; this index, {cost['shards']} "
-        f"shards): p50 {cost['step']['p50_ms']:.0f} ms, p95 {cost['step']['p95_ms']:.0f} ms "
-        f"for a draft's step, p50 {cost['prompt']['p50_ms']:.0f} ms for the prompt's match "
-        f"with {cost['prompt']['others']} other continuations."
+    lookup = (
+        say("shared_lookup", file=LOOKUPS.name, lookups=cost["lookups"], shards=cost["shards"],
+            step_p50=f"{cost['step']['p50_ms']:.0f}", step_p95=f"{cost['step']['p95_ms']:.0f}",
+            prompt_p50=f"{cost['prompt']['p50_ms']:.0f}", others=cost["prompt"]["others"])
         if cost is not None
         else ""
-    )
+    )  # fmt: skip
+    speed_table = table(["configuration", "p50 ms", "p95 ms", "p50 / store"], speed, "lrrr")
     return [
         "",
-        "#### Lookups within a time budget (`sharedBudgetMs`)",
-        "",
-        f"`{BUDGET.name}` (server commit {commit}, {run['data']['positions']} line-start "
-        f"positions: the first {run['data']['targets'] // len(run['data']['splits']['test'])} "
-        "targets of each test repository): the store alone, the store plus the index above "
-        f"with no effective budget (`sharedBudgetMs` {options[SHARED].get('sharedBudgetMs')}), "
-        f"and with {budget_text}. One server, the configurations one after the other on a "
-        f"shared CPU (load {stamp['load_start'][0]} → {stamp['load_end'][0]}): the latencies "
-        "compare within this run only. Each request's shared lookups stop once they have "
-        f"spent the budget (this run's server also kept a per-request cache of answers, since "
-        f"removed: it answered no question twice).{one}",
-        "",
-        table(["configuration", "p50 ms", "p95 ms", "p50 / store"], speed, "lrrr"),
-        "",
-        table(QUALITY_HEADER, quality, "llrlllll"),
-    ]
+        say("shared_budget", file=BUDGET.name,
+            commit=(run.get("server_commit") or stamp["commit"])[:7],
+            positions=run["data"]["positions"],
+            targets=run["data"]["targets"] // len(run["data"]["splits"]["test"]),
+            unbudgeted=options[SHARED].get("sharedBudgetMs"), budget=budget_text,
+            load=load_of(stamp), lookup=lookup, speed_table=speed_table,
+            quality_table=table(QUALITY_HEADER, quality, "llrlllll")),
+    ]  # fmt: skip
 
 
 def weights(run: Mapping[str, Any]) -> dict[str, float]:
@@ -269,26 +245,15 @@ def weight_part(run: Mapping[str, Any]) -> list[str]:
               "ES@3 vs store", "ES@3 vs 1.0", "p50 ms", "drafts differ from store"]  # fmt: skip
     chosen, why = pick_weight(run)
     stamp = run["stamp"]
-    commit = (run.get("server_commit") or stamp["commit"])[:7]
-    repos = ", ".join(run["data"]["splits"]["validation"])
+    validation = run["data"]["splits"]["validation"]
     return [
         "",
-        "#### The shared index's own weight (`sharedWeight`), tuned on validation",
-        "",
-        f"`{WEIGHT.name}` (server commit {commit}): the validation split ({repos}), "
-        f"{run['data']['positions']} line-start positions (the first "
-        f"{run['data']['targets'] // len(run['data']['splits']['validation'])} targets of each "
-        "repository), the same index and settings as above with the "
-        "default `sharedBudgetMs`; `sharedWeight` scales the memory's lambda for a shared "
-        "index's match (a store or open document matching as long keeps 1.0). One server, "
-        f"the configurations one after the other (load {stamp['load_start'][0]} → "
-        f"{stamp['load_end'][0]}). Paired bootstrap intervals, in points.",
-        "",
-        table(header, rows, "llrlllllrr"),
-        "",
-        f"**Rule** (the best ES@3 on validation; a tie within intervals keeps 1.0): {why}. "
-        f"Default: `sharedWeight` {chosen}.",
-    ]
+        say("shared_weight", file=WEIGHT.name,
+            commit=(run.get("server_commit") or stamp["commit"])[:7],
+            repos=", ".join(validation), positions=run["data"]["positions"],
+            targets=run["data"]["targets"] // len(validation), load=load_of(stamp),
+            table=table(header, rows, "llrlllllrr"), why=why, chosen=chosen),
+    ]  # fmt: skip
 
 
 def shared_section() -> str | None:
@@ -296,15 +261,9 @@ def shared_section() -> str | None:
     scale, run = load(SCALE), load(RUN)
     if scale is None and run is None:
         return None
-    parts = ["### Issue 27: shared infini-gram indexes", ""]
+    parts = [say("shared"), ""]
     if scale is not None:
-        parts += [
-            "#### The memory's engines side by side (item 3): in-process suffix arrays "
-            "(`ngram_db/suffix.py`) vs infini-gram (`infini_scale.json`)",
-            "",
-            scale_table(scale),
-            "",
-        ]
+        parts += [say("shared_scale", table=scale_table(scale)), ""]
     if run is not None:
         parts += replay_part(run, load(CORPUS))
         snaps = load(SNAPSHOTS)
