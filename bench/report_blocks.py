@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.measure import RESULTS, ROOT
-from bench.tables import code, diff_text, load_file, met, num, pct, say, table
+from bench.tables import code, diff_text, difference, find, load_file, met, num, pct, say, table
 
 BASELINE = "single"  # today's default as it was
 CANDIDATES = ("auto", "multi")  # the first that ran is measured against the targets
@@ -30,15 +30,7 @@ def candidate_of(r: dict[str, Any]) -> str | None:
 def comparison(
     r: dict[str, Any], a: str, b: str, metric: str, kind: str, subset: str, cursor: str
 ) -> dict[str, Any] | None:
-    return next(
-        (
-            c
-            for c in r["comparisons"]
-            if (c["a"], c["b"], c["metric"], c["kind"], c["subset"], c["cursor"])
-            == (a, b, metric, kind, subset, cursor)
-        ),
-        None,
-    )
+    return find(r["comparisons"], a=a, b=b, metric=metric, kind=kind, subset=subset, cursor=cursor)
 
 
 def cursor_of(r: dict[str, Any]) -> str:
@@ -142,15 +134,10 @@ def targets(r: dict[str, Any], lines: dict[str, Any] | None, candidate: str) -> 
 
 
 def line_difference(lines: dict[str, Any], a: str, b: str, metric: str) -> dict[str, Any] | None:
-    """a - b in one metric at the line start, whichever order the line run compared them in."""
-    for x, y, sign in ((a, b, 1), (b, a, -1)):
-        for c in lines["comparisons"]:
-            key = (c["a"], c["b"], c["metric_a"], c["metric_b"], c["cursor"])
-            if key == (x, y, metric, metric, "line-start") and c["n"]:
-                if sign == 1:
-                    return dict(c)
-                return {**c, "mean": -c["mean"], "lo": -c["hi"], "hi": -c["lo"]}
-    return None
+    """a - b in one metric at the line start (None: not compared, or over no pairs)."""
+    same = {"metric_a": metric, "metric_b": metric, "cursor": "line-start"}
+    d = difference(lines["comparisons"], a, b, **same)
+    return d if d is not None and d["n"] else None
 
 
 def metrics_table(r: dict[str, Any]) -> str:

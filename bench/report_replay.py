@@ -7,33 +7,13 @@ from typing import Any
 
 from bench.metrics import paired_metric
 from bench.replay import CLOSE_PREFIX, CURSORS, SUBSETS
-from bench.tables import code, diff_text, met, num, pct, say, table, verdict
+from bench.tables import code, diff_text, difference, find, met, num, pct, say, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
 CLOSE = "superposed-close"  # the drafts as decoded, near-duplicates kept (issue 22's before)
 # Issue 22 part 1 (replay_diversity.json): first lines, then first words too, each against
 # the default before
 DIVERSITY = (("lines", "diverse"), "auto")
-
-
-def _comparison(r: dict[str, Any], a: str, b: str, ma: str, mb: str, cursor: str) -> Any:
-    return next(
-        (
-            c
-            for c in r["comparisons"]
-            if (c["a"], c["b"], c["metric_a"], c["metric_b"], c["cursor"]) == (a, b, ma, mb, cursor)
-        ),
-        None,
-    )
-
-
-def _difference(r: dict[str, Any], a: str, b: str, metric: str, cursor: str) -> Any:
-    """a - b in one metric, whichever order the run compared them in."""
-    d = _comparison(r, a, b, metric, metric, cursor)
-    if d is not None:
-        return d
-    d = _comparison(r, b, a, metric, metric, cursor)
-    return {"mean": -d["mean"], "lo": -d["hi"], "hi": -d["lo"], "n": d["n"]}
 
 
 def _settings(options: dict[str, Any]) -> str:
@@ -45,12 +25,18 @@ def _p50(r: dict[str, Any], config: str) -> float | None:
     return statistics.median(ms) if ms else None
 
 
+def _difference(r: dict[str, Any], a: str, b: str, metric: str) -> Any:
+    """a - b in one metric at the line start."""
+    same = {"metric_a": metric, "metric_b": metric, "cursor": "line-start"}
+    return difference(r["comparisons"], a, b, **same)
+
+
 def targets(r: dict[str, Any]) -> list[str]:
     """Issue 13's targets, each with what this run measured (where its configurations ran)."""
     s, out = r["summary"], []
     line = "line-start"
     if MEMORY in s and GREEDY in s:
-        d = _comparison(r, MEMORY, GREEDY, "emk", "em1", line)
+        d = find(r["comparisons"], a=MEMORY, b=GREEDY, metric_a="emk", metric_b="em1", cursor=line)
         ok = d["lo"] > 0 and d["mean"] >= 0.05
         out.append(say("target_beats_greedy", memory=MEMORY, met=met(ok), diff=diff_text(d)))
     if MEMORY in s:
@@ -59,7 +45,7 @@ def targets(r: dict[str, Any]) -> list[str]:
         out.append(say("target_edit_similarity", memory=MEMORY, met=met(ok), value=pct(es)))
     if MEMORY in s and NO_MEMORY in s:
         for metric, name in (("emk", "EM@3"), ("esk", "edit similarity@3")):
-            d = _difference(r, MEMORY, NO_MEMORY, metric, line)
+            d = _difference(r, MEMORY, NO_MEMORY, metric)
             verdict_ = verdict(d)
             out.append(
                 say("target_store_vs_none", metric=name, verdict=verdict_, diff=diff_text(d))
@@ -123,7 +109,7 @@ def targets_22(r: dict[str, Any], new: str = MEMORY, old: str = CLOSE) -> list[s
     title = "target22_title" if (new, old) == (MEMORY, CLOSE) else "target22_title_change"
     out = [say(title, distinct=new, close_config=old)]
     gain = s[new][line]["all"]["gain"]
-    d = _difference(r, new, old, "gain", line)
+    d = _difference(r, new, old, "gain")
     before = pct(s[old][line]["all"]["gain"])
     ok = gain["mean"] >= 0.09
     out.append(
@@ -137,7 +123,7 @@ def targets_22(r: dict[str, Any], new: str = MEMORY, old: str = CLOSE) -> list[s
         )
     )
     for metric, name in (("em1", "EM@1"), ("esk", "edit similarity@3")):
-        d = _difference(r, new, old, metric, line)
+        d = _difference(r, new, old, metric)
         out.append(say("target22_no_loss", metric=name, met=met(d["mean"] >= 0), diff=diff_text(d)))
     if (new, old) != (MEMORY, CLOSE):  # a later change: new lines' edit similarity@3 too
         d = new_lines_difference(r, new, old, "esk")

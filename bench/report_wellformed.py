@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.tables import diff_text, load, met, say, table
+from bench.tables import diff_text, find, load, met, say, table
 
 NAME = "replay_wellformed"
 MALFORMED_AT_MOST = 0.02  # the target: of the shown drafts
@@ -22,7 +22,7 @@ def _why(cell: dict[str, Any]) -> str:
 
 
 def _paired(c: dict[str, Any], cursor: str, metric: str) -> dict[str, Any]:
-    return next(p for p in c["paired"] if p["cursor"] == cursor and p["metric"] == metric)
+    return dict(find(c["paired"], cursor=cursor, metric=metric))
 
 
 def _rows(c: dict[str, Any], config: str) -> list[list[Any]]:

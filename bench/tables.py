@@ -86,6 +86,21 @@ def load(name: str, quick: bool) -> dict[str, Any] | None:
     return next((d for f in order if (d := load_file(RESULTS / f)) is not None), None)
 
 
+def find(items: Sequence[Mapping[str, Any]], **fields: Any) -> Any:
+    """The first item (a run's comparison, say) with these field values; None when none has."""
+    return next((i for i in items if all(i.get(k) == v for k, v in fields.items())), None)
+
+
+def difference(comparisons: Sequence[Mapping[str, Any]], a: str, b: str, **fields: Any) -> Any:
+    """a - b from a run's paired comparisons, whichever order the run compared them in (None:
+    it did not compare them)."""
+    d = find(comparisons, a=a, b=b, **fields)
+    if d is not None:
+        return dict(d)
+    d = find(comparisons, a=b, b=a, **fields)
+    return None if d is None else {**d, "mean": -d["mean"], "lo": -d["hi"], "hi": -d["lo"]}
+
+
 def met(ok: bool) -> str:
     """A target's verdict."""
     return "**met**" if ok else "**not met**"

@@ -206,6 +206,14 @@ def test_verdict_reads_the_interval() -> None:
     assert "supported" in tables.verdict({"mean": -1.0, "lo": -2.0, "hi": -0.5}, "lower")
 
 
+def test_a_difference_is_read_either_way_round_from_the_comparisons() -> None:
+    comps = [{"a": "x", "b": "y", "metric": "emk", "mean": 0.1, "lo": -0.05, "hi": 0.2, "n": 9}]
+    assert tables.difference(comps, "x", "y", metric="emk")["mean"] == 0.1
+    flipped = tables.difference(comps, "y", "x", metric="emk")
+    assert (flipped["mean"], flipped["lo"], flipped["hi"], flipped["n"]) == (-0.1, -0.2, 0.05, 9)
+    assert tables.difference(comps, "x", "y", metric="esk") is None
+
+
 def test_table_aligns_the_columns_it_is_told() -> None:
     text = tables.table(["name", "ms"], [["a", 1], ["b", 22]], align="lr")
     assert text.splitlines() == ["| name | ms |", "|---|---:|", "| a | 1 |", "| b | 22 |"]
