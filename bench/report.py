@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.measure import RESULTS, ROOT
 from bench.report_quality import IMAGES, hypotheses, quality_sections
-from bench.tables import generic, load, say, stamp_line, table
+from bench.tables import generic, load, say, stamps_table
 
 DOC = ROOT / "docs" / "benchmarks.md"
 
@@ -85,14 +85,6 @@ def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:
     }
 
 
-def stamps_table(runs: dict[str, dict[str, Any] | None]) -> str:
-    return table(
-        ["results", "date", "commit", "model", "machine", "runner"]
-        + ["load avg (1/5/15 min)", "seconds", "command"],
-        [stamp_line(d["_file"], d["stamp"]) for d in runs.values() if d is not None],
-    )
-
-
 def replay_sections(runs: dict[str, dict[str, Any] | None]) -> list[str]:
     """The repository-history replay: lines, distinct drafts, blocks (issue 23's runs: blocks,
     line tasks, a later configuration merged in)."""
@@ -147,7 +139,7 @@ def document(quick: bool, plots: bool = True) -> str:
     doc = say(
         "document",
         hypotheses=hypotheses(q, h, c),
-        stamps=stamps_table(runs),
+        stamps=stamps_table([d for d in runs.values() if d is not None]),
         sections="\n\n".join(s.rstrip("\n") for s in sections),
         **method_values(),
     )

@@ -15,7 +15,7 @@ from typing import Any
 from bench.measure import RESULTS
 from bench.metrics import paired_diff_ci
 from bench.replay import CURSORS
-from bench.tables import diff_text, load_file, pct, stamp_line, table, verdict
+from bench.tables import diff_text, load_file, met, pct, stamps_table, table, verdict
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
 
 CONFIG = "superposed+store"  # the configuration both models ran
@@ -54,7 +54,7 @@ def decision(es: dict[str, float], ratio: float | None) -> tuple[str, list[str]]
         + (
             "not measured"
             if ratio is None
-            else f"{'**met**' if fast else '**not met**'} ({ratio:.2f}x)"
+            else f"{met(fast)} ({ratio:.2f}x)"
         )
         + ".",  # fmt: skip
         f"- the README states its terms ({GEMMA3.license}): **met**.",
@@ -144,20 +144,7 @@ def models_section() -> str | None:
         f"**Default: `{default}`** by the rule; the code's default (`superposed/embedded.py`) "
         f"is `{DEFAULT_MODEL}`" + (" (they agree)." if agrees else ": **they disagree**."),
         "",
-        table(
-            [
-                "results",
-                "date",
-                "commit",
-                "model",
-                "machine",
-                "runner",
-                "load avg",
-                "seconds",
-                "command",
-            ],  # fmt: skip
-            [stamp_line(r["_file"], r["stamp"]) for r in (small, gemma)],
-        ),
+        stamps_table([small, gemma], load="load avg"),
         "",
     ]
     return "\n".join(out)

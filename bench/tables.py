@@ -57,6 +57,12 @@ def stamp_line(name: str, s: dict[str, Any]) -> list[Any]:
     ]
 
 
+def stamps_table(runs: Sequence[Mapping[str, Any]], load: str = "load avg (1/5/15 min)") -> str:
+    """Each run's stamp, a row a results file (``_file``, as ``load_file`` gives it)."""
+    header = ["results", "date", "commit", "model", "machine", "runner", load, "seconds"]
+    return table([*header, "command"], [stamp_line(r["_file"], r["stamp"]) for r in runs])
+
+
 def stamp_header(s: dict[str, Any]) -> str:
     """A markdown summary's opening: the command, when, which commit, which machine (the
     stamp of ``bench.measure.Stamp``); the script goes on with what it ran."""
