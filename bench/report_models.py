@@ -15,7 +15,7 @@ from typing import Any
 from bench.measure import RESULTS
 from bench.metrics import paired_diff_ci
 from bench.replay import CURSORS
-from bench.tables import diff_text, load_file, met, pct, stamps_table, table, verdict
+from bench.tables import diff_text, load_file, met, pct, say, stamps_table, table, verdict
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3, SMOLLM2
 
 CONFIG = "superposed+store"  # the configuration both models ran
@@ -80,31 +80,13 @@ def models_section() -> str | None:
         f"{c}: {m}" for c in CURSORS for m in ("ES@3", "EM@3")
     ] + ["replay p50 ms (its own run)"]  # fmt: skip
     es = paired(gemma, small, "esk", None)
-    ratio = None
-    out = [
-        "## Which embedded model is the default",
-        "",
-        f"Both embedded models on the replay's {small['data']['split']} split, configuration "
-        f"*{CONFIG}* (the settings of section 1), one run each through the server "
-        "(`python -m bench.replay --split test --configs superposed+store --model MODEL "
-        "--out bench/results/replay-MODEL.json`). Latencies of the two runs come from "
-        "different moments of a shared machine; the side-by-side ones below decide.",
-        "",
-        table(header, rows),
-        "",
-        "Paired differences, gemma - smollm2, over the same positions:",
-        "",
-        table(
-            ["metric", "cursor", "points [95% interval], n", "gemma > smollm2"],
-            [
-                [name, cursor or "both", diff_text(d), verdict(d)]
-                for name, metric in (("ES@3", "esk"), ("EM@3", "emk"), ("CS@3", "csk"))
-                for cursor in (*CURSORS, None)
-                for d in [paired(gemma, small, metric, cursor)]
-            ],
-        ),
-        "",
+    paired_rows = [
+        [name, cursor or "both", diff_text(d), verdict(d)]
+        for name, metric in (("ES@3", "esk"), ("EM@3", "emk"), ("CS@3", "csk"))
+        for cursor in (*CURSORS, None)
+        for d in [paired(gemma, small, metric, cursor)]
     ]
+    ratio, side_by_side = None, ""
     if latency is not None:
         lat_rows = []
         for setting, per_model in latency["settings"].items():
@@ -115,36 +97,25 @@ def models_section() -> str | None:
         gemma_long = latency["settings"].get("long", {}).get(GEMMA3.name)
         ratio = gemma_long and gemma_long["superposed k=3 / first model"]
         s = latency["stamp"]
-        out += [
-            f"Side by side (`{s['command']}`, {s['date']}, runner {latency['runner']}, 1 thread, "
-            f"medians of {s['runs']} interleaved requests, 10 new tokens, the prompt cached; "
-            f"load {s['load_start']} -> {s['load_end']}):",
-            "",
-            table(
-                [
-                    "setting",
-                    "model",
-                    "prompt tokens",
-                    "greedy ms",
-                    "superposed k=3 ms",
-                    "k=3 / smollm2's",
-                ],
-                lat_rows,
-            ),  # fmt: skip
-            "",
-        ]
+        lat_header = ["setting", "model", "prompt tokens", "greedy ms", "superposed k=3 ms",
+                      "k=3 / smollm2's"]  # fmt: skip
+        side_by_side = say("models_latency", command=s["command"], date=s["date"],
+                           runner=latency["runner"], runs=s["runs"], load_start=s["load_start"],
+                           load_end=s["load_end"], table=table(lat_header, lat_rows)) + "\n\n"
     default, lines = decision(es, ratio)
-    agrees = default == DEFAULT_MODEL
-    out += [
-        "The rule: " + GEMMA3.name + " becomes the default only if all three hold "
-        "(the latency on the long, 1,500-token setting):",
-        "",
-        *lines,
-        "",
-        f"**Default: `{default}`** by the rule; the code's default (`superposed/embedded.py`) "
-        f"is `{DEFAULT_MODEL}`" + (" (they agree)." if agrees else ": **they disagree**."),
-        "",
-        stamps_table([small, gemma], load="load avg"),
-        "",
-    ]
-    return "\n".join(out)
+    return say(
+        "models",
+        split=small["data"]["split"],
+        config=CONFIG,
+        table=table(header, rows),
+        paired_table=table(
+            ["metric", "cursor", "points [95% interval], n", "gemma > smollm2"], paired_rows
+        ),
+        latency=side_by_side,
+        gemma=GEMMA3.name,
+        lines="\n".join(lines),
+        default=default,
+        code_default=DEFAULT_MODEL,
+        agrees=" (they agree)." if default == DEFAULT_MODEL else ": **they disagree**.",
+        stamps=stamps_table([small, gemma], load="load avg"),
+    ) + "\n"
