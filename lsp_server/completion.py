@@ -10,10 +10,11 @@ model call, in steps each with its own module:
    request; the short recent window when the KV cache is cold);
 3. ``Engine.complete`` with the settings' method, the n-gram source and the memory;
 4. the drafts' text clean-up (lsp_server/drafts.py ``postprocess``, in the document's line
-   ending and indentation, lsp_server/layout.py), then ``rank``: drafts that do not parse
-   there go (lsp_server/wellformed.py: a spare draft takes the place), a long verbatim copy
-   from the memory goes first (lsp_server/evidence.py), and at a line start the last slot
-   goes to a draft with another first word.
+   ending and indentation, lsp_server/layout.py), then ``rank``: this layer's ranking stages
+   (``rank_stages``, after the engine's; superposed/ranking.py owns them all): near
+   duplicates merged, a block's new first lines first, drafts that parse there
+   (lsp_server/wellformed.py), a long verbatim copy from the memory first
+   (lsp_server/evidence.py), at a line start the last slot to another first word, k shown.
 
 Typing along a draft just shown answers without the model (lsp_server/ahead.py
 ``TypingCache``). Models trained for fill-in-the-middle also see the text after the cursor
@@ -26,13 +27,13 @@ import time
 from dataclasses import dataclass, field, replace
 
 from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion, code_end, postprocess, reserve_first_word
-from lsp_server.evidence import lead, prompt_lead
+from lsp_server.drafts import Suggestion, code_end, first_line_key, near_key, postprocess
+from lsp_server.evidence import prompt_lead, says
 from lsp_server.models import testing_tiny
 from lsp_server.prompt_plan import PromptPlan
 from lsp_server.settings import DecodingSettings
 from lsp_server.syntax import Decision, decide
-from lsp_server.wellformed import Cursor, well_formed
+from lsp_server.wellformed import Cursor, parses
 from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.knn import HiddenSource
@@ -40,7 +41,8 @@ from superposed.ngram import MatchSource, NgramSource
 from superposed.types import CancelCheck, DecodeConfig, StopCondition
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
-# whitespace, merge in postprocess; superposed decoding makes the spares in the same pass.
+# whitespace, merge in ranking (rank_stages); superposed decoding makes the spares in the
+# same pass.
 SPARE_DRAFTS = 2
 
 # A block request's token budget: max_new_tokens per line of max_lines, at most this many
@@ -158,10 +160,10 @@ def rank(
     settings: DecodingSettings,
     cfg: DecodeConfig,
     evidence: str | None,
+    kind: Decision = "line",
 ) -> list[Suggestion]:
-    """The cleaned-up drafts in the order shown, after the engine's stages (superposed/
-    ranking.py), through this layer's: ``rank_stages``."""
-    return ranking.apply(suggestions, rank_stages(context, settings, cfg, evidence))
+    """The cleaned-up drafts, the k shown in the order shown: ``rank_stages`` applied."""
+    return ranking.apply(suggestions, rank_stages(context, settings, cfg, evidence, kind))
 
 
 def rank_stages(
@@ -169,18 +171,33 @@ def rank_stages(
     settings: DecodingSettings,
     cfg: DecodeConfig,
     evidence: str | None,
+    kind: Decision = "line",
 ) -> list[ranking.Stage[Suggestion]]:
-    """The stages, in order, that need what the engine does not know: drafts that parse at
-    the cursor (tree-sitter, lsp_server/wellformed.py: a spare takes a dropped one's place),
-    the memory's lead first (issue 38; ``evidence``: evidence.prompt_lead), and at a line
-    start the last of the k slots to another first word."""
-    stages: list[ranking.Stage[Suggestion]] = []
-    if settings.well_formed and not testing_tiny():  # the tiny test model's drafts: noise
+    """The ranking stages after the engine's (superposed/ranking.py lists them all), in order,
+    with what only this layer knows passed in:
+
+    1. the same text, or with ``distinctDrafts`` a near duplicate (drafts.near_key), is one
+       guess (ranking.merged): the better-scored stays, a spare takes the slot;
+    2. a block: drafts with a first line not shown yet first (drafts.first_line_key);
+    3. drafts that parse at the cursor (tree-sitter, lsp_server/wellformed.py; off for the
+       tiny test model, whose drafts are noise): a spare takes a dropped one's place;
+    4. the memory's lead first (issue 38; ``evidence``: evidence.prompt_lead, evidence.says);
+    5. at a line start (``cfg.first_word_cap``) the last of the k slots to another first word;
+    6. the k shown.
+    """
+    stages: list[ranking.Stage[Suggestion]] = [
+        ranking.merged(near_key if settings.distinct_drafts else str),
+    ]
+    if kind == "block":
+        stages.append(ranking.new_keys_first(first_line_key))
+    if settings.well_formed and not testing_tiny():
         cursor = Cursor(context.before, context.following, context.language)
-        stages.append(lambda s: well_formed(s, cursor))
-    stages.append(lambda s: lead(s, evidence))
+        stages.append(ranking.kept(parses(cursor)))
+    if evidence:
+        stages.append(ranking.led(lambda text: says(text, evidence)))
     if cfg.first_word_cap:
-        stages.append(lambda s: reserve_first_word(s, settings.k))
+        stages.append(ranking.reserved(settings.k, ranking.first_word))
+    stages.append(ranking.cut(settings.k))
     return stages
 
 
@@ -230,13 +247,13 @@ def decode(
     suggestions = shown(completion, context, settings, kind, stop)
     start = time.perf_counter()
     evidence = prompt_lead(memory, prompt, engine, cfg.memory_follow)
-    suggestions = rank(suggestions, context, settings, cfg, evidence)
+    suggestions = rank(suggestions, context, settings, cfg, evidence, kind)
     timing_ms["wellformed"] = (time.perf_counter() - start) * 1e3
     if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     suggestions = [replace(s, text=context.layout.ends(s.text)) for s in suggestions]
     return Answer(
-        suggestions[: settings.k],
+        suggestions,
         timing_ms,
         short_window=short,
         prompt_tokens=completion.prompt_tokens,
@@ -259,6 +276,5 @@ def shown(
         replace(completion, drafts=drafts),
         context.after,
         "multi" if kind == "block" else "single",
-        merge_near=settings.distinct_drafts,
         stop=stop,
     )

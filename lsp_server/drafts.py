@@ -1,11 +1,13 @@
-"""Draft text clean-up: the engine's drafts -> the suggestions the editor can show.
+"""Draft text clean-up: the engine's drafts -> the texts the editor can show.
 
 Each draft stops where it runs into the text after the cursor (``stop_at_suffix``), is cut to
 its first line (a line request) or by a block's end rules (``StopCondition.block_end``; a
 draft the token budget stopped mid-line goes back to its last whole line, ``whole_lines``);
-empty drafts, duplicates (or near duplicates, ``near_key``) and drafts that only repeat the
-text after the cursor are dropped. The document's line ending and indentation are
-lsp_server/layout.py's.
+empty drafts and drafts that only repeat the text after the cursor are dropped. Which of the
+rest are shown, and in what order, is ranking's (superposed/ranking.py, the stages listed in
+lsp_server/completion.py ``rank_stages``): from here it takes what a near duplicate is
+(``near_key``) and what a block's first line says (``first_line_key``). The document's line
+ending and indentation are lsp_server/layout.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from superposed.api import Completion
-from superposed.diversity import first_word_key
 from superposed.types import StopCondition
 
 _OPENING = {")": "(", "]": "[", "}": "{"}
@@ -132,25 +133,26 @@ def whole_lines(text: str) -> str:
     return text[:end] if end > content else text
 
 
+def first_line_key(text: str) -> str:
+    """What a draft's first line says (``near_key``): block drafts alike there are one guess
+    of the line the user reads first."""
+    return near_key(first_line(text).strip())
+
+
 def postprocess(
     completion: Completion,
     after: str,
     line_mode: str = "single",
-    merge_near: bool = False,
     stop: StopCondition | None = None,
 ) -> list[Suggestion]:
-    """Drafts in the engine's order -> distinct, non-empty suggestions.
+    """Drafts in the engine's order -> their cleaned-up texts, non-empty, in that order.
 
     line_mode "single": each draft is cut to its first line; any other: a block, ended by
     ``stop``'s block rules (a draft that ended by EOS is checked again, one the budget stopped
-    goes back to its last whole line), and drafts whose first line a better-ranked draft
-    already shows go after the others: the k slots first show k different first lines.
-    merge_near: drafts that say what an earlier (better-ranked) one says but for a trailing
-    comment, whitespace or punctuation (``near_key``) are dropped, so the next distinct draft
-    takes the slot.
+    goes back to its last whole line). Drafts alike once cleaned up stay: merging them is a
+    ranking stage (ranking.merged).
     """
     out: list[Suggestion] = []
-    seen: set[str] = set()
     rest = after.strip()
     block = line_mode != "single"
     for draft in completion.drafts:
@@ -163,39 +165,9 @@ def postprocess(
             text = text if end is None else text[:end]
         text = text.rstrip()
         core = text.strip()
-        key = near_key(text) if merge_near else text
-        if not core or key in seen:
+        if not core:
             continue
         if rest and rest.startswith(core):
             continue  # it would only type again what already follows the cursor
-        seen.add(key)
         out.append(Suggestion(text, draft.score, draft.source))
-    return distinct_first_lines(out) if block else out
-
-
-def distinct_first_lines(suggestions: list[Suggestion]) -> list[Suggestion]:
-    """The suggestions with a first line not shown before first, the others after (each
-    group in its order): block drafts that share a first line and differ later would spend
-    the k slots on one guess of the line the user reads first."""
-    firsts: set[str] = set()
-    new: list[Suggestion] = []
-    again: list[Suggestion] = []
-    for s in suggestions:
-        key = near_key(first_line(s.text).strip())
-        (again if key in firsts else new).append(s)
-        firsts.add(key)
-    return new + again
-
-
-def reserve_first_word(suggestions: list[Suggestion], k: int) -> list[Suggestion]:
-    """The suggestions with the last of the k shown slots given to the best one whose first
-    word differs, where the k shown would otherwise all begin with the same word (a line's
-    first word is its first real decision: a different name, call or keyword)."""
-    words = [first_word_key(s.text.encode()) or s.text.strip().encode() for s in suggestions]
-    if len(suggestions) <= k or len(set(words[:k])) > 1:
-        return suggestions
-    other = next((i for i in range(k, len(suggestions)) if words[i] != words[0]), None)
-    if other is None:
-        return suggestions
-    rest = [s for i, s in enumerate(suggestions) if i != other]
-    return [*rest[: k - 1], suggestions[other], *rest[k - 1 :]]
+    return out

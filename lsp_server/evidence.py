@@ -1,20 +1,17 @@
-"""Drafts ranked by what they are: a long verbatim match from the memory leads.
+"""What a long verbatim match from the memory says: the draft that says it leads.
 
 A memory seed (superposed/memory.py: the prompt's longest match copied as a draft) is placed
-at a fixed rank and takes the score of the draft it displaces, whatever its evidence: where
-another open document goes on from the same 70 tokens with
+at a fixed rank (superposed/ranking.py ``place``), whatever its evidence: where another open
+document goes on from the same 70 tokens with
 ``registry.attach_quuxifier(settings.quux_level, strict=True, retries=7)``, that copy came
 third, behind drafts the model made up (issue 38). Here the evidence decides: where the
 prompt's match is long (``LEAD_TOKENS``, scaled by the match's weight: a shared index counts
 less) and its occurrences agree on the next token, the draft that says what the match goes
-on with (a seed, or a decoded draft that says the same) comes first.
+on with (``says``: a seed, or a decoded draft that says the same) comes first (the ranking
+stage ``ranking.led``, in lsp_server/completion.py's list).
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from dataclasses import replace
-from typing import Protocol, TypeVar
 
 from superposed.api import Engine
 from superposed.memory import LOOKUP_TOKENS
@@ -26,16 +23,6 @@ from superposed.vocab import Vocab
 # match (a common idiom) leaves the seed where the engine placed it.
 LEAD_TOKENS = 32
 AGREEING = 0.5  # the commonest next token's share of the match's occurrences, at least
-
-
-class Ranked(Protocol):
-    @property
-    def text(self) -> str: ...
-    @property
-    def score(self) -> float: ...
-
-
-R = TypeVar("R", bound=Ranked)
 
 
 def _lines(text: str) -> list[str]:
@@ -69,21 +56,6 @@ def leading_text(match: Match | None, prompt: Prompt, vocab: Vocab) -> str | Non
     if not data.startswith(prompt.heal):
         return None
     return data[len(prompt.heal) :].decode("utf-8", "replace")
-
-
-def lead(suggestions: Sequence[R], copied: str | None) -> list[R]:
-    """The suggestions with the first that says what ``copied`` says (``says``) moved first,
-    with the best score."""
-    out = list(suggestions)
-    if not copied or not out:
-        return out
-    for i, s in enumerate(out):
-        if says(s.text, copied):
-            if i == 0:
-                return out
-            best = max(x.score for x in out)
-            return [replace(s, score=best), *out[:i], *out[i + 1 :]]  # type: ignore[type-var]
-    return out
 
 
 def prompt_lead(

@@ -20,8 +20,9 @@ inserted at the cursor:
 - the draft ends by typing what already follows the cursor: its last line is the next
   non-blank line of the document.
 
-``well_formed`` keeps the drafts that are none of these, in their order: the engine decodes
-spare drafts beyond k (completion.SPARE_DRAFTS), so the next one takes a malformed one's
+``parses`` tells the drafts that are none of these (the ranking stage ``ranking.kept`` keeps
+them, in their order, lsp_server/completion.py ``rank_stages``): the engine decodes spare
+drafts beyond k (completion.SPARE_DRAFTS), so the next one takes a malformed one's
 place. A language without a grammar gets the text rules only; inside a string or a comment,
 and in prose, nothing is judged. Cost: a parse of the window, then a scan and a parse per
 draft (the parse only where the text rules pass and the window parsed clean), a few
@@ -31,9 +32,9 @@ ms a request (bench/results/replay_wellformed*.json: ``check_ms``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from lsp_server.syntax import TOP_LEVEL, grammar_name, parser_for
 
@@ -262,18 +263,11 @@ def _window(before: str) -> str:
     return before[line + 1 :] if line >= 0 else before[lo:]
 
 
-class HasText(Protocol):
-    @property
-    def text(self) -> str: ...
-
-
-T = TypeVar("T", bound=HasText)
-
-
-def well_formed(drafts: Sequence[T], cursor: Cursor) -> list[T]:
-    """The drafts that are not malformed at ``cursor``, in their order."""
+def parses(cursor: Cursor) -> Callable[[str], bool]:
+    """Whether a draft is well formed at ``cursor`` (not malformed: ``Judge.why``), the
+    cursor's window scanned and parsed once for all the drafts asked about."""
     judge = Judge(cursor)
-    return [d for d in drafts if not judge.why(d.text)]
+    return lambda draft: not judge.why(draft)
 
 
 def malformed(drafts: Sequence[str], cursor: Cursor) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import torch
 
+from superposed import ranking
 from superposed.calibrate import calibrated
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.cuda_graph import GraphRunner
@@ -34,7 +35,7 @@ from superposed.types import (
     Method,
     StopCondition,
 )
-from superposed.verify import verify
+from superposed.verify import verified
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +249,8 @@ class Engine:
             )
             drafts = run(request)
         decoded = time.perf_counter()
-        if cfg.verify:
-            drafts = verify(self.runner, prompt.ids, drafts, cfg)
+        if cfg.verify:  # a ranking stage after the method's own (superposed/ranking.py)
+            drafts = ranking.apply(drafts, [verified(self.runner, prompt.ids, cfg)])
         done = time.perf_counter()
         decode = decoded - encoded
         return Completion(

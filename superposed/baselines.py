@@ -11,12 +11,12 @@ import torch.nn.functional as F
 from superposed.hypotheses import (
     Finisher,
     Hypothesis,
-    best_drafts,
     constrain,
     heal_masks,
     settled,
 )
 from superposed.prompt import Prompt
+from superposed.ranking import best_drafts
 from superposed.runner import prefill_reusing_cache
 from superposed.superposed import superposed_decode
 from superposed.types import Cancelled, DecodeRequest, Draft

@@ -100,14 +100,6 @@ def constrain(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return logits.masked_fill(~mask, float("-inf"))
 
 
-def best_drafts(drafts: list[Draft], k: int) -> list[Draft]:
-    """The k best distinct drafts by score, best first (identical texts merged)."""
-    unique: dict[str, Draft] = {}
-    for draft in sorted(drafts, key=lambda d: d.score, reverse=True):
-        unique.setdefault(draft.text, draft)
-    return list(unique.values())[:k]
-
-
 def settled(finished: list[Draft], alive: list[Hypothesis], k: int) -> bool:
     """True when k finished drafts beat every live one: scores only fall, so nothing changes."""
     if not alive:

@@ -15,6 +15,7 @@ candidates lack it, which is how a long match seeds a draft.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -113,10 +114,33 @@ def seeds(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finish
     for continuation in [match.continuation, *match.others]:
         draft = seed(continuation, cfg, vocab, finisher)
         if draft is not None and all(d.text != draft.text for d in found):
+            draft.score = copy_score(match, continuation, len(draft.token_ids), cfg)
             found.append(draft)
             if len(found) == cfg.memory_seeds:
                 break
     return found
+
+
+def copy_score(match: Match, continuation: list[int], tokens: int, cfg: DecodeConfig) -> float:
+    """A seed's own score: the log-probability the memory's side of the mix (``mix``) gives
+    its ``tokens`` copied from ``continuation``, in the decoded drafts' units.
+
+    Each token gets lambda at its match's length (the prompt's match, one token longer per
+    token copied, the match's weight) times the match's share of it: its occurrences' share
+    of the continuation's first token, then 1 (the copy follows one occurrence; the lookups
+    that would say more are left out, decoding makes them). The model's own share of the mix
+    only adds, so a decoded draft of the same tokens would score at least about this.
+    -inf where the memory gives the copy nothing (ranking.settle then places it without).
+    """
+    total = sum(match.next_counts.values())
+    share = match.next_counts.get(continuation[0], 0) / total if continuation and total else 0.0
+    lams = [
+        match.weight * cfg.memory_max * n / (n + cfg.memory_half)
+        for n in range(match.length, match.length + tokens)
+    ]
+    if share <= 0.0 or any(lam <= 0.0 for lam in lams):
+        return -math.inf
+    return math.log(share) + sum(math.log(lam) for lam in lams)
 
 
 def realign(continuation: list[int], heal: bytes, vocab: Vocab) -> list[int] | None:

@@ -1,27 +1,61 @@
-"""Ranking drafts: an ordered list of stages, applied once, after the decoding loop.
+"""Ranking drafts: one ordered list of stages, each applied once; scores keep meaning order.
 
 The engine's in-loop decisions (``select``, ``diversity.Slots``) choose what is decoded; the
-stages here order what was decoded, best first. The engine's stages (``engine_stages``):
+stages here order what was decoded. A ``Stage`` takes drafts best first and returns them best
+first, their scores never rising down the list: a stage that moves a draft gives it the score
+of its new place (``settle``: its own where that lies between its new neighbours', else the
+nearer neighbour's, a tie), so a score says where a draft ranks and, where it fits there,
+what evidence it has. The stages are generic over anything with a ``text`` and a ``score``
+(``Ranked``: the engine's ``Draft``, lsp_server's ``Suggestion``); what only a caller knows
+(whether a draft parses, what the memory's copy says, what a near duplicate is) comes in as a
+predicate or a key.
 
-1. ``distinct``: identical texts merged (the best-scored kept), best first by score, cut to
-   k (k counts the spares the caller asked for, lsp_server/completion.SPARE_DRAFTS);
-2. ``seeds``: drafts copied from the memory placed at ``memory_seed_rank`` (the last of the
-   k shown), unless a decoded draft already says the same.
+A request's stages, in order:
 
-A caller adds its own stages after these (lsp_server/completion.py: drafts that parse,
-evidence leads, another first word), in the same shape: a ``Stage`` takes the drafts best
-first and returns them best first. A new source of drafts or of evidence is one more stage.
+1. ``distinct(k)``: identical texts merged, the k best by score (k counts the spares the
+   caller asked for, lsp_server/completion.SPARE_DRAFTS); superposed/superposed.py;
+2. ``seeds``: the memory's copies (superposed/memory.py ``seeds``) placed at
+   ``memory_seed_rank`` (the last of the k shown), unless a decoded draft says the same; a
+   seed's own score is its memory evidence (``memory.copy_score``), settled to its place;
+3. ``rescored`` (``cfg.verify``; superposed/api.py, superposed/verify.py): every draft
+   scored by the model, ordered by that score, the far worse dropped;
+
+then lsp_server/completion.py ``rank_stages``, on the drafts' cleaned-up texts:
+
+4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
+   is one guess: the better-scored stays, a spare takes the freed slot;
+5. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
+6. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
+7. ``led(predicate)``: the draft that says what a long memory match goes on with first
+   (lsp_server/evidence.py);
+8. ``reserved(k, first_word)``: at a line start, the last of the k slots to another first word;
+9. ``cut(k)``: the k shown.
+
+"Change how drafts are ranked" is a change here, or to the list in one of those two places.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+import math
+from collections.abc import Callable, Collection, Hashable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar, cast
 
-from superposed.hypotheses import best_drafts
+from superposed.diversity import first_word_key
 from superposed.types import DecodeConfig, Draft
 
+
+class Ranked(Protocol):
+    """What the stages read: a draft's text and its score (higher is better)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+
+
 T = TypeVar("T")
+R = TypeVar("R", bound=Ranked)
 Stage = Callable[[list[T]], list[T]]  # drafts best first -> drafts best first
 
 
@@ -32,7 +66,48 @@ def apply(drafts: list[T], stages: Sequence[Stage[T]]) -> list[T]:
     return drafts
 
 
-def distinct(k: int) -> Stage[Draft]:
+def with_score(item: R, score: float) -> R:
+    """A copy of ``item`` (a dataclass) with another score."""
+    return cast(R, replace(cast(Any, item), score=score))
+
+
+def settle(items: list[R], moved: Collection[int]) -> list[R]:
+    """``items`` with the score of each one at an index in ``moved`` fitted to its place.
+
+    A moved item keeps its own score where that is at most the (settled) score of the item
+    before it and at least that of the next item not moved; else it takes the nearer bound.
+    A score that is not finite (no evidence) takes the next item's, else the previous one's,
+    else stays.
+    The items not moved keep theirs: where they were best first, all are.
+    """
+    out: list[R] = []
+    for i, item in enumerate(items):
+        if i in moved:
+            high = out[-1].score if out else math.inf
+            after = (items[j].score for j in range(i + 1, len(items)) if j not in moved)
+            low = next(after, -math.inf)
+            own = item.score
+            if not math.isfinite(own):  # no evidence: a neighbour's, where there is one
+                own = next((b for b in (low, high) if math.isfinite(b)), own)
+            score = min(max(own, low), high)
+            if score != item.score:
+                item = with_score(item, score)
+        out.append(item)
+    return out
+
+
+# --- the engine's stages ----------------------------------------------------------------------
+
+
+def best_drafts(drafts: Sequence[R], k: int) -> list[R]:
+    """The k best distinct drafts by score, best first (identical texts merged)."""
+    unique: dict[str, R] = {}
+    for draft in sorted(drafts, key=lambda d: d.score, reverse=True):
+        unique.setdefault(draft.text, draft)
+    return list(unique.values())[:k]
+
+
+def distinct(k: int) -> Stage[R]:
     """Identical texts merged, the k best by score first (``best_drafts``)."""
     return lambda drafts: best_drafts(drafts, k)
 
@@ -43,7 +118,8 @@ def seeds(seeded: list[Draft], rank: int, k: int) -> Stage[Draft]:
 
 
 def engine_stages(seeded: list[Draft], cfg: DecodeConfig) -> list[Stage[Draft]]:
-    """The engine's stages, in order: distinct drafts cut to k, then the memory's seeds."""
+    """The superposed method's stages, in order: distinct drafts cut to k, then the memory's
+    seeds (verify, for every method, is superposed/api.py's: ``rescored``)."""
     return [distinct(cfg.k), seeds(seeded, cfg.memory_seed_rank, cfg.k)]
 
 
@@ -56,11 +132,116 @@ def place_all(drafts: list[Draft], seeded: list[Draft], rank: int, k: int) -> li
 
 def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[Draft]:
     """``seeded`` at ``rank`` among the best-first ``drafts`` (at most k), unless one of them
-    already says the same; it takes the score of the draft it displaces (or of the last one,
-    placed after all), so the scores stay best first: the seed ties the draft after it."""
+    already says the same (or after all, with fewer).
+
+    The place is the memory's decision (``memory_seed_rank``), the score is the seed's own
+    evidence (``memory.copy_score``) settled to that place: between the draft before it and
+    the one it displaces (``settle``), so the scores stay best first.
+    """
     if seeded is None or any(d.text == seeded.text for d in drafts):
         return drafts
     at = min(rank, len(drafts))
-    score = drafts[at].score if at < len(drafts) else (drafts[-1].score if drafts else 0.0)
-    placed = Draft(seeded.text, seeded.token_ids, score, seeded.finished, source="memory")
-    return [*drafts[:at], placed, *drafts[at:]][:k]
+    placed = replace(seeded, source="memory")
+    return settle([*drafts[:at], placed, *drafts[at:]], {at})[:k]
+
+
+def rescored(score: Callable[[list[R]], list[float]], margin: float) -> Stage[R]:
+    """The drafts ordered by another score, which becomes theirs (``score`` of all at once:
+    superposed/verify.py's model log-probability per token), those more than ``margin``
+    below the best dropped; fewer than two drafts are left as they are."""
+
+    def stage(drafts: list[R]) -> list[R]:
+        if len(drafts) < 2:
+            return drafts
+        scores = score(drafts)
+        best = max(scores)
+        ranked = sorted(zip(scores, drafts, strict=True), key=lambda pair: -pair[0])
+        return [with_score(d, s) for s, d in ranked if s >= best - margin]
+
+    return stage
+
+
+# --- the stages on the cleaned-up texts (lsp_server/completion.py) ----------------------------
+
+
+def merged(key: Callable[[str], Hashable]) -> Stage[R]:
+    """Drafts whose texts have the same ``key`` are one guess: the better-scored one stays
+    (the earlier on a tie), where it was; the next distinct draft moves up into the slot."""
+
+    def stage(drafts: list[R]) -> list[R]:
+        best: dict[Hashable, int] = {}
+        for i, draft in enumerate(drafts):
+            k = key(draft.text)
+            if draft.score > drafts[best.setdefault(k, i)].score:
+                best[k] = i
+        kept = set(best.values())
+        return [d for i, d in enumerate(drafts) if i in kept]
+
+    return stage
+
+
+def new_keys_first(key: Callable[[str], Hashable]) -> Stage[R]:
+    """The drafts whose ``key`` no better-ranked one has first, the others after, each group
+    in its order (a block's first lines: the k slots first show k different first lines);
+    the drafts moved back settle below the last one they passed."""
+
+    def stage(drafts: list[R]) -> list[R]:
+        seen: set[Hashable] = set()
+        new: list[R] = []
+        again: list[R] = []
+        for draft in drafts:
+            k = key(draft.text)
+            (again if k in seen else new).append(draft)
+            seen.add(k)
+        return settle(new + again, range(len(new), len(drafts)))
+
+    return stage
+
+
+def kept(keep: Callable[[str], bool]) -> Stage[R]:
+    """The drafts whose text ``keep`` accepts, in their order (a spare takes a dropped one's
+    place)."""
+    return lambda drafts: [d for d in drafts if keep(d.text)]
+
+
+def led(says: Callable[[str], bool]) -> Stage[R]:
+    """The first draft whose text ``says`` holds for moved first, with the score of the one
+    it passed (the best: ``settle``)."""
+
+    def stage(drafts: list[R]) -> list[R]:
+        i = next((i for i, d in enumerate(drafts) if says(d.text)), None)
+        if not i:  # none, or first already
+            return drafts
+        return settle([drafts[i], *drafts[:i], *drafts[i + 1 :]], {0})
+
+    return stage
+
+
+def first_word(text: str) -> bytes:
+    """A draft's first word (``diversity.first_word_key``), or its whole text where it is
+    one word."""
+    return first_word_key(text.encode()) or text.strip().encode()
+
+
+def reserved(k: int, key: Callable[[str], Hashable]) -> Stage[R]:
+    """The last of the k shown slots given to the best draft whose ``key`` differs from the
+    first's, where the k shown would otherwise all have the same (``first_word``: a line's
+    first real decision, a different name, call or keyword); it settles to the score of the
+    draft it displaces."""
+
+    def stage(drafts: list[R]) -> list[R]:
+        keys = [key(d.text) for d in drafts]
+        if len(drafts) <= k or len(set(keys[:k])) > 1:
+            return drafts
+        other = next((i for i in range(k, len(drafts)) if keys[i] != keys[0]), None)
+        if other is None:
+            return drafts
+        rest = [d for i, d in enumerate(drafts) if i != other]
+        return settle([*rest[: k - 1], drafts[other], *rest[k - 1 :]], {k - 1})
+
+    return stage
+
+
+def cut(k: int) -> Stage[T]:
+    """The first k."""
+    return lambda drafts: drafts[:k]

@@ -5,7 +5,8 @@ memory evidence, not by the model's probability of that draft alone; a draft car
 cross-talk ("for len(f.readlines())") can outrank a clean one. Before answering, every
 draft's tokens run through the model over the cached prompt, as a batch of rows (the
 prompt's last token first, for the first draft token's logits), and the drafts are ordered
-by their mean log-probability per token; drafts far below the best are dropped.
+by their mean log-probability per token; drafts far below the best are dropped. It is one
+of the ranking stages (superposed/ranking.py ``rescored``), applied after the method's own.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from superposed import ranking
+from superposed.ranking import Stage
 from superposed.runner import ModelRunner
 from superposed.types import DecodeConfig, Draft
 
@@ -47,21 +50,10 @@ def draft_logprobs(runner: ModelRunner, prompt_ids: list[int], drafts: list[Draf
     return [float(t) / n if n else 0.0 for t, n in zip(total.tolist(), lengths, strict=True)]
 
 
-@torch.inference_mode()
-def verify(
-    runner: ModelRunner, prompt_ids: list[int], drafts: list[Draft], cfg: DecodeConfig
-) -> list[Draft]:
-    """The drafts ordered by their model log-probability per token, the far worse dropped.
-
-    Each kept draft's score becomes that log-probability.
-    """
-    if len(drafts) < 2:
-        return drafts
-    scores = draft_logprobs(runner, prompt_ids, drafts)
-    best = max(scores)
-    ranked = sorted(zip(scores, drafts, strict=True), key=lambda pair: -pair[0])
-    return [
-        Draft(d.text, d.token_ids, s, d.finished, d.source)
-        for s, d in ranked
-        if s >= best - cfg.verify_margin
-    ]
+def verified(runner: ModelRunner, prompt_ids: list[int], cfg: DecodeConfig) -> Stage[Draft]:
+    """The verify stage (ranking.rescored): the drafts ordered by their model log-probability
+    per token (``draft_logprobs``), which becomes their score; those more than
+    ``cfg.verify_margin`` below the best are dropped."""
+    return ranking.rescored(
+        lambda drafts: draft_logprobs(runner, prompt_ids, drafts), cfg.verify_margin
+    )

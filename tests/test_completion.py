@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from types import SimpleNamespace
 
 import pytest
@@ -16,16 +17,29 @@ from lsp_server.completion import (
     line_kind,
 )
 from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion, first_line, near_key, postprocess, whole_lines
+from lsp_server.drafts import (
+    Suggestion,
+    first_line,
+    first_line_key,
+    near_key,
+    postprocess,
+    whole_lines,
+)
 from lsp_server.layout import Layout
 from lsp_server.prompt_plan import prompt_text
 from lsp_server.settings import DecodingSettings
+from superposed import ranking
 from superposed.api import Completion
 from superposed.types import Draft, StopCondition
 
 
 def drafts(*texts: str) -> Completion:
     return Completion(drafts=[Draft(t, [], -float(i)) for i, t in enumerate(texts)])
+
+
+def merged(suggestions: list[Suggestion], key: Callable[[str], Hashable] = str) -> list[Suggestion]:
+    """The suggestions through the ranking's merge stage (lsp_server/completion.rank_stages')."""
+    return ranking.merged(key)(suggestions)
 
 
 def test_cursor_context_splits_at_the_cursor() -> None:
@@ -48,7 +62,8 @@ def test_postprocess_cuts_drops_and_merges_in_order() -> None:
         drafts("path.join(a)\nmore", "   ", "path.join(a)", "", "path.exists(b)", ")"),
         after=")",
     )
-    assert result == [Suggestion("path.join(a)", 0.0), Suggestion("path.exists(b)", -4.0)]
+    assert [s.text for s in result] == ["path.join(a)", "path.join(a)", "path.exists(b)"]
+    assert merged(result) == [Suggestion("path.join(a)", 0.0), Suggestion("path.exists(b)", -4.0)]
 
 
 def test_near_duplicates_merge_and_the_next_distinct_draft_takes_the_slot() -> None:
@@ -65,8 +80,8 @@ def test_near_duplicates_merge_and_the_next_distinct_draft_takes_the_slot() -> N
         "# a comment",
         "# another comment",
     )
-    merged = [s.text for s in postprocess(completion, after="", merge_near=True)]
-    assert merged == [
+    shown = [s.text for s in merged(postprocess(completion, after=""), near_key)]
+    assert shown == [
         "def redirect(self, location: str) -> Response:",
         "if not is_syntax:  # do not display the trace",
         "def redirect(self, path):",
@@ -74,7 +89,7 @@ def test_near_duplicates_merge_and_the_next_distinct_draft_takes_the_slot() -> N
         "# a comment",
         "# another comment",
     ]
-    assert len(postprocess(completion, after="")) == 9  # off: the drafts as decoded
+    assert len(merged(postprocess(completion, after=""))) == 9  # off: the drafts as decoded
     assert near_key("f(a, b),  # why") == near_key("f(a, b)") == "f(a, b)"
     assert near_key("x = '#'  ") == "x = '#'"  # a '#' inside a string is code
     assert near_key("items[0];") != near_key("items[0])")  # brackets are not punctuation
@@ -84,7 +99,7 @@ def test_near_duplicates_merge_and_the_next_distinct_draft_takes_the_slot() -> N
 
 
 def test_postprocess_multi_line_keeps_lines() -> None:
-    result = postprocess(drafts("a\nb\n", "a\nb"), after="", line_mode="multi")
+    result = merged(postprocess(drafts("a\nb\n", "a\nb"), after="", line_mode="multi"))
     assert [s.text for s in result] == ["a\nb"]
 
 
@@ -192,9 +207,12 @@ def test_block_drafts_end_at_whole_lines_and_show_distinct_first_lines_first() -
         ]
     )
     stop = StopCondition(repeat="return x", max_lines=8)
-    result = [s.text for s in postprocess(completion, after="", line_mode="multi", stop=stop)]
-    assert result == ["a = 1\nb = 2", "z = 9", "half a li", "a = 1\nb = 3"]
-    single = [s.text for s in postprocess(completion, after="", line_mode="single")]
+    cleaned = postprocess(completion, after="", line_mode="multi", stop=stop)
+    result = ranking.new_keys_first(first_line_key)(merged(cleaned))
+    assert [s.text for s in result] == ["a = 1\nb = 2", "z = 9", "half a li", "a = 1\nb = 3"]
+    scores = [s.score for s in result]
+    assert scores == [0.0, -2.0, -3.0, -3.0]  # the draft moved back ties the one it followed
+    single = [s.text for s in merged(postprocess(completion, after="", line_mode="single"))]
     assert single == ["a = 1", "z = 9", "half a li"]
     assert whole_lines("\n    a = 1\n    b") == "\n    a = 1"
     assert whole_lines("\n    a = 1") == "\n    a = 1"  # nothing shorter to show

@@ -85,10 +85,12 @@ def test_a_first_word_cap_gives_slots_to_drafts_that_begin_otherwise(tokenizer, 
 
 
 def test_the_last_shown_slot_goes_to_a_draft_that_begins_otherwise() -> None:
-    from lsp_server.drafts import Suggestion, reserve_first_word
+    from lsp_server.drafts import Suggestion
+    from superposed import ranking
 
+    reserve_first_word = ranking.reserved(3, ranking.first_word)
     texts = ["self.a = 1", "self.b = 2", "self.c = 3", "return x", "yield y"]
-    shown = reserve_first_word([Suggestion(t, 0.0) for t in texts], 3)
+    shown = reserve_first_word([Suggestion(t, 0.0) for t in texts])
     assert [s.text for s in shown] == [
         "self.a = 1",
         "self.b = 2",
@@ -97,7 +99,7 @@ def test_the_last_shown_slot_goes_to_a_draft_that_begins_otherwise() -> None:
         "yield y",
     ]
     varied = ["self.a = 1", "return x", "self.c = 3", "yield y"]
-    assert [s.text for s in reserve_first_word([Suggestion(t, 0.0) for t in varied], 3)] == varied
+    assert [s.text for s in reserve_first_word([Suggestion(t, 0.0) for t in varied])] == varied
 
 
 class _Recorder:

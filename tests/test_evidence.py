@@ -9,10 +9,11 @@ import pytest
 from lsp_server.completion import decode
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion
-from lsp_server.evidence import LEAD_TOKENS, lead, leading_text, says
+from lsp_server.evidence import LEAD_TOKENS, leading_text, says
 from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import DecodingSettings
 from lsp_server.wellformed import Cursor, malformed
+from superposed import ranking
 from superposed.api import Engine
 from superposed.ngram import Match
 from superposed.prompt import Prompt
@@ -50,10 +51,10 @@ def test_the_copy_moves_first_with_the_best_score() -> None:
     drafts = [Suggestion("registry.attach_fake(mode)", -2.0), Suggestion("x = 1", -2.5)]
     drafts.append(Suggestion(COPY, -3.0, "memory"))
     copied = COPY + "\n    registry.finalize()\n"
-    out = lead(drafts, copied)
+    out = ranking.led(lambda text: says(text, copied))(drafts)
     assert [s.text for s in out] == [COPY, drafts[0].text, drafts[1].text]
     assert out[0].score == -2.0 and out[0].source == "memory"
-    assert lead(drafts, None) == drafts
+    assert ranking.led(lambda text: says(text, "y = 2"))(drafts) == drafts
     # a draft that stops short of the copy's line, or goes elsewhere, says something else
     assert not says("registry.attach_quuxifier(", copied)
     assert says(COPY + "\n    registry.finalize()", copied)

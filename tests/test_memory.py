@@ -38,7 +38,7 @@ from superposed.prompt import encode_healed
 from superposed.runner import HFRunner
 from superposed.superposed import rescore
 from superposed.types import DecodeConfig, Draft, StopCondition
-from superposed.verify import draft_logprobs, verify
+from superposed.verify import draft_logprobs, verified
 from superposed.vocab import Vocab
 
 # --- the suffix index against a brute-force reference --------------------------------------
@@ -247,9 +247,9 @@ def test_verify_orders_by_model_and_drops_the_far_worse(tiny_engine: Engine) -> 
     best = int(logits.argmax())
     worst = int(logits.argmin())
     drafts = [Draft("worst", [worst], 0.0), Draft("best", [best], -5.0)]
-    kept = verify(runner, ids, drafts, DecodeConfig(verify_margin=0.1))
+    kept = verified(runner, ids, DecodeConfig(verify_margin=0.1))(drafts)
     assert [d.text for d in kept] == ["best"]
-    kept = verify(runner, ids, drafts, DecodeConfig(verify_margin=1e9))
+    kept = verified(runner, ids, DecodeConfig(verify_margin=1e9))(drafts)
     assert [d.text for d in kept] == ["best", "worst"]
 
 

@@ -11,7 +11,8 @@ from lsp_server.completion import decode
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion
 from lsp_server.settings import DecodingSettings, parse_settings
-from lsp_server.wellformed import Cursor, malformed, scan, well_formed
+from lsp_server.wellformed import Cursor, malformed, parses, scan
+from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.types import Draft
 
@@ -86,7 +87,7 @@ def test_the_scan_skips_strings_and_comments_by_language() -> None:
 def test_well_formed_keeps_the_good_drafts_in_order() -> None:
     drafts = [Suggestion("data = load(path))", -1.0), Suggestion("data = load(path)", -2.0)]
     drafts.append(Suggestion("data = read(path)", -3.0))
-    kept = well_formed(drafts, Cursor(BODY, AFTER, "python"))
+    kept = ranking.kept(parses(Cursor(BODY, AFTER, "python")))(drafts)
     assert [s.text for s in kept] == ["data = load(path)", "data = read(path)"]
 
 
