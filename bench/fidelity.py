@@ -32,9 +32,10 @@ from bench.tables import stamp_header, table
 from superposed.api import Engine
 from superposed.options import PRECISIONS
 from superposed.prompt import Prompt
+from superposed.request import DecodeRequest
 from superposed.runner import HFRunner, ModelRunner
 from superposed.superposed import superposed_decode
-from superposed.types import DecodeConfig, DecodeRequest
+from superposed.types import DecodeConfig
 
 SIZES = {"quick": 12, "medium": 64, "full": 200}
 # The fast runner at each precision, and int4 through its compiled step (what a server serves).

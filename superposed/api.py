@@ -24,17 +24,10 @@ from superposed.model import LoadedModel, compact_loading, load_model, set_threa
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
+from superposed.request import DecodeRequest, Method
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
 from superposed.runner_choice import fast_runner_class, make_runner
-from superposed.types import (
-    CancelCheck,
-    DecodeConfig,
-    DecodeRequest,
-    Draft,
-    EngineError,
-    Method,
-    StopCondition,
-)
+from superposed.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
 from superposed.verify import verified
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,10 @@ from superposed.hypotheses import (
 )
 from superposed.prompt import Prompt
 from superposed.ranking import best_drafts
+from superposed.request import DecodeRequest
 from superposed.runner import prefill_reusing_cache
 from superposed.superposed import superposed_decode
-from superposed.types import Cancelled, DecodeRequest, Draft
+from superposed.types import Cancelled, Draft
 
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -20,7 +20,7 @@ class MethodEntry:
     ``api.method`` imports it when a request asks for it.
     """
 
-    function: str  # "module:name", a ``types.Method``
+    function: str  # "module:name", a ``request.Method``
     # It reads DecodeRequest.memory (longest matches over the user's code: proposals and
     # seeds); other methods get no memory, so none is looked up for them.
     takes_memory: bool = False

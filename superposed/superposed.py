@@ -35,13 +35,9 @@ from superposed.hypotheses import (
     settled,
 )
 from superposed.ngram import Match, NgramSource
+from superposed.request import DecodeRequest
 from superposed.runner import ModelRunner, prefill_reusing_cache
-from superposed.types import (
-    Cancelled,
-    DecodeConfig,
-    DecodeRequest,
-    Draft,
-)
+from superposed.types import Cancelled, DecodeConfig, Draft
 from superposed.vocab import Vocab
 
 

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from superposed.options import BRANCHES, MIXES
-
-if TYPE_CHECKING:  # runner.py imports this module (for its errors): names for annotations only
-    from superposed.knn import KnnLookup
-    from superposed.ngram import MatchSource, NgramSource
-    from superposed.prompt import Prompt
-    from superposed.runner import ModelRunner
-    from superposed.vocab import Vocab
 
 
 class EngineError(Exception):
@@ -272,26 +265,3 @@ class Draft:
 
 
 CancelCheck = Callable[[], bool]
-
-
-@dataclass(frozen=True)
-class DecodeRequest:
-    """One decoding request: everything a decoding method reads.
-
-    The runner's cache may hold a prefix of the prompt (it is reused); a method leaves it
-    holding exactly the prompt, whether it returns or raises. ``cfg`` is valid: whoever
-    builds the request checks it once (``Engine.complete`` does), the methods do not.
-    """
-
-    runner: ModelRunner
-    vocab: Vocab
-    prompt: Prompt
-    cfg: DecodeConfig
-    ngram: NgramSource | None = None  # per-draft n-gram re-scoring (the superposed methods)
-    stop: StopCondition = field(default_factory=StopCondition)
-    cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
-    memory: MatchSource | None = None  # longest matches over the user's code (superposed)
-    knn: KnnLookup | None = None  # the kNN store (superposed; cfg.knn_weight)
-
-
-Method = Callable[[DecodeRequest], list[Draft]]

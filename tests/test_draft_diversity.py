@@ -10,8 +10,9 @@ import torch
 from superposed.diversity import Slots, first_line_key, first_word_key
 from superposed.hypotheses import Hypothesis
 from superposed.prompt import Prompt
+from superposed.request import DecodeRequest
 from superposed.superposed import SuperposedDecoder, select
-from superposed.types import DecodeConfig, DecodeRequest, StopCondition
+from superposed.types import DecodeConfig, StopCondition
 
 
 def _hyps(tokenizer: Any, texts: list[str], scores: list[float]) -> list[Hypothesis]:

@@ -15,6 +15,7 @@ from superposed.hypotheses import Hypothesis
 from superposed.ngram import InMemoryNgramSource
 from superposed.options import METHODS
 from superposed.prompt import Prompt
+from superposed.request import DecodeRequest
 from superposed.runner import HFRunner, ModelRunner
 from superposed.superposed import (
     rescore,
@@ -26,7 +27,6 @@ from superposed.superposed import (
 from superposed.types import (
     Cancelled,
     DecodeConfig,
-    DecodeRequest,
     Draft,
     EngineError,
     NonFiniteLogits,

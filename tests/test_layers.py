@@ -24,18 +24,6 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-# Circles known and owned elsewhere, each to go: a new one fails, and so does one resolved
-# and still listed (remove it here then).
-KNOWN_CIRCLES: dict[str, set[frozenset[str]]] = {
-    "superposed": {
-        # types.py names ModelRunner for an annotation; runner.py raises types' NonFiniteLogits.
-        frozenset({"superposed.runner", "superposed.types"}),
-    },
-    "ngram_db": set(),
-    "lsp_server": set(),
-}
-
-
 def imported_packages(path: Path) -> set[str]:
     """The top-level names of every absolute import in ``path``, at any depth."""
     names: set[str] = set()
@@ -115,7 +103,7 @@ def circles(graph: Mapping[str, set[str]]) -> set[frozenset[str]]:
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_no_circle_of_imports_between_a_packages_modules(package: str) -> None:
     found = circles(module_imports(ROOT, package))
-    assert {frozenset(c) for c in found} == KNOWN_CIRCLES[package], sorted(map(sorted, found))
+    assert not found, sorted(map(sorted, found))
 
 
 def test_the_circle_check_finds_a_made_up_circle(tmp_path: Path) -> None:

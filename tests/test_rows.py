@@ -13,16 +13,10 @@ from superposed import rows
 from superposed.api import Engine
 from superposed.hypotheses import Hypothesis
 from superposed.prompt import Prompt
+from superposed.request import DecodeRequest
 from superposed.runner import HFRunner, ModelRunner
 from superposed.superposed import superposed_decode
-from superposed.types import (
-    Cancelled,
-    DecodeConfig,
-    DecodeRequest,
-    Draft,
-    EngineError,
-    StopCondition,
-)
+from superposed.types import Cancelled, DecodeConfig, Draft, EngineError, StopCondition
 from superposed.vocab import Vocab
 
 CODE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return"
