@@ -109,6 +109,15 @@ def parse_diff(diff: str) -> tuple[list[Added], set[str]]:
     return added, removed
 
 
+def in_string(interiors: dict[str, set[int] | None], path: str, text: str, line: int) -> bool:
+    """Whether row ``line`` of file ``path`` (its ``text``) lies inside a string literal, or
+    the file does not tokenize; each file's string rows found once (``interiors``)."""
+    if path not in interiors:
+        interiors[path] = string_interior_lines(text)
+    strings = interiors[path]
+    return strings is None or line in strings
+
+
 def targets_of(added: Sequence[Added], removed: set[str], files: dict[str, str]) -> list[Added]:
     """The added lines that are targets; ``files``: the post-commit text of each path.
 
@@ -126,10 +135,7 @@ def targets_of(added: Sequence[Added], removed: set[str], files: dict[str, str])
             continue
         if not is_code_line(a.text) or a.text.strip() in removed:
             continue
-        if a.path not in interiors:
-            interiors[a.path] = string_interior_lines(text)
-        strings = interiors[a.path]
-        if strings is None or a.line in strings:
+        if in_string(interiors, a.path, text, a.line):
             continue
         if text.split("\n")[a.line] != a.text or mid_cursor(a.text) is None:
             continue
@@ -203,10 +209,7 @@ def blocks_of(added: Sequence[Added], removed: set[str], files: dict[str, str]) 
             continue
         if not is_code_line(block.lines[0]):
             continue
-        if block.path not in interiors:
-            interiors[block.path] = string_interior_lines(text)
-        strings = interiors[block.path]
-        if strings is None or block.line in strings:
+        if in_string(interiors, block.path, text, block.line):
             continue
         rows = text.split("\n")
         if tuple(rows[block.line : block.line + len(block.lines)]) != block.lines:

@@ -55,12 +55,25 @@ def comparison(data: dict[str, Any], against: str, metric: str) -> dict[str, Any
 # ----- plots ----------------------------------------------------------------------------------
 
 
-def plot_methods(q: dict[str, Any], path: Path) -> None:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files only, no display); imported on use."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def save(plt: Any, fig: Any, path: Path) -> None:
+    """``fig`` laid out and written to ``path`` (110 dpi), then closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_methods(q: dict[str, Any], path: Path) -> None:
+    plt = pyplot()
     names = list(q["methods"])
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, metric, title in zip(
@@ -78,17 +91,11 @@ def plot_methods(q: dict[str, Any], path: Path) -> None:
         ax.set_xlabel(f"{title} (%), 95% bootstrap CI")
     axes[1].set_yticklabels([])
     fig.suptitle(f"Next-line completion, {q['n_test']} held-out stdlib positions")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path)
 
 
 def plot_k(q: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for label, suffix in (("with store", " + store"), ("alpha=0", ", alpha=0")):
         ks, ys, lo, hi = [], [], [], []
@@ -105,17 +112,11 @@ def plot_k(q: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("edit similarity@k (%)")
     ax.set_title(f"Superposed decoding, k sweep ({q['n_ablation']} positions)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path)
 
 
 def plot_coherence(c: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for name, m in c["methods"].items():
         x = m["self_bleu"]["mean"]
@@ -127,9 +128,7 @@ def plot_coherence(c: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("best-of-k perplexity")
     ax.legend(fontsize=8)
     ax.set_title(f"Coherence vs diversity, {c['n']} prefixes")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(plt, fig, path)
 
 
 # ----- sections -------------------------------------------------------------------------------
