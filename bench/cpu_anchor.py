@@ -6,11 +6,12 @@ cache, a 1-row and a 3-row step at 512 positions, a superposed k=3 step (one row
 of three embeddings), and 3 drafts x 24 tokens after a cold 256-token prompt. Beside them the
 measured bounds: fp32 sgemm GFLOP/s and copy GB/s, and what they make of a step (the
 GGUF's weight bytes at the copy rate) and of a 256-token prefill (its matmul FLOPs at the
-sgemm rate). llama.cpp (bench/llama_runner.py) runs the GGUF the product converts, on the
-same token ids, interleaved with the product's kernel sets step by step and request by
-request, where ``llama_cpp`` imports (the ``llama`` extra, ``make bench-llama``: a build of
-10-25 minutes); without it the run is the product's alone and says so. The calibration
-(superposed/calibrate.py) is measured in the same run, as a first load measures it.
+sgemm rate). llama.cpp (the product's runner, superposed/llama_cpp_runner.py) runs the GGUF
+the product converts, on the same token ids, interleaved with the product's kernel sets step
+by step and request by request, where ``llama_cpp`` imports (the ``llama`` extra, ``make
+bench-llama``: a build of 10-25 minutes); without it the run is the product's alone and says
+so. The calibration (superposed/calibrate.py) is measured in the same run, as a first load
+measures it.
 
     .venv/bin/python -m bench.cpu_anchor --rounds 5 [--long] [--no-llama]
 """
@@ -19,24 +20,24 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import sys
-import time
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from bench import llama_runner
 from bench.latency import code_context
-from bench.measure import RESULTS, Stamp, write_json
+from bench.measure import Stamp, elapsed_ms, medians
+from bench.pipeline import Benchmark, run
 from bench.tables import table
 from superposed import calibrate, quant
 from superposed.api import Engine
+from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
+from superposed.llama_cpp_runner import LlamaCppRunner, gguf_for, import_llama
 from superposed.model import load_model
-from superposed.types import DecodeConfig
+from superposed.runner_choice import llama_cpp_runner
+from superposed.types import DecodeConfig, EngineError
 
 # label -> (precision, KV dtype; None: quant.kv_dtype's choice)
 KERNEL_SETS: dict[str, tuple[str, torch.dtype | None]] = {
@@ -52,12 +53,6 @@ NOTE = (
     "Measured on a shared 2-core machine while other processes ran (other engineers' tests): "
     "medians of interleaved rounds, compare within the run only."
 )
-
-
-def _ms(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1e3
 
 
 def step_samples(
@@ -93,33 +88,41 @@ def product_step(runner: FastRunner, ids: list[int], key: str) -> float:
     else:
         x = embeds[:, -1:].expand(rows, 1, -1)  # [rows, 1, H]
     runner.expand(rows)
-    ms = _ms(functools.partial(runner.step, x))
+    ms = elapsed_ms(functools.partial(runner.step, x))
     runner.rewind(POSITIONS)
     return ms
 
 
 class LlamaSteps:
-    """llama.cpp's side of each phase, on the product's token ids."""
+    """llama.cpp's side of each phase, on the product's token ids: the product's runner, its
+    rows llama.cpp sequences sharing the prompt's cells; the plain steps and the drafts feed
+    token ids (llama.cpp's own decode), the superposed step one input embedding."""
 
-    def __init__(self, runner: llama_runner.LlamaRunner, ids: list[int]) -> None:
+    def __init__(self, runner: LlamaCppRunner, ids: list[int]) -> None:
         self.runner = runner
-        embeds = llama_runner.token_embeddings(runner.gguf, ids[-3:])  # [3, H]
-        self.mix = (embeds * np.asarray(MIX, np.float32)[:, None]).sum(0)  # [H]
+        embeds = runner.embed(torch.tensor([ids[-3:]]))  # [1, 3, H]
+        self.mix = (embeds * torch.tensor(MIX)[:, None]).sum(1, keepdim=True)  # [1, 1, H]
         self.last = ids[-3:]
 
+    def set_threads(self, threads: int) -> None:
+        """The runner takes its thread count when it starts; the rounds interleave counts."""
+        runner = self.runner
+        runner.ll.llama_set_n_threads(runner._ctx, threads, threads)
+
     def prepare(self, ids: list[int]) -> None:
-        """POSITIONS positions in sequence 0, shared by sequences 1 and 2."""
+        """POSITIONS positions in row 0 (each step's rows share them)."""
         self.runner.rewind(0)
         self.runner.prefill(ids[:POSITIONS])
-        self.runner.fork(llama_runner.SEQUENCES)
 
     def step(self, key: str) -> float:
         """ms of one step of kind ``key`` at POSITIONS (the superposed one as an embedding)."""
         r = self.runner
         if key == "superposed k=3 step":
-            ms = _ms(lambda: r.step_embedding(self.mix, POSITIONS))
+            ms = elapsed_ms(lambda: r.step(self.mix))
         else:
-            ms = _ms(lambda: r.step(self.last[-(3 if key == "step b3" else 1) :], POSITIONS))
+            tokens = torch.tensor(self.last[-(3 if key == "step b3" else 1) :])[:, None]  # [B, 1]
+            r.expand(tokens.shape[0])
+            ms = elapsed_ms(lambda: r.score(tokens))
         r.rewind(POSITIONS)
         return ms
 
@@ -127,16 +130,50 @@ class LlamaSteps:
         self, ids: list[int], text_ids: list[int], long_ids: list[int] | None
     ) -> dict[str, float]:
         """One sample of the prefills from a cold cache, and of 3 greedy drafts x 24 tokens
-        after the cold prompt ``text_ids`` (3 sequences)."""
+        after the cold prompt ``text_ids`` (3 rows)."""
         r, out = self.runner, {}
         r.rewind(0)
-        out["prefill 256"] = _ms(lambda: r.prefill(ids[:256]))
+        out["prefill 256"] = elapsed_ms(lambda: r.prefill(ids[:256]))
         if long_ids is not None:
             r.rewind(0)
-            out["prefill 1500"] = _ms(lambda: r.prefill(long_ids))
-        out["3 drafts x 24, cold 256"] = _ms(lambda: r.drafts(text_ids, 3, 24))
+            out["prefill 1500"] = elapsed_ms(lambda: r.prefill(long_ids))
+        out["3 drafts x 24, cold 256"] = elapsed_ms(lambda: greedy_drafts(r, text_ids, 3, 24))
         r.rewind(0)
         return out
+
+
+def greedy_drafts(runner: Any, ids: list[int], k: int, tokens: int) -> list[list[int]]:
+    """k greedy drafts of ``tokens`` tokens from a cold cache: ``ids`` prefilled, the k best
+    first tokens each a row of their own, then one k-row step of token ids a token."""
+    runner.rewind(0)
+    first = runner.prefill(ids)  # [V]
+    runner.expand(k)
+    drafts = [[int(t)] for t in torch.topk(first, k).indices]
+    for _ in range(1, tokens):
+        logits = runner.score(torch.tensor([[d[-1]] for d in drafts]))  # [k, 1, V]
+        for draft, row in zip(drafts, logits[:, 0], strict=True):
+            draft.append(int(row.argmax()))
+    return drafts
+
+
+def embedding_matches_token(runner: Any, ids: list[int]) -> float:
+    """The largest |difference| between the logits after ``ids[-1]`` fed as its id and fed as
+    its embedding (the prompt ids[:-1] cached): 0.0 where llama.cpp reads the two alike."""
+    prompt, last = ids[:-1], torch.tensor([[ids[-1]]])
+    runner.rewind(0)
+    runner.prefill(prompt)
+    by_id = runner.score(last)[0, 0]
+    runner.rewind(len(prompt))
+    by_embedding = runner.step(runner.embed(last))[0]
+    runner.rewind(0)
+    return float((by_id - by_embedding).abs().max())
+
+
+def weight_bytes(gguf: Path) -> int:
+    """Bytes of the GGUF's tensors: what one decode step reads from memory (tied head)."""
+    import gguf as gguf_lib
+
+    return sum(int(t.n_bytes) for t in gguf_lib.GGUFReader(gguf).tensors)
 
 
 def request_sample(
@@ -147,13 +184,13 @@ def request_sample(
     assert isinstance(runner, FastRunner)
     out: dict[str, float] = {}
     runner.rewind(0)
-    out["prefill 256"] = _ms(lambda: runner.prefill(ids[:256]))
+    out["prefill 256"] = elapsed_ms(lambda: runner.prefill(ids[:256]))
     if long_ids is not None:
         runner.rewind(0)
-        out["prefill 1500"] = _ms(lambda: runner.prefill(long_ids))
+        out["prefill 1500"] = elapsed_ms(lambda: runner.prefill(long_ids))
     runner.rewind(0)
     cfg = DecodeConfig(k=3, max_new_tokens=24, seed=0)
-    out["3 drafts x 24, cold 256"] = _ms(lambda: engine.complete(text, "superposed", cfg))
+    out["3 drafts x 24, cold 256"] = elapsed_ms(lambda: engine.complete(text, "superposed", cfg))
     return out
 
 
@@ -162,10 +199,10 @@ def bounds(copy_mb: int = 256) -> dict[str, float]:
     past the caches), best of five."""
     a, b = torch.randn(256, 576), torch.randn(576, 1536)
     flops = 2 * 256 * 576 * 1536
-    gemm = min(_ms(lambda: a @ b) for _ in range(5))
+    gemm = min(elapsed_ms(lambda: a @ b) for _ in range(5))
     src = torch.empty(copy_mb * 2**18, dtype=torch.float32).normal_()  # 4 bytes each
     dst = torch.empty_like(src)
-    copy = min(_ms(lambda: dst.copy_(src)) for _ in range(5))
+    copy = min(elapsed_ms(lambda: dst.copy_(src)) for _ in range(5))
     return {
         "sgemm GFLOP/s": round(flops / gemm / 1e6, 1),
         "copy GB/s": round(2 * src.numel() * 4 / copy / 1e6, 1),
@@ -175,8 +212,8 @@ def bounds(copy_mb: int = 256) -> dict[str, float]:
 def llama_cpp_available() -> str | None:
     """Why llama.cpp is left out, or None where ``llama_cpp`` imports."""
     try:
-        llama_runner.import_llama()
-    except ImportError:
+        import_llama()
+    except EngineError:
         return (
             "not measured: llama_cpp is not installed (the `llama` extra, `make bench-llama`, "
             "a build of 10-25 minutes); this run is the product's alone"
@@ -216,8 +253,8 @@ def calibration(config: Any) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    started = time.perf_counter()
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    """Every kernel set, llama.cpp and the bounds at each thread count, round by round."""
     stamp = Stamp(model="smollm2-135m")
     loaded = load_model(skeleton=True)
     engines = {}
@@ -234,18 +271,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         else None
     )
     skipped = "not measured (--no-llama)" if args.no_llama else llama_cpp_available()
-    gguf = llama_runner.default_gguf()
+    gguf = gguf_for(DEFAULT_MODEL)
     llama, embedding_check = None, None
     if skipped is None:
-        llama = LlamaSteps(llama_runner.LlamaRunner(gguf), ids)
-        embedding_check = llama_runner.embedding_matches_token(llama.runner, ids[:64])
+        on_llama = llama_cpp_runner(loaded.model, loaded.checkpoint, DEFAULT_MODEL)
+        assert isinstance(on_llama, LlamaCppRunner)
+        llama = LlamaSteps(on_llama, ids)
+        embedding_check = embedding_matches_token(on_llama, ids[:64])
     samples: dict[str, dict[str, list[float]]] = {}
     measured_bounds: dict[int, list[dict[str, float]]] = {t: [] for t in args.threads}
     for round_ in range(args.rounds):  # interleaved: every set and thread count once a round
         for threads in args.threads:
             torch.set_num_threads(threads)
             if llama is not None:
-                llama.runner.set_threads(threads)
+                llama.set_threads(threads)
             measured_bounds[threads].append(bounds())
             print(f"round {round_ + 1}, {threads} thread(s)", file=sys.stderr)
             per_set = step_samples(engines, ids, args.steps, llama)
@@ -262,19 +301,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(1)
     if llama is not None:
         llama.runner.close()
-    medians = {
-        name: {key: round(statistics.median(v[1:] or v), 1) for key, v in per.items()}
-        for name, per in samples.items()
-    }  # the first sample warms up
+    median_ms = {name: medians(per, warm_up=True) for name, per in samples.items()}
     config = loaded.model.config
     best = {str(t): {k: max(b[k] for b in bs) for k in bs[0]} for t, bs in measured_bounds.items()}
-    weights, flops = llama_runner.weight_bytes(gguf), prefill_flops(config, 256)
-    return {
-        "stamp": stamp.finish(started),
+    weights, flops = weight_bytes(gguf), prefill_flops(config, 256)
+    results = {
         "note": NOTE,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "rounds": args.rounds,
-        "median_ms": medians,
+        "median_ms": median_ms,
         "bounds": {t: b | derived_bounds(b, weights, flops) for t, b in best.items()},
         "weight_bytes": weights,
         "prefill_256_gflop": round(flops / 1e9, 1),
@@ -283,10 +318,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "llama_cpp_version": None if skipped else _llama_version(),
         "embedding_check_max_abs": embedding_check,
     }
+    return results, stamp
 
 
 def _llama_version() -> str:
-    return str(getattr(llama_runner.import_llama(), "__version__", "?"))
+    return str(getattr(import_llama(), "__version__", "?"))
 
 
 def ratios(
@@ -381,20 +417,22 @@ def report(data: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--long", action="store_true", help="also prefill 1,500 tokens")
     parser.add_argument("--steps", type=int, default=15, help="steps of each kind a round")
     parser.add_argument("--no-llama", action="store_true", help="the product's kernels alone")
-    parser.add_argument("--out", default=str(RESULTS / "cpu_anchor"))
-    args = parser.parse_args(argv)
-    data = run(args)
-    write_json(__import__("pathlib").Path(args.out + ".json"), data)
-    text = report(data)
-    __import__("pathlib").Path(args.out + ".md").write_text(text)
-    print(text)
+    parser.add_argument("--out", help="<out>.json and <out>.md (default bench/results/cpu_anchor)")
+
+
+BENCH = Benchmark(
+    "cpu_anchor", __doc__.splitlines()[0], options=options, markdown=report, out_is_stem=True
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, lambda results: [report(results).rstrip("\n")], argv)
 
 
 if __name__ == "__main__":

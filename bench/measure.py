@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -93,17 +93,47 @@ def progress(label: str, total: int) -> Iterator[Any]:
         bar.close()
 
 
+def elapsed_ms(fn: Callable[[], object], sync: Callable[[], None] | None = None) -> float:
+    """The wall-clock milliseconds of one call of ``fn`` (``sync`` waits for queued device
+    work inside the timing)."""
+    start = time.perf_counter()
+    fn()
+    if sync is not None:
+        sync()
+    return (time.perf_counter() - start) * 1e3
+
+
 def median_ms(fn: Callable[[], object], runs: int, sync: Callable[[], None] | None = None) -> float:
-    """The median wall-clock milliseconds of ``runs`` calls of ``fn`` (``sync`` waits for queued
-    device work inside each timing)."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        if sync is not None:
-            sync()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    """The median wall-clock milliseconds of ``runs`` calls of ``fn``."""
+    return statistics.median(elapsed_ms(fn, sync) for _ in range(runs))
+
+
+def interleaved(
+    fns: Mapping[str, Callable[[], object]],
+    rounds: int,
+    setup: Mapping[str, Callable[[], object]] | None = None,
+) -> dict[str, list[float]]:
+    """ms of each function, ``rounds`` times, interleaved: every round calls each function
+    once, so a drift of a shared machine's load falls on all of them alike. ``setup[name]``
+    runs untimed before its function's call (a cache to clear, say)."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            if setup is not None and name in setup:
+                setup[name]()
+            times[name].append(elapsed_ms(fn))
+    return times
+
+
+def medians(
+    times: Mapping[str, Sequence[float]], digits: int = 1, warm_up: bool = False
+) -> dict[str, float]:
+    """Each name's median ms, rounded; ``warm_up``: the first sample left out where there are
+    more (it warmed the caches)."""
+    return {
+        name: round(statistics.median(list(v[1:] if warm_up and len(v) > 1 else v)), digits)
+        for name, v in times.items()
+    }
 
 
 def percentile(values: Sequence[float], q: float) -> float:

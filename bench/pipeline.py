@@ -36,12 +36,16 @@ class Benchmark:
     options: Callable[[argparse.ArgumentParser], object] | None = None
     markdown: Callable[[dict[str, Any]], str] | None = None
     variant: Callable[[argparse.Namespace], str] | None = None  # the file's suffix for a run
+    out_is_stem: bool = False  # --out names <out>.json and <out>.md, not the JSON itself
 
     def output(self, args: argparse.Namespace) -> Path:
         """``--out`` where the script has it and it is given, else
         bench/results/<name><variant>.json: by default -quick for a quick run."""
         if getattr(args, "out", None) is not None:
-            return Path(args.out)
+            out = Path(args.out)
+            if self.out_is_stem and out.suffix != ".json":
+                return out.with_name(out.name + ".json")
+            return out
         if self.variant is not None:
             return RESULTS / f"{self.name}{self.variant(args)}.json"
         return RESULTS / f"{self.name}{'-quick' if getattr(args, 'quick', False) else ''}.json"

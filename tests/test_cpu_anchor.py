@@ -1,4 +1,4 @@
-"""bench/cpu_anchor.py: its report of the side-by-side kernel timings; bench/llama_runner.py."""
+"""bench/cpu_anchor.py: its report of the side-by-side kernel timings, llama.cpp's side of them."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import importlib.util
 import json
 import sys
 
-import numpy as np
 import pytest
+import torch
 from transformers import LlamaConfig
 
 from bench import cpu_anchor
@@ -100,29 +100,57 @@ def test_the_bounds_are_positive_rates() -> None:
     assert all(v > 0 for v in measured.values())
 
 
+class FakeRows:
+    """A runner over 10 tokens whose next token after t is t + 1 (mod 10) in every row, and
+    whose prompt's logits rank the tokens by id."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def rewind(self, length: int) -> None:
+        self.calls.append(("rewind", length))
+
+    def prefill(self, ids: list[int]) -> torch.Tensor:
+        return torch.arange(10.0)  # [V]
+
+    def expand(self, rows: int) -> None:
+        self.calls.append(("expand", rows))
+
+    def score(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.one_hot((ids + 1) % 10, 10).float()  # [B, 1, V]
+
+
+def test_llama_cpps_drafts_start_from_the_k_best_tokens_and_continue_greedily() -> None:
+    runner = FakeRows()
+    drafts = cpu_anchor.greedy_drafts(runner, [1, 2, 3], k=3, tokens=3)
+    assert drafts == [[9, 0, 1], [8, 9, 0], [7, 8, 9]]
+    assert runner.calls == [("rewind", 0), ("expand", 3)]  # a cold cache, one row a draft
+
+
 @pytest.mark.slow
 @pytest.mark.model
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="make bench-llama")
-def test_llama_cpp_reads_a_tokens_embedding_as_its_id_and_its_rows_as_sequences() -> None:
-    from bench import llama_runner
+def test_llama_cpp_reads_a_tokens_embedding_as_its_id_and_drafts_greedily() -> None:
+    from superposed.llama_cpp_runner import LlamaCppRunner
+    from superposed.model import load_model
+    from superposed.runner_choice import llama_cpp_runner
 
-    runner = llama_runner.LlamaRunner(llama_runner.default_gguf(), context=256)
+    loaded = load_model(skeleton=True)
+    runner = llama_cpp_runner(loaded.model, loaded.checkpoint, "smollm2-135m")
+    assert isinstance(runner, LlamaCppRunner)
     try:
-        ids = list(range(1000, 1040))
+        long, ids = list(range(1000, 1600)), list(range(1000, 1040))
         # the superposed column feeds embeddings: the same logits as the token id
-        assert llama_runner.embedding_matches_token(runner, ids) == 0.0
-        runner.prefill(ids[:-1])
-        one = runner.step([ids[-1]], len(ids) - 1)[0]
-        runner.rewind(len(ids) - 1)
-        runner.fork(3)  # sequences 1 and 2 share the prompt's cells
-        three = runner.step([ids[-1], ids[-1], 7], len(ids) - 1)
-        assert np.allclose(three[0], one, atol=1e-3) and np.allclose(three[1], one, atol=1e-3)
-        assert not np.allclose(three[2], one, atol=1e-3)
-        drafts = runner.drafts(ids, 3, 5)
+        assert cpu_anchor.embedding_matches_token(runner, ids) == 0.0
+        steps = cpu_anchor.LlamaSteps(runner, long)
+        steps.prepare(long)  # each step after the same POSITIONS positions
+        assert all(steps.step(key) > 0 for key in cpu_anchor.STEPS)
+        assert runner.length == cpu_anchor.POSITIONS and runner.rows == 1
+        drafts = cpu_anchor.greedy_drafts(runner, ids, 3, 5)
         assert [len(d) for d in drafts] == [5, 5, 5] and len({d[0] for d in drafts}) == 3
         runner.rewind(0)  # each draft greedy on its own: the best first token, then argmax
-        assert drafts[0][0] == int(np.argmax(runner.prefill(ids)))
-        assert drafts[0][1] == int(np.argmax(runner.step([drafts[0][0]], len(ids))[0]))
+        assert drafts[0][0] == int(runner.prefill(ids).argmax())
+        assert drafts[0][1] == int(runner.score(torch.tensor([[drafts[0][0]]]))[0, 0].argmax())
     finally:
         runner.close()
 
