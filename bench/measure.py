@@ -108,23 +108,6 @@ def median_ms(fn: Callable[[], object], runs: int, sync: Callable[[], None] | No
     return statistics.median(elapsed_ms(fn, sync) for _ in range(runs))
 
 
-def interleaved(
-    fns: Mapping[str, Callable[[], object]],
-    rounds: int,
-    setup: Mapping[str, Callable[[], object]] | None = None,
-) -> dict[str, list[float]]:
-    """ms of each function, ``rounds`` times, interleaved: every round calls each function
-    once, so a drift of a shared machine's load falls on all of them alike. ``setup[name]``
-    runs untimed before its function's call (a cache to clear, say)."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            if setup is not None and name in setup:
-                setup[name]()
-            times[name].append(elapsed_ms(fn))
-    return times
-
-
 def medians(
     times: Mapping[str, Sequence[float]], digits: int = 1, warm_up: bool = False
 ) -> dict[str, float]:
