@@ -300,15 +300,15 @@ def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) 
         ("lsp_latency", "markdown", "lsp_latency_refactor3"),
         ("lsp_latency", "alone_markdown", "lsp_latency_rest"),
         ("lsp_latency", "alone_markdown", "lsp_latency_accept"),
-        ("infini_scale", "report", "infini_scale"),
+        ("report_shared", "scale_markdown", "infini_scale"),
     ],
 )
 def test_scripts_on_their_own_layout_render_the_committed_summary(
     module: str, render: str, name: str
 ) -> None:
     """The server benchmarks save through lsp_latency.save (the stamp's fields at the top
-    level) and infini_scale its own way, not through the pipeline: their committed summaries
-    still come back from their committed JSON."""
+    level) and infini_scale (archived) its own way, not through the pipeline: their committed
+    summaries still come back from their committed JSON."""
     import importlib
 
     data = saved(f"{name}.json")
