@@ -104,11 +104,6 @@ class LlamaSteps:
         self.mix = (embeds * torch.tensor(MIX)[:, None]).sum(1, keepdim=True)  # [1, 1, H]
         self.last = ids[-3:]
 
-    def set_threads(self, threads: int) -> None:
-        """The runner takes its thread count when it starts; the rounds interleave counts."""
-        runner = self.runner
-        runner.ll.llama_set_n_threads(runner._ctx, threads, threads)
-
     def prepare(self, ids: list[int]) -> None:
         """POSITIONS positions in row 0 (each step's rows share them)."""
         self.runner.rewind(0)
@@ -284,7 +279,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         for threads in args.threads:
             torch.set_num_threads(threads)
             if llama is not None:
-                llama.set_threads(threads)
+                llama.runner.set_threads(threads)
             measured_bounds[threads].append(bounds())
             print(f"round {round_ + 1}, {threads} thread(s)", file=sys.stderr)
             per_set = step_samples(engines, ids, args.steps, llama)

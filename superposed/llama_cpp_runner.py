@@ -107,6 +107,10 @@ class LlamaCppRunner:
         self._length = 0
         self._rows = 1
 
+    def set_threads(self, threads: int) -> None:
+        """llama.cpp's CPU threads from now on, for steps and batches alike."""
+        self.ll.llama_set_n_threads(self._ctx, threads, threads)
+
     def close(self) -> None:
         """Free llama.cpp's context and model (the runner is unusable after)."""
         ll = self.ll

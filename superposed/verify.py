@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 
 from superposed import ranking
-from superposed.ranking import Stage
 from superposed.runner import ModelRunner
 from superposed.types import DecodeConfig, Draft
 
@@ -50,7 +49,9 @@ def draft_logprobs(runner: ModelRunner, prompt_ids: list[int], drafts: list[Draf
     return [float(t) / n if n else 0.0 for t, n in zip(total.tolist(), lengths, strict=True)]
 
 
-def verified(runner: ModelRunner, prompt_ids: list[int], cfg: DecodeConfig) -> Stage[Draft]:
+def verified(
+    runner: ModelRunner, prompt_ids: list[int], cfg: DecodeConfig
+) -> ranking.Stage[Draft]:
     """The verify stage (ranking.rescored): the drafts ordered by their model log-probability
     per token (``draft_logprobs``), which becomes their score; those more than
     ``cfg.verify_margin`` below the best are dropped."""

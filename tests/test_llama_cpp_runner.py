@@ -81,6 +81,19 @@ def test_a_token_s_embedding_fed_as_a_step_gives_its_id_s_logits(llama: Engine) 
 
 
 @pytest.mark.model
+def test_another_thread_count_gives_the_same_logits(llama: Engine) -> None:
+    """set_threads (bench/cpu_anchor.py interleaves thread counts on one runner)."""
+    runner, prompt = llama.runner, ids(llama, PROMPTS[3])
+    logits = []
+    for threads in (2, 1):
+        runner.set_threads(threads)  # type: ignore[attr-defined]
+        runner.rewind(0)
+        logits.append(runner.prefill(prompt))
+    runner.rewind(0)
+    assert torch.allclose(logits[0], logits[1], atol=1e-3), (logits[0] - logits[1]).abs().max()
+
+
+@pytest.mark.model
 def test_rows_expand_and_reorder_as_their_own_sequences(llama: Engine) -> None:
     runner, prompt = llama.runner, ids(llama, PROMPTS[1])
     tokens = [prompt[-1], 13, 29]  # three different next inputs
