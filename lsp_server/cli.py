@@ -165,7 +165,7 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     here = session.stores.for_path(path, [])
     if settings.decoding.memory:
         for store in here.present():  # index the stores now, as a running server has
-            session.indexes.store_index(store)
+            session.indexes.stores.store_index(store)
         session.indexes.wait()
     try:
         drafts = answer(session, request)

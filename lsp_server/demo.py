@@ -88,7 +88,7 @@ def run(model: str, k: int) -> dict[str, Any]:
         stores = Stores(engine.tokenizer, StoreSettings(codebase_db=str(db), user_store=False))
         session = Session(engine, stores, MatchIndexes(engine.tokenizer))
         for indexed in stores.for_path(SNIPPET, [SAMPLE_CODEBASE]).present():
-            session.indexes.store_index(indexed)  # the memory over the store, as a server has
+            session.indexes.stores.store_index(indexed)  # the memory over the store, as a server
         session.indexes.wait()
         results = []
         for title, text in CURSORS:

@@ -232,7 +232,7 @@ class Learning:
 
         After a forget they are dropped, so that nothing erased is ever proposed again."""
         if (session := ready(self._current())) is not None:
-            session.indexes.stores_changed(forgotten=forgotten)
+            session.indexes.stores.stores_changed(forgotten=forgotten)
 
     def _on_stores(self, write: Callable[[Stores], T]) -> T:
         """On the write thread: ``write`` on the stores open when it runs, not when it was

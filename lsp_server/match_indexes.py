@@ -4,7 +4,7 @@ Superposed decoding looks up the longest suffix of each draft's context in every
 user has (superposed/memory.py); this module keeps the indexes (ngram_db.suffix) current:
 
 - per store (codebase and user), a base and a delta current with the store's change counter:
-  lsp_server/store_indexes.py's StoreIndexes, which ``MatchIndexes`` holds and passes on to;
+  lsp_server/store_indexes.py's StoreIndexes, ``MatchIndexes.stores``;
 - one over the other open documents as the editor has them now (didOpen/didChange, not
   only saved text), rebuilt at request time when one of them changed;
 - one over the requesting document without the cursor's line (else the text before the
@@ -34,7 +34,6 @@ from lsp_server.store_indexes import FOLLOW_AT_LEAST, StoreIndexes
 from ngram_db import languages
 from ngram_db.store import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex
-from ngram_db.suffix_store import Segment
 from ngram_db.tokenizer import as_tokenizer
 from superposed.ngram import MatchSource
 
@@ -68,25 +67,6 @@ class MatchIndexes:
         self._others: tuple[frozenset[tuple[str, int]], SuffixIndex | None] = (frozenset(), None)
         self._others_building: frozenset[tuple[str, int]] | None = None
         self._current: dict[str, tuple[tuple[int, int], SuffixIndex]] = {}
-
-    # -- stores (lsp_server/store_indexes.py) ----------------------------------------------
-
-    def store_index(self, store: NgramStore) -> MatchSet | None:
-        """The store's indexes as one source, current with the store (StoreIndexes.store_index)."""
-        return self.stores.store_index(store)
-
-    def store_segments(self, store: NgramStore) -> list[Segment]:
-        """The store's segments, the delta first (StoreIndexes.store_segments)."""
-        return self.stores.store_segments(store)
-
-    def stores_changed(self, forgotten: bool = False) -> None:
-        """A store was written: refresh its indexes (StoreIndexes.stores_changed)."""
-        self.stores.stores_changed(forgotten)
-
-    def erasures(self, stores: Sequence[NgramStore]) -> tuple[int, int]:
-        """A stamp that moves whenever a file was erased from one of ``stores``
-        (StoreIndexes.erasures)."""
-        return self.stores.erasures(stores)
 
     def wait(self) -> None:
         """Block until the builds started so far, and those they queue, are done (tests,
@@ -234,7 +214,7 @@ class MatchIndexes:
         ``shared`` keeps) as they are now; the files of ``uri``'s language first, never
         across the code/prose line (``ngram_db.languages``)."""
         indexes: list[SuffixIndex | MatchSet | None] = [
-            self.store_index(s) for s in stores if s is not None
+            self.stores.store_index(s) for s in stores if s is not None
         ]
         found = [*indexes, *self._document_indexes(uri, offset, documents, shared)]
         return match_set(found, languages.language_of(uri))
@@ -281,4 +261,4 @@ class MatchIndexes:
         (``PendingSource.with_stores``). Its first ``match`` waits for the documents' indexes.
         """
         future = self._requests.submit(self._document_indexes, uri, offset, documents, shared)
-        return PendingSource(self, future, languages.language_of(uri))
+        return PendingSource(self.stores, future, languages.language_of(uri))

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class StoreIndexSource(Protocol):
-    """What a pending source asks of the indexes (lsp_server/match_indexes.MatchIndexes)."""
+    """What a pending source asks of the stores' indexes (lsp_server/store_indexes.py)."""
 
     def store_index(self, store: NgramStore) -> MatchSet | None: ...
 

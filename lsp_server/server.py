@@ -246,7 +246,7 @@ def _erasures(session: Session, request: Request) -> object:
     (MatchIndexes.erasures); off the event loop: it reads them. The stores are looked up here
     and again in ``answer`` on purpose: a typed-along draft needs no answer, and an answer
     looks them up on the engine thread, where a model reload may have reopened them."""
-    return session.indexes.erasures(stores_here(session, request, unsaid).present())
+    return session.indexes.stores.erasures(stores_here(session, request, unsaid).present())
 
 
 def _language(document: TextDocument) -> str:

@@ -75,7 +75,7 @@ def server_drafts(path: Path, args: Any) -> list[str]:
     stores = Stores(engine.tokenizer, settings.stores)
     session = Session(engine, stores, MatchIndexes(engine.tokenizer))
     for store in session.stores.for_path(path, []).present():  # indexed, as complete does
-        session.indexes.store_index(store)
+        session.indexes.stores.store_index(store)
     session.indexes.wait()
     ls.loader.session = session
     try:

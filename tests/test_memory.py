@@ -261,15 +261,15 @@ def test_store_index_follows_saves(tokenizer: Any) -> None:
     memory = MatchIndexes(tokenizer)
     ids = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     store.update_file("/a.py", "alpha = compute_first_value(1)\n")
-    index = memory.store_index(store)  # the first build: done before it returns
+    index = memory.stores.store_index(store)  # the first build: done before it returns
     assert index is not None
     found = index.match(ids("alpha = compute_first"))
     assert found is not None and found.length >= 4
     store.update_file("/a.py", "beta = compute_second_value(2)\n")  # a save replaces it
-    memory.stores_changed()
-    memory.store_index(store)  # starts the rebuild
+    memory.stores.stores_changed()
+    memory.stores.store_index(store)  # starts the rebuild
     memory.wait()
-    index = memory.store_index(store)
+    index = memory.stores.store_index(store)
     assert index is not None
     new = index.match(ids("beta = compute_second"))
     assert new is not None and new.length >= 4

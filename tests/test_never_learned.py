@@ -78,22 +78,22 @@ def test_the_erasure_stamp_moves_with_a_forget_not_with_a_save() -> None:
     store = NgramStore.open(":memory:", BYTES)
     memory = MatchIndexes(BYTES)
     store.update_file("/ws/a.py", "alpha = 1\n")
-    first = memory.erasures([store])
+    first = memory.stores.erasures([store])
     store.update_file("/ws/b.py", "beta = 2\n")  # a new file
     store.update_file("/ws/a.py", "alpha = 3\n")  # a file saved again
     store.update_file("accepted:1", "gamma")
-    assert memory.erasures([store]) == first
+    assert memory.stores.erasures([store]) == first
     store.update_file("accepted:2", "delta")  # an accept beyond the limit: the oldest goes
     store.prune("accepted:", 1)
-    assert memory.erasures([store]) == first
+    assert memory.stores.erasures([store]) == first
     store.forget("/ws/a.py")  # the editor's forget or index-repo --forget: the same commit
-    after_forget = memory.erasures([store])
+    after_forget = memory.stores.erasures([store])
     assert after_forget != first
     store.remove_file("/ws/b.py")  # a file that stopped qualifying at its save
-    assert memory.erasures([store]) != after_forget
-    stamp = memory.erasures([store])
+    assert memory.stores.erasures([store]) != after_forget
+    stamp = memory.stores.erasures([store])
     store.clear()  # the user store cleared: only accepted drafts were left
-    assert memory.erasures([store]) != stamp
+    assert memory.stores.erasures([store]) != stamp
 
 
 def test_drafts_shown_before_an_erasure_are_not_typed_along() -> None:

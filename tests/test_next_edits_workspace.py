@@ -38,9 +38,10 @@ def _encode(tokenizer: Any) -> Any:
 
 def test_the_store_finds_the_files_that_hold_a_name(tmp_path: Path, tokenizer: Any) -> None:
     root, store, memory = _workspace(tmp_path, tokenizer)
-    held = files_holding(memory.store_segments(store), _encode(tokenizer), "get_user")
+    held = files_holding(memory.stores.store_segments(store), _encode(tokenizer), "get_user")
     assert {Path(p).name for p in held} >= {"views.py", "api.py"}
-    assert files_holding(memory.store_segments(store), _encode(tokenizer), "nowhere_at_all") == []
+    segments = memory.stores.store_segments(store)
+    assert files_holding(segments, _encode(tokenizer), "nowhere_at_all") == []
 
 
 def test_workspace_sites_come_after_the_open_documents(tmp_path: Path, tokenizer: Any) -> None:
@@ -56,7 +57,7 @@ def test_workspace_sites_come_after_the_open_documents(tmp_path: Path, tokenizer
     derived = edits.ended(change, "python")
     assert derived.pattern is not None and derived.reason == "rename"
     docs = {uri: Doc(after, 2, "python")}
-    files = finder(memory.store_segments(store), _encode(tokenizer), [root], 1_000_000)
+    files = finder(memory.stores.store_segments(store), _encode(tokenizer), [root], 1_000_000)
     got = edits.propose(uri, 2, docs, "workspace", lambda u, t: True, files)
     assert [(Path(p.site.uri).name, p.site.row, p.site.origin) for p in got] == [
         ("main.py", 3, "file"),  # the nearest to the cursor (row 2) first
@@ -78,7 +79,7 @@ def test_a_stored_file_a_save_would_not_learn_lends_nothing(tmp_path: Path, toke
     """A file the store holds that is now git-ignored (or holds a key) is not read for sites."""
     root, store, memory = _workspace(tmp_path, tokenizer)
     (root / ".gitignore").write_text("views.py\n")
-    files = finder(memory.store_segments(store), _encode(tokenizer), [root], 1_000_000)
+    files = finder(memory.stores.store_segments(store), _encode(tokenizer), [root], 1_000_000)
     edits = NextEdits()
     log = EditLog()
     uri = (root / "main.py").as_uri()

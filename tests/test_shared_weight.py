@@ -73,7 +73,7 @@ def test_a_shared_match_at_half_weight_gets_half_the_lambda_of_the_same_store_ma
     """The request's shared source (a suffix index of the same code in place of infini-gram's
     engine, so no indexer process runs) against the store."""
     from_store = _request([_store()], []).match(_ids(CONTEXT), follow=6)
-    org = MatchIndexes(BYTES).store_index(_store())
+    org = MatchIndexes(BYTES).stores.store_index(_store())
     assert org is not None
     shared = [_Budgeted([org], 1.0, lambda: 0.0, weight=0.5)]
     _half(from_store, _request([], shared).match(_ids(CONTEXT), follow=6))

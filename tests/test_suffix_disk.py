@@ -140,17 +140,17 @@ def test_forgetting_through_another_connection_reaches_the_next_use(
     if with_base:
         write_base(theirs)
     memory = MatchIndexes(BYTES)
-    before = memory.store_index(mine)
+    before = memory.stores.store_index(mine)
     assert knows(before, SECRET) and knows(before, KEPT)
     if how == "forget":
         assert theirs.forget("/ws/secret.py") == 1
     else:
         theirs.clear()
-    now = memory.store_index(mine)  # no stores_changed: the store's change counter says it
+    now = memory.stores.store_index(mine)  # no stores_changed: the store's change counter says it
     assert not knows(now, SECRET)
     assert not knows(before, SECRET)  # a request in flight stops matching it too
     memory.wait()
-    later = memory.store_index(mine)
+    later = memory.stores.store_index(mine)
     assert not knows(later, SECRET)
     assert knows(later, KEPT) == (how == "forget")
 
@@ -161,11 +161,11 @@ def test_text_written_through_another_connection_is_indexed_soon(
     mine, theirs = stores
     theirs.update_file("/ws/kept.py", "import sys\n\n" + KEPT + "\nprint(2)\n")
     memory = MatchIndexes(BYTES)
-    assert knows(memory.store_index(mine), KEPT)
+    assert knows(memory.stores.store_index(mine), KEPT)
     theirs.update_file("/ws/secret.py", "import os\n\n" + SECRET + "\nprint(1)\n")
-    memory.store_index(mine)  # starts indexing it
+    memory.stores.store_index(mine)  # starts indexing it
     memory.wait()
-    assert knows(memory.store_index(mine), SECRET)
+    assert knows(memory.stores.store_index(mine), SECRET)
 
 
 def test_a_changed_file_is_masked_at_once_and_its_new_text_follows(
@@ -175,11 +175,11 @@ def test_a_changed_file_is_masked_at_once_and_its_new_text_follows(
     fill(theirs)
     write_base(theirs)
     memory = MatchIndexes(BYTES)
-    assert knows(memory.store_index(mine), SECRET)
+    assert knows(memory.stores.store_index(mine), SECRET)
     theirs.update_file("/ws/secret.py", "import os\n\n" + KEPT.replace("render", "draw") + "\n")
-    assert not knows(memory.store_index(mine), SECRET)
+    assert not knows(memory.stores.store_index(mine), SECRET)
     memory.wait()
-    now = memory.store_index(mine)
+    now = memory.stores.store_index(mine)
     assert not knows(now, SECRET) and knows(now, KEPT.replace("render", "draw"))
     assert base_path(mine.path or "").is_file()  # a change is not a forget: the base stays
 
@@ -207,20 +207,20 @@ def test_after_forget_no_suffix_file_holds_the_forgotten_text(
     orphan.write_bytes(base_path(path).read_bytes())  # a base being written meanwhile
     assert holds(suffix_files(path), SECRET) and holds(suffix_files(path), KEPT)
     memory = MatchIndexes(BYTES)
-    assert knows(memory.store_index(mine), SECRET)
+    assert knows(memory.stores.store_index(mine), SECRET)
     assert mapped(base_path(path))
 
     theirs.forget("/ws/secret.py")
     assert not holds(suffix_files(path), SECRET)
     monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)  # so the refresh writes a base
-    memory.store_index(mine)  # sees the base gone: drops its mapping
+    memory.stores.store_index(mine)  # sees the base gone: drops its mapping
     gc.collect()
     assert not mapped(base_path(path), deleted=True)  # the deleted file's blocks are freed
 
     memory.wait()
     assert base_path(path).is_file()
     assert holds(suffix_files(path), KEPT) and not holds(suffix_files(path), SECRET)
-    assert not knows(memory.store_index(mine), SECRET)
+    assert not knows(memory.stores.store_index(mine), SECRET)
 
 
 def test_the_servers_own_forget_masks_at_once(path: Path) -> None:
@@ -230,10 +230,10 @@ def test_the_servers_own_forget_masks_at_once(path: Path) -> None:
         fill(store)
         write_base(store)
         memory = MatchIndexes(BYTES)
-        in_flight = memory.store_index(store)
+        in_flight = memory.stores.store_index(store)
         assert knows(in_flight, SECRET)
         store.forget("/ws/secret.py")
-        memory.stores_changed(forgotten=True)
+        memory.stores.stores_changed(forgotten=True)
         assert not knows(in_flight, SECRET) and knows(in_flight, KEPT)
         del in_flight
         gc.collect()
@@ -258,12 +258,12 @@ def test_a_store_without_a_base_answers_at_once_and_gets_one(
 
     monkeypatch.setattr(store_indexes, "write_base", slow_write)
     memory = MatchIndexes(BYTES)
-    assert memory.store_index(mine) is None  # answered without it: not built on this thread
+    assert memory.stores.store_index(mine) is None  # answered without it: not built on this thread
     assert not base_path(path).exists()
     release.set()
     memory.wait()
     assert base_path(path).is_file()
-    assert knows(memory.store_index(mine), SECRET)
+    assert knows(memory.stores.store_index(mine), SECRET)
 
 
 def truncate(file: Path) -> None:
@@ -298,10 +298,10 @@ def test_a_damaged_base_is_detected_and_rebuilt(
         open_base(path, BYTES.fingerprint)
     monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)  # rebuilt as a base, not a delta
     memory = MatchIndexes(BYTES)
-    memory.store_index(mine)  # no crash: answered without it (or with the rebuilt one)
+    memory.stores.store_index(mine)  # no crash: answered without it (or with the rebuilt one)
     memory.wait()
     assert open_base(path, BYTES.fingerprint) is not None
-    assert knows(memory.store_index(mine), SECRET)
+    assert knows(memory.stores.store_index(mine), SECRET)
 
 
 def test_a_base_that_cannot_be_written_is_kept_in_ram(
@@ -316,8 +316,8 @@ def test_a_base_that_cannot_be_written_is_kept_in_ram(
     monkeypatch.setattr(store_indexes, "INLINE_TOKENS", 10)
     monkeypatch.setattr(store_indexes, "write_base", refuse)
     memory = MatchIndexes(BYTES)
-    memory.store_index(mine)
+    memory.stores.store_index(mine)
     memory.wait()
-    assert knows(memory.store_index(mine), SECRET)
+    assert knows(memory.stores.store_index(mine), SECRET)
     theirs.forget("/ws/secret.py")
-    assert not knows(memory.store_index(mine), SECRET)
+    assert not knows(memory.stores.store_index(mine), SECRET)

@@ -131,7 +131,7 @@ def test_a_request_in_flight_survives_its_base_overwritten_in_place(
     context = make_base(path)
     with NgramStore.open(path, BYTES) as store:
         memory = MatchIndexes(BYTES)
-        in_flight = memory.store_index(store)
+        in_flight = memory.stores.store_index(store)
         assert in_flight is not None and in_flight.match(context) is not None
         file = base_path(path)
         st = file.stat()
@@ -142,9 +142,9 @@ def test_a_request_in_flight_survives_its_base_overwritten_in_place(
         if mtime == "kept":
             os.utime(file, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert in_flight.match(context) is None  # no IndexError reaches the request
-        memory.store_index(store)  # sees the file changed: damaged, deleted, rebuilt
+        memory.stores.store_index(store)  # sees the file changed: damaged, deleted, rebuilt
         memory.wait()
-        again = memory.store_index(store)
+        again = memory.stores.store_index(store)
         assert again is not None and again.match(context) is not None
 
 

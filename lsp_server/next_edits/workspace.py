@@ -96,7 +96,7 @@ def finder_for(
         return None
     if store is None:
         return None
-    segments = session.indexes.store_segments(store)
+    segments = session.indexes.stores.store_segments(store)
     tokenizer = store.tokenizer
 
     def encode(text: str) -> Any:
