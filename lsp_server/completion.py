@@ -173,32 +173,22 @@ def rank_stages(
     evidence: str | None,
     kind: Decision = "line",
 ) -> list[ranking.Stage[Suggestion]]:
-    """The ranking stages after the engine's (superposed/ranking.py lists them all), in order,
-    with what only this layer knows passed in:
-
-    1. the same text, or with ``distinctDrafts`` a near duplicate (drafts.near_key), is one
-       guess (ranking.merged): the better-scored stays, a spare takes the slot;
-    2. a block: drafts with a first line not shown yet first (drafts.first_line_key);
-    3. drafts that parse at the cursor (tree-sitter, lsp_server/wellformed.py; off for the
-       tiny test model, whose drafts are noise): a spare takes a dropped one's place;
-    4. the memory's lead first (issue 38; ``evidence``: evidence.prompt_lead, evidence.says);
-    5. at a line start (``cfg.first_word_cap``) the last of the k slots to another first word;
-    6. the k shown.
-    """
-    stages: list[ranking.Stage[Suggestion]] = [
-        ranking.merged(near_key if settings.distinct_drafts else str),
-    ]
-    if kind == "block":
-        stages.append(ranking.new_keys_first(first_line_key))
-    if settings.well_formed and not testing_tiny():
-        cursor = Cursor(context.before, context.following, context.language)
-        stages.append(ranking.kept(parses(cursor)))
-    if evidence:
-        stages.append(ranking.led(lambda text: says(text, evidence)))
-    if cfg.first_word_cap:
-        stages.append(ranking.reserved(settings.k, ranking.first_word))
-    stages.append(ranking.cut(settings.k))
-    return stages
+    """The ranking stages after the engine's (superposed/ranking.py ``text_stages``), with what
+    only this layer knows passed in: what a near duplicate is (``distinctDrafts``:
+    drafts.near_key), a block's first line (drafts.first_line_key), whether a draft parses at
+    the cursor (tree-sitter, lsp_server/wellformed.py; off for the tiny test model, whose
+    drafts are noise) and what the memory's lead says (issue 38; ``evidence``:
+    evidence.prompt_lead, evidence.says)."""
+    parsing = settings.well_formed and not testing_tiny()
+    cursor = Cursor(context.before, context.following, context.language)
+    return ranking.text_stages(
+        settings.k,
+        near_key if settings.distinct_drafts else str,
+        block_key=first_line_key if kind == "block" else None,
+        parses=parses(cursor) if parsing else None,
+        says=(lambda text: says(text, evidence)) if evidence else None,
+        first_word_slot=cfg.first_word_cap > 0,
+    )
 
 
 def decode(

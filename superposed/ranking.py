@@ -20,7 +20,8 @@ A request's stages, in order:
 3. ``rescored`` (``cfg.verify``; superposed/api.py, superposed/verify.py): every draft
    scored by the model, ordered by that score, the far worse dropped;
 
-then lsp_server/completion.py ``rank_stages``, on the drafts' cleaned-up texts:
+then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
+``rank_stages`` passes in the keys and predicates only it knows; a stage without one is off):
 
 4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
    is one guess: the better-scored stays, a spare takes the freed slot;
@@ -31,7 +32,8 @@ then lsp_server/completion.py ``rank_stages``, on the drafts' cleaned-up texts:
 8. ``reserved(k, first_word)``: at a line start, the last of the k slots to another first word;
 9. ``cut(k)``: the k shown.
 
-"Change how drafts are ranked" is a change here, or to the list in one of those two places.
+"Change how drafts are ranked" is a change here: the stages and both lists of them
+(``engine_stages``, ``text_stages``).
 """
 
 from __future__ import annotations
@@ -245,3 +247,32 @@ def reserved(k: int, key: Callable[[str], Hashable]) -> Stage[R]:
 def cut(k: int) -> Stage[T]:
     """The first k."""
     return lambda drafts: drafts[:k]
+
+
+# --- the stages on the cleaned-up texts ------------------------------------------------------
+
+
+def text_stages(
+    k: int,
+    same: Callable[[str], Hashable],
+    *,
+    block_key: Callable[[str], Hashable] | None = None,
+    parses: Callable[[str], bool] | None = None,
+    says: Callable[[str], bool] | None = None,
+    first_word_slot: bool = False,
+) -> list[Stage[R]]:
+    """Stages 4-9 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
+    first lines first (``block_key``); those that ``parses`` keeps; the one that ``says`` what
+    the memory goes on with first; with ``first_word_slot`` the last slot to another first
+    word; the k shown. A stage whose key or predicate is None is off."""
+    stages: list[Stage[R]] = [merged(same)]
+    if block_key is not None:
+        stages.append(new_keys_first(block_key))
+    if parses is not None:
+        stages.append(kept(parses))
+    if says is not None:
+        stages.append(led(says))
+    if first_word_slot:
+        stages.append(reserved(k, first_word))
+    stages.append(cut(k))
+    return stages

@@ -126,6 +126,26 @@ def test_the_reordering_stages_keep_the_scores_best_first() -> None:
     assert [(s.text, s.score) for s in stages[1](drafts)][:2] == [("c", 0.0), ("a\nx", 0.0)]
 
 
+def test_text_stages_run_in_order_and_a_stage_without_its_predicate_is_off() -> None:
+    """The parse filter runs before the memory's lead, so the lead cannot bring back a draft
+    that does not parse; the merge runs first and the cut last."""
+    drafts = [Suggestion(t, -float(i)) for i, t in enumerate(["x = 1", "x = 1 ", "y(", "y()"])]
+    same = str.strip
+
+    def texts(**on: object) -> list[str]:
+        stages = ranking.text_stages(2, same, **on)  # type: ignore[arg-type]
+        return [s.text for s in ranking.apply(drafts, stages)]
+
+    assert texts() == ["x = 1", "y("]  # merged, then cut to 2
+    assert texts(says=lambda text: text.startswith("y")) == ["y(", "x = 1"]
+    parses = lambda text: not text.endswith("(")  # noqa: E731
+    assert texts(parses=parses, says=lambda text: text == "y(") == ["x = 1", "y()"]
+    assert texts(parses=parses, says=lambda text: text.startswith("y")) == ["y()", "x = 1"]
+    firsts = [Suggestion(t, -float(i)) for i, t in enumerate(["a.b", "a.c", "b.d"])]
+    slot = ranking.text_stages(2, same, first_word_slot=True)
+    assert [s.text for s in ranking.apply(firsts, slot)] == ["a.b", "b.d"]
+
+
 @given(
     scores=st.lists(st.floats(-50, 0), min_size=1, max_size=8),
     moved=st.sets(st.integers(0, 7)),
