@@ -29,7 +29,7 @@ import torch
 from bench.latency import code_context
 from bench.measure import Stamp, elapsed_ms, medians
 from bench.pipeline import Benchmark, run
-from bench.tables import table
+from bench.tables import load_span, stamp_header, table
 from superposed import calibrate, quant
 from superposed.api import Engine
 from superposed.embedded import DEFAULT_MODEL
@@ -357,8 +357,8 @@ def report(data: dict[str, Any]) -> str:
     measured = data["llama_cpp"] == "measured"
     parts = [
         "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)",
-        f"{stamp['date']}, commit {stamp['commit']}, {stamp['machine']}, torch CPU "
-        f"capability {data['cpu_capability']}, {data['rounds']} interleaved rounds "
+        f"{stamp_header(stamp)}, {load_span(stamp)}, torch CPU capability"
+        f" {data['cpu_capability']}, {data['rounds']} interleaved rounds "
         f"(medians of all but the first), SmolLM2-135M, eager steps. {data['note']}",
         table(["kernel set @threads", *keys], rows, "l" + "r" * len(keys)),
     ]

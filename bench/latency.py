@@ -46,7 +46,7 @@ import torch
 
 from bench.common import fast_runner
 from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
-from bench.tables import table
+from bench.tables import load_span, stamp_header, table
 from ngram_db.suffix import MatchSet, SuffixIndex
 from superposed.api import Engine
 from superposed.cuda_graph import GRAPH_PRECISIONS
@@ -270,10 +270,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += ["", f"## {threads} thread(s)", ""]
         for stamp in part["stamps"]:
             lines.append(
-                f"- `{stamp['command']}`: {stamp['model']}, {stamp['date']}, "
-                f"commit {stamp['commit']}, "
-                f"{stamp['machine']}, medians of {stamp['runs']} runs, load "
-                f"{stamp['load_start']} at start, {stamp['load_end']} at end."
+                f"- {stamp_header(stamp)}: {stamp['model']}, medians of {stamp['runs']} runs, "
+                f"{load_span(stamp)}."
             )
         for setting in [s for s in ("short", "long") if s in per_runner[runners[0]]]:
             tokens = results["prompt_tokens"][setting]

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.measure import RESULTS, ROOT, Stamp, write_json
+from bench.measure import ROOT, Stamp, write_json
 from bench.next_edits_build import document_text
 from bench.next_edits_score import (
     CHUNK,
@@ -72,6 +72,7 @@ from bench.next_edits_score import (
     utf16,
     walk_row,
 )
+from bench.pipeline import Benchmark, run
 from bench.replay_driver import resolve_commit
 
 DATA = ROOT / "bench" / "data" / "next_edits.json.gz"
@@ -413,14 +414,7 @@ async def run_tasks(
 # ----- the command ---------------------------------------------------------------------------
 
 
-def output_of(args: argparse.Namespace) -> Path:
-    quick = "-quick" if args.quick else ""
-    validation = "-validation" if args.split == "validation" else ""
-    return Path(args.out or RESULTS / f"next_edits{quick}{validation}.json")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("validation", "test"), default="test")
     quick = f"the first {QUICK_PER_KIND} tasks of each kind and repository"
     parser.add_argument("--quick", action="store_true", help=quick)
@@ -430,21 +424,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the server of this commit (default: the working tree)")  # fmt: skip
     parser.add_argument("--resummarize", type=Path, metavar="JSON",
                         help="recompute a saved run's summary from its rows")  # fmt: skip
-    args = parser.parse_args(argv)
-    if args.resummarize:
-        saved = json.loads(args.resummarize.read_text())
-        saved["summary"] = summarize(saved["rows"])
-        write_json(args.resummarize, saved)
-        return 0
-    started = time.perf_counter()
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    """Every task of the split walked through one server, and what the server counted."""
     stamp = Stamp(model="none (next edits read no model; the server runs the tiny one)")
     data = load_data(args.data)
     tasks = tasks_of(data, args.split, QUICK_PER_KIND if args.quick else None)
     server_commit = resolve_commit(args.server_commit)
     rows, server = asyncio.run(run_tasks(tasks, server_command(), OPTIONS, server_commit))
-    summary = summarize(rows)
-    result = {
-        "stamp": stamp.finish(started),
+    return {
         "data": {
             "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
             "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
@@ -456,11 +445,27 @@ def main(argv: list[str] | None = None) -> int:
         "server_commit": server_commit,
         "protocol": {"pause_s": PAUSE_S, "wait_s": WAIT_S, "chunk": CHUNK, "top": TOP},
         "server": server,
-        "summary": summary,
+        "summary": summarize(rows),
         "rows": rows,
-    }
-    write_json(output_of(args), result)
-    print(summary_line(summary))
+    }, stamp
+
+
+def variant(args: argparse.Namespace) -> str:
+    """bench/results/next_edits[-quick][-validation].json."""
+    return ("-quick" if args.quick else "") + ("-validation" if args.split == "validation" else "")
+
+
+BENCH = Benchmark("next_edits", __doc__.splitlines()[0], options=options, variant=variant)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = BENCH.parser().parse_args(argv)
+    if args.resummarize:
+        saved = json.loads(args.resummarize.read_text())
+        saved["summary"] = summarize(saved["rows"])
+        write_json(args.resummarize, saved)
+        return 0
+    run(BENCH, measure, lambda result: [summary_line(result["summary"])], argv)
     return 0
 
 

@@ -1,13 +1,12 @@
 """Speed and size of the n-gram store: index throughput, update_file, the per-step lookup.
 
     python -m bench.ngram [--repeats 3] [--full]
-    python -m bench.ngram --report    # rewrites the markdown from the JSON
 
 Default tokenizer, orders 2..6, on one CPython standard library (3.11 only: versions share
 most lines). The ~1M-token corpus is the library's top-level modules (``/*.py``); ``--full``
 also indexes the whole library once (the large real tree). Prints medians and writes
-bench/results/ngram.json and bench/results/ngram.md, with os.getloadavg() before and after:
-the machine is shared, so absolute times move with its load.
+bench/results/ngram.json and bench/results/ngram.md, stamped (``bench.measure.Stamp``: commit,
+machine, load before and after): the machine is shared, so absolute times move with its load.
 
 Targets (issue 3): 1M tokens indexed from scratch in <= 15 s; update_file of a 1,000-line
 file in <= 100 ms; lookup of 8 drafts x 5 orders x 8 candidates in <= 1 ms median.
@@ -17,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import platform
 import sqlite3
 import statistics
@@ -29,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from bench.measure import RESULTS, write_json
+from bench.measure import Stamp
+from bench.pipeline import Benchmark, run
 from bench.split import stdlib_root
-from bench.tables import table
+from bench.tables import load_span, stamp_header, table
 from ngram_db import NgramStore, index_repo
 from ngram_db import keys as K
 from ngram_db.cli import load_tokenizer
@@ -225,18 +223,19 @@ def verdicts(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def write_markdown(results: dict[str, Any], path: Path) -> None:
-    idx, upd, look = results["index"], results["update"], results["lookup"]
+def markdown(results: dict[str, Any]) -> str:
+    """ngram.md: the verdicts, then a line per measure."""
+    idx, upd, look, s = results["index"], results["update"], results["lookup"], results["stamp"]
+    # JSON keys are strings: the same text from a fresh run (int keys) and from its saved file
+    collided = ", ".join(f"{n}: {count}" for n, count in idx["collisions"].items())
     rows = [
         "# n-gram store benchmark (bench/ngram.py)",
         "",
-        "Wall-clock medians on a shared 2-core machine that other work kept fully busy (see the",
-        "load averages); CPU time of the process (all threads) is given beside them, but on",
-        "this VM it also rises with the load. An idle machine would show lower numbers.",
+        "Wall-clock medians on a shared 2-core machine (see the load averages); CPU time of the",
+        "process (all threads) is given beside them, but on this VM it also rises with the load.",
         "",
-        f"{results['date']}, {results['cpus']} CPUs, load average before "
-        f"{results['loadavg_before']}, after {results['loadavg_after']}; SQLite "
-        f"{results['sqlite']}; tokenizer {results['tokenizer']}; orders 2..6.",
+        f"{stamp_header(s)}, {load_span(s)}; SQLite {results['sqlite']}; tokenizer "
+        f"{results['tokenizer']}; orders 2..6.",
         "",
         table(
             ["measure", "target", "median", "met"],
@@ -254,7 +253,7 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         f"per 1M tokens; run alone, tokenizing took {idx['phase_tokenize_s']:.1f} s and counting "
         f"{idx['phase_count_s']:.1f} s; most of the rest is SQLite writing {idx['rows']:,} rows "
         f"({idx['rows_per_token']:.2f} per token). Hash collisions found (distinct tuples minus "
-        f"distinct keys, per length): {idx['collisions']}.",
+        f"distinct keys, per length): {collided}.",
         f"- Size: {idx['bytes_per_token']:.1f} bytes on disk per indexed token.",
         f"- update_file: {upd['file']}: {upd['median_ms']:.1f} ms median (CPU "
         f"{upd['cpu_median_ms']:.1f} ms); unchanged content {upd['unchanged_median_ms']:.1f} ms.",
@@ -273,48 +272,39 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             f"{full['seconds']:.0f} s ({full['tokens_per_s']:,.0f} tokens/s), "
             f"{full['bytes'] / 1e6:.0f} MB ({full['bytes_per_token']:.1f} bytes/token)."
         )
-    path.write_text("\n".join(rows) + "\n")
+    return "\n".join(rows) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="from-scratch index runs")
-    parser.add_argument("--full", action="store_true", help="also index the whole library")
-    parser.add_argument("--report", action="store_true", help="rewrite the markdown only")
-    parser.add_argument("--out", type=Path, default=RESULTS / "ngram.json", help="the JSON")
-    args = parser.parse_args(argv)
-    if args.report:
-        results = json.loads(args.out.read_text())
-    else:
-        results = measure(args.repeats, args.full)
-        write_json(args.out, results)
-    write_markdown(results, args.out.with_suffix(".md"))
-    print(args.out.with_suffix(".md").read_text())
-
-
-def measure(repeats: int, full: bool) -> dict[str, Any]:
-    """Index, update, lookup (and the whole library) in a temporary folder, with the
-    machine's load before and after; the verdicts against the targets."""
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
+    """Index, update, lookup (and with ``--full`` the whole library) in a temporary folder;
+    the verdicts against the targets."""
+    stamp = Stamp(model="none (the default model's tokenizer only)")
     tokenizer = load_tokenizer("smollm2-135m")
-    results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "sqlite": sqlite3.sqlite_version,
-        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-    }
+    results: dict[str, Any] = {"platform": platform.platform(), "sqlite": sqlite3.sqlite_version}
     with tempfile.TemporaryDirectory(prefix="bench-ngram-") as tmp:
         folder = Path(tmp)
-        results["index"] = index = bench_index(tokenizer, folder, repeats)
+        results["index"] = index = bench_index(tokenizer, folder, args.repeats)
         db = Path(index.pop("db"))
         results["update"] = bench_update(tokenizer, db, repeats=20)
         results["lookup"] = bench_lookup(tokenizer, db, repeats=1000)
-        if full:
+        if args.full:
             results["full"] = bench_full(tokenizer, folder)
         results["tokenizer"] = index["stats"]["tokenizer"]
-    results["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     results["verdicts"] = verdicts(results)
-    return results
+    return results, stamp
+
+
+def options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeats", type=int, default=3, help="from-scratch index runs")
+    parser.add_argument("--full", action="store_true", help="also index the whole library")
+    parser.add_argument("--out", type=Path, help="the JSON (default: bench/results/ngram.json)")
+
+
+BENCH = Benchmark("ngram", __doc__.splitlines()[0], options=options, markdown=markdown)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(BENCH, measure, lambda results: [markdown(results)], argv)
 
 
 if __name__ == "__main__":

@@ -209,6 +209,20 @@ def test_the_replays_results_go_where_the_reports_read_them(tmp_path: Path) -> N
     )
 
 
+def test_the_next_edits_results_go_where_the_report_reads_them(tmp_path: Path) -> None:
+    """bench.next_edits on its Benchmark: the quick and validation runs apart from the test
+    run that docs/benchmarks.md reads, ``--out`` over all."""
+    from bench import next_edits
+
+    def path(*argv: str) -> Path:
+        return next_edits.BENCH.output(next_edits.BENCH.parser().parse_args(list(argv)))
+
+    assert path() == RESULTS / "next_edits.json"
+    assert path("--split", "validation") == RESULTS / "next_edits-validation.json"
+    assert path("--quick", "--split", "validation") == RESULTS / "next_edits-quick-validation.json"
+    assert path("--quick", "--out", str(tmp_path / "n.json")) == tmp_path / "n.json"
+
+
 def test_out_overrides_the_results_path_where_a_script_has_it(tmp_path: Path) -> None:
     bench = pipeline.Benchmark("x", "d", options=lambda p: p.add_argument("--out"))
     parser = bench.parser()
@@ -301,14 +315,18 @@ def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) 
         ("lsp_latency", "alone_markdown", "lsp_latency_rest"),
         ("lsp_latency", "alone_markdown", "lsp_latency_accept"),
         ("report_shared", "scale_markdown", "infini_scale"),
+        ("latency", "markdown", "latency"),
+        ("latency", "markdown", "latency-cuda"),
+        ("cpu_anchor", "report", "cpu_anchor"),
     ],
 )
 def test_scripts_on_their_own_layout_render_the_committed_summary(
     module: str, render: str, name: str
 ) -> None:
     """The server benchmarks save through lsp_latency.save (the stamp's fields at the top
-    level) and infini_scale (archived) its own way, not through the pipeline: their committed
-    summaries still come back from their committed JSON."""
+    level), infini_scale (archived) its own way, bench.latency a stamp per thread count and
+    bench.cpu_anchor its markdown after the pipeline: their committed summaries still come
+    back from their committed JSON."""
     import importlib
 
     data = saved(f"{name}.json")
@@ -320,11 +338,11 @@ def test_scripts_on_their_own_layout_render_the_committed_summary(
     assert rendered == (RESULTS / f"{name}.md").read_text()
 
 
-def test_ngram_markdown_renders_the_committed_summary(tmp_path: Path) -> None:
+def test_ngram_markdown_renders_the_committed_summary() -> None:
     from bench import ngram
 
-    ngram.write_markdown(saved("ngram.json"), tmp_path / "ngram.md")
-    assert (tmp_path / "ngram.md").read_text() == (RESULTS / "ngram.md").read_text()
+    assert ngram.BENCH.markdown is ngram.markdown
+    assert ngram.markdown(saved("ngram.json")) == (RESULTS / "ngram.md").read_text()
 
 
 def test_lsp_latency_puts_the_server_before_beside_this_ones_case_by_case() -> None:

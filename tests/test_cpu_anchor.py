@@ -25,7 +25,14 @@ def _data(llama: bool) -> dict:
             "prefill 256": 1800.0,
         }
     return {
-        "stamp": {"date": "2026-12-03 09:00 UTC", "commit": "abc", "machine": "x86_64, 2 CPUs"},
+        "stamp": {
+            "date": "2026-12-03 09:00 UTC",
+            "commit": "abc",
+            "machine": "x86_64, 2 CPUs",
+            "command": "python -m bench.cpu_anchor",
+            "load_start": [0.5, 0.5, 0.5],
+            "load_end": [1.0, 0.6, 0.5],
+        },
         "note": cpu_anchor.NOTE,
         "cpu_capability": "AVX2",
         "rounds": 3,
