@@ -44,7 +44,6 @@ import contextlib
 import gzip
 import hashlib
 import json
-import os
 import sys
 import tempfile
 import time
@@ -256,41 +255,21 @@ async def session(
     options: Mapping[str, Any],
     sources: Path | None = None,
 ) -> AsyncIterator[Editor]:
-    """A server over stdio (``command``) for ``workspace``, initialized with ``options``;
-    ``sources``: its code from there (a commit's files), not from this checkout."""
-    from lsprotocol import types
-    from pygls.uris import from_fs_path
-    from pytest_lsp import ClientServerConfig, LanguageClient
+    """A server over stdio (``command``, the tiny model) for ``workspace``, initialized with
+    ``options``; ``sources``: its code from there (a commit's files), not from this checkout."""
+    from bench.lsp_latency import server
 
-    from bench.lsp_latency import capabilities
-
-    env = {**os.environ, "SUPERPOSED_DATA_DIR": str(data_dir), "SUPERPOSED_TEST_TINY_MODEL": "1"}
-    if sources is not None:  # and not the working directory, which python -m puts first
-        env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
-    config = ClientServerConfig(server_command=list(command), server_env=env)
-    client = await config.start()
-    assert isinstance(client, LanguageClient)
-    editor = Editor(client, workspace)  # its handler in place before any notification
-    try:
-        folder = from_fs_path(str(workspace)) or ""
-        await client.initialize_session(
-            types.InitializeParams(
-                capabilities=capabilities(),
-                root_uri=folder,
-                workspace_folders=[types.WorkspaceFolder(uri=folder, name="ws")],
-                initialization_options=dict(options),
-            )
-        )
-        yield editor
-        await client.shutdown_session()
-    finally:
-        process = client._server  # a failed run must not leave the server waiting for exit
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), 5)
-            if process.returncode is None:
-                process.kill()
-        await client.stop()
+    editors: list[Editor] = []  # made before initialize: its handlers hear every notification
+    async with server(
+        workspace,
+        data_dir,
+        options,
+        sources,
+        env={"SUPERPOSED_TEST_TINY_MODEL": "1"},
+        on_start=lambda client: editors.append(Editor(client, workspace)),
+        command=command,
+    ):
+        yield editors[0]
 
 
 def judge(
@@ -374,10 +353,6 @@ async def run_task(editor: Editor, task: Task, root: Path) -> Walk:
     return walk
 
 
-def server_command() -> list[str]:
-    return [sys.executable, "-m", "lsp_server.cli"]
-
-
 async def run_tasks(
     tasks: Sequence[Task],
     command: Sequence[str],
@@ -432,7 +407,9 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     data = load_data(args.data)
     tasks = tasks_of(data, args.split, QUICK_PER_KIND if args.quick else None)
     server_commit = resolve_commit(args.server_commit)
-    rows, server = asyncio.run(run_tasks(tasks, server_command(), OPTIONS, server_commit))
+    from bench.lsp_latency.client import SERVER
+
+    rows, server = asyncio.run(run_tasks(tasks, SERVER, OPTIONS, server_commit))
     return {
         "data": {
             "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",

@@ -11,7 +11,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ REST_S = 1.0  # cursor-rest case: how long the cursor rests before the request
 
 
 ENTER_S = 0.3  # accept case: the pause before the user presses Enter after an accept
+
+
+SERVER = (sys.executable, "-m", "lsp_server.cli")
 
 
 COMPILE_WAIT_S = 900  # for the server's compiled decode step (built once, then cached)
@@ -72,30 +75,47 @@ def capabilities() -> types.ClientCapabilities:
 
 @contextlib.asynccontextmanager
 async def server(
-    workspace: Path, data_dir: Path, options: dict[str, Any], sources: Path | None = None
+    workspace: Path,
+    data_dir: Path,
+    options: Mapping[str, Any],
+    sources: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    on_start: Callable[[LanguageClient], object] | None = None,
+    command: Sequence[str] = SERVER,
 ) -> AsyncIterator[LanguageClient]:
-    """A language server over stdio for ``workspace``, initialized with ``options``, its user
-    data (and user store) under ``data_dir``; shut down on leaving. ``sources``: run the
-    server's code from there (an earlier commit's files) instead of this checkout."""
-    env = {**os.environ, "SUPERPOSED_DATA_DIR": str(data_dir)}
+    """A language server over stdio for ``workspace`` (its one folder), initialized with
+    ``options``, its user data (and user store) under ``data_dir``; shut down on leaving.
+    ``sources``: run the server's code from there (an earlier commit's files) instead of this
+    checkout; ``env``: more of the server's environment; ``on_start``: called with the client
+    before it initializes (handlers in place before any notification); ``command``: another
+    server (a test's fake)."""
+    server_env = {**os.environ, "SUPERPOSED_DATA_DIR": str(data_dir), **(env or {})}
     if sources is not None:  # and not the working directory, which python -m puts first
-        env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
-    config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "lsp_server.cli"], server_env=env
-    )
+        server_env.update(PYTHONPATH=str(sources), PYTHONSAFEPATH="1")
+    config = ClientServerConfig(server_command=list(command), server_env=server_env)
     client = await config.start()
     assert isinstance(client, LanguageClient)
+    if on_start is not None:
+        on_start(client)
     try:
+        folder = from_fs_path(str(workspace)) or ""
         await client.initialize_session(
             types.InitializeParams(
                 capabilities=capabilities(),
-                root_uri=from_fs_path(str(workspace)),
-                initialization_options=options,
+                root_uri=folder,
+                workspace_folders=[types.WorkspaceFolder(uri=folder, name=workspace.name)],
+                initialization_options=dict(options),
             )
         )
         yield client
         await client.shutdown_session()
     finally:
+        process = client._server  # a failed run must not leave the server waiting for exit
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 5)
+            if process.returncode is None:
+                process.kill()
         await client.stop()
 
 
