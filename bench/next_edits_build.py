@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import gzip
 import hashlib
 import itertools
 import json
@@ -39,7 +38,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.replay_build import REPOS, Git, Repo
+from bench.replay_build import REPOS, Git, Repo, write_frozen
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "data" / "next_edits.json.gz"
@@ -442,11 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    data = build(args.mirrors)
-    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} KB)", file=sys.stderr)
+    write_frozen(build(args.mirrors), args.out)
     return 0
 
 

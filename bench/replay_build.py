@@ -306,6 +306,15 @@ def build_blocks(mirrors: Path, lines_file: Path = OUT) -> dict[str, Any]:
     return data
 
 
+def write_frozen(data: dict[str, Any], out: Path) -> None:
+    """The tasks as gzipped JSON, keys sorted and no timestamp: the same mirrors build the same
+    bytes (the file's sha256 is what a run records)."""
+    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
@@ -313,11 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", action="store_true", help="the block tasks (issue 23)")
     args = parser.parse_args(argv)
     args.out = args.out or (BLOCKS_OUT if args.blocks else OUT)
-    data = build_blocks(args.mirrors) if args.blocks else build(args.mirrors)
-    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
+    write_frozen(build_blocks(args.mirrors) if args.blocks else build(args.mirrors), args.out)
     return 0
 
 
