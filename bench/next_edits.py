@@ -403,12 +403,12 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     """Every task of the split walked through one server, and what the server counted."""
+    from bench.lsp_latency.client import SERVER  # pytest-lsp: imported when a run needs it
+
     stamp = Stamp(model="none (next edits read no model; the server runs the tiny one)")
     data = load_data(args.data)
     tasks = tasks_of(data, args.split, QUICK_PER_KIND if args.quick else None)
     server_commit = resolve_commit(args.server_commit)
-    from bench.lsp_latency.client import SERVER
-
     rows, server = asyncio.run(run_tasks(tasks, SERVER, OPTIONS, server_commit))
     return {
         "data": {

@@ -226,7 +226,6 @@ def verdicts(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def markdown(results: dict[str, Any]) -> str:
     """ngram.md: the verdicts, then a line per measure."""
     idx, upd, look, s = results["index"], results["update"], results["lookup"], results["stamp"]
-    # JSON keys are strings: the same text from a fresh run (int keys) and from its saved file
     collided = ", ".join(f"{n}: {count}" for n, count in idx["collisions"].items())
     rows = [
         "# n-gram store benchmark (bench/ngram.py)",

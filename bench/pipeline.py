@@ -13,6 +13,7 @@ bench.tables' ``method_lines``.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -81,14 +82,15 @@ Report = Callable[[dict[str, Any]], Iterable[str]]
 
 def run(bench: Benchmark, measure: Measure, report: Report, argv: list[str] | None = None) -> Any:
     """Parse ``argv``, measure, save to the benchmark's output (and its markdown summary beside
-    it), print the report's lines."""
+    it), print the report's lines. The summary renders the file as saved (JSON's string keys,
+    lists for tuples), so the committed .md always comes back from the committed .json."""
     args = bench.parser().parse_args(argv)
     started = time.perf_counter()
     results, stamp = measure(args)
     path = bench.output(args)
     save(results, stamp, started, path)
     if bench.markdown is not None:
-        path.with_suffix(".md").write_text(bench.markdown(results))
+        path.with_suffix(".md").write_text(bench.markdown(json.loads(path.read_text())))
     for line in report(results):
         print(line)
     return results

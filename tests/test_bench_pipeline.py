@@ -104,6 +104,20 @@ def test_run_writes_the_markdown_summary_beside_the_json(
     assert (tmp_path / "toy.md").read_text() == "# n is 4\n"
 
 
+def test_the_markdown_summary_renders_the_results_as_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Int keys and tuples come back from JSON as strings and lists: the summary written
+    beside a run must be the one its saved file renders (bench.ngram's collisions once
+    differed)."""
+    monkeypatch.setattr(pipeline, "RESULTS", tmp_path)
+    monkeypatch.setattr(Stamp, "finish", lambda self, started: {"commit": self.commit})
+    bench = pipeline.Benchmark("toy", "a toy", markdown=lambda r: f"{r['per']}\n")
+    measured = {"per": {2: (0, 1)}}
+    pipeline.run(bench, lambda args: (measured, Stamp(model="toy", commit="abc")), lambda r: [], [])
+    assert (tmp_path / "toy.md").read_text() == "{'2': [0, 1]}\n"
+
+
 def test_fidelity_markdown_renders_the_committed_summary_from_its_json() -> None:
     from bench import fidelity
 
@@ -389,17 +403,20 @@ def test_the_committed_reports_are_the_saved_results(quick: bool) -> None:
     assert report.document(quick, plots=False) == report.path(quick).read_text()
 
 
-def test_frozen_task_files_are_the_same_bytes_for_the_same_tasks(tmp_path: Path) -> None:
+def test_frozen_task_files_are_the_same_bytes_for_the_same_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both builders (bench.replay_build, bench.next_edits_build) write through write_frozen:
     a run records its data file's sha256, so a rebuild of the same tasks must not differ
-    (no gzip timestamp, keys sorted however the builder ordered them)."""
+    (no gzip timestamp, keys sorted however the builder ordered them) at another time."""
     import gzip
     import json
 
     from bench.replay_build import write_frozen
 
+    clock = iter([1_000_000_000.0, 1_000_000_100.0])  # gzip's header would carry the time
+    monkeypatch.setattr(gzip.time, "time", lambda: next(clock))
     write_frozen({"b": [1, 2], "a": "x"}, tmp_path / "one.json.gz")
-    time.sleep(1.1)  # gzip's header would carry another second
     write_frozen({"a": "x", "b": [1, 2]}, tmp_path / "two.json.gz")
     one = (tmp_path / "one.json.gz").read_bytes()
     assert one == (tmp_path / "two.json.gz").read_bytes()
