@@ -6,11 +6,19 @@ shape, made on the device from its config, with its real tokenizer (the speed do
 depend on the values; the quality is measured on the CPU, where the equivalence tests tie
 the two paths). First, here:
 
-    python -m bench.gpu prepare        # configs and tokenizers -> bench/results/tmp/gpu-shapes
+    python -m bench.gpu prepare        # -> bench/results/tmp/gpu-carry (about 45 MB)
 
-then on the device, carrying bench/results/tmp/gpu-shapes (about 40 MB), in under 8 minutes:
+which packs the configs and tokenizers (shapes.tar.xz) and the wheels of the packages the
+device's image lacks or has too old (the versions installed here); then on the device,
+carrying bench/results/tmp/gpu-carry, in under 8 minutes:
 
-    python -m bench.gpu run --out $OUT
+    sh bench/gpu.sh                    # installs the wheels, unpacks, python -m bench.gpu run
+
+Rehearse that here first (about 6 minutes): gpu.sh in a venv of only the image's packages
+(IMAGE_PACKAGES) and the wheels, every step on the CPU, so that a missing wheel costs no device
+time (the first device call, 2026-12-04, lost its run to one):
+
+    python -m bench.gpu rehearse       # gpu.sh's exit code; results in /tmp/gpu-rehearsal/out
 
 and the dry run, which takes every step on the CPU with tiny models and few repetitions
 (tests/test_gpu_script.py runs it):
@@ -37,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import shutil
 import statistics
@@ -56,7 +65,30 @@ from bench.common import fast_runner
 from bench.measure import RESULTS, ROOT
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3
 
-SHAPES_DIR = RESULTS / "tmp" / "gpu-shapes"  # prepare's output (gitignored; carried)
+SHAPES_DIR = RESULTS / "tmp" / "gpu-shapes"  # the configs and tokenizers (gitignored)
+CARRY_DIR = RESULTS / "tmp" / "gpu-carry"  # what travels: SHAPES_DIR packed, and the wheels
+CARRY_LIMIT = 64 * 2**20 - 14 * 2**20  # the device's 64 MiB, less the tracked tree (~12 MiB)
+# What the image lacks (pygls, the store, the grammars) or may have too old (its transformers is
+# 5.17, we need >=5.18, with the huggingface-hub, regex and pytest those need), pinned to this
+# machine's versions. Left to the image: torch (its CUDA build), numpy, tokenizers, safetensors.
+DEVICE_WHEELS = (
+    "transformers", "kernels", "tomlkit", "huggingface_hub", "httpx2", "httpcore2", "truststore",
+    "regex", "click",
+    "typing_extensions", "pygls", "lsprotocol", "cattrs", "attrs", "sqlite-utils", "sqlite-fts4",
+    "click-default-group", "platformdirs", "pydivsufsort", "pytest", "pluggy", "pytest-lsp",
+    "pytest-asyncio", "tree-sitter", "tree-sitter-language-pack", "tree-sitter-python",
+    "tree-sitter-c-sharp", "tree-sitter-embedded-template", "tree-sitter-yaml",
+)  # fmt: skip
+DEVICE_PYTHON = "3.12"  # the image's python3 (/opt/torch/.venv)
+# The image's own packages that our code or the wheels above import (its list, 2026-11-17),
+# at its versions where a carried wheel checks them: ``rehearse``'s venv holds these alone.
+IMAGE_PACKAGES = (
+    "numpy", "tokenizers==0.23.2", "safetensors==0.8.0", "accelerate==1.15.0", "pyyaml", "tqdm",
+    "filelock", "packaging", "fsspec", "pathspec", "jinja2", "anyio", "idna", "h11", "certifi",
+    "hypothesis", "pytest-timeout", "iniconfig", "pygments", "psutil", "sympy", "networkx",
+    "typer", "rich", "sortedcontainers", "tabulate", "python-dateutil",
+)  # fmt: skip
+REHEARSAL_DIR = Path("/tmp/gpu-rehearsal")
 TESTS = ["tests/test_cuda.py", "tests/test_cuda_graph.py"]
 PROMPT_TOKENS = 1000  # the cached prompt of the targets (issue 25)
 WEIGHT_SUFFIXES = (".safetensors", ".safetensors.index.json", ".bin", ".gguf")
@@ -135,6 +167,55 @@ def prepare(into: Path) -> dict[str, Path]:
                 shutil.copyfile(path, target / path.name)
         out[name] = target
     return out
+
+
+def wheel_pins() -> list[str]:
+    """``name==version`` of each of DEVICE_WHEELS, as installed here."""
+    from importlib.metadata import version
+
+    return [f"{name}=={version(name)}" for name in DEVICE_WHEELS]
+
+
+def pack(shapes: Path, carry: Path, python: str = DEVICE_PYTHON) -> int:
+    """``carry``: ``shapes`` as shapes.tar.xz and the wheels for ``python`` (the device's; this
+    machine's for a rehearsal in a venv of the image's packages); its size in bytes, refused
+    past CARRY_LIMIT (the call would not travel)."""
+    import tarfile
+
+    shutil.rmtree(carry, ignore_errors=True)
+    (carry / "wheels").mkdir(parents=True)
+    with tarfile.open(carry / "shapes.tar.xz", "w:xz") as tar:
+        tar.add(shapes, arcname=SHAPES_DIR.name)
+    platforms = [f"--platform=manylinux{tag}_x86_64" for tag in
+                 ("_2_28", "_2_27", "_2_24", "_2_17", "2014", "1")]  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+         f"--python-version={python}", "--implementation=cp", *platforms,
+         f"--dest={carry / 'wheels'}", *wheel_pins()],
+        check=True,
+    )  # fmt: skip
+    size = sum(path.stat().st_size for path in carry.rglob("*") if path.is_file())
+    if size > CARRY_LIMIT:
+        raise SystemExit(f"{carry} is {size / 2**20:.1f} MiB, over the {CARRY_LIMIT / 2**20:.0f} "
+                         "MiB that may travel beside the tree: carry fewer wheels")  # fmt: skip
+    return size
+
+
+def rehearse(shapes: Path, at: Path = REHEARSAL_DIR) -> int:
+    """gpu.sh as the device runs it, on the CPU: a venv of IMAGE_PACKAGES and this machine's
+    torch, the wheels packed for this python, every step on ``shapes``; gpu.sh's exit code
+    (a missing wheel shows up here, not in device time)."""
+    import venv
+
+    venv.create(at / "venv", with_pip=True, clear=True)
+    python = str(at / "venv" / "bin" / "python")
+    torch_pin = f"torch=={torch.__version__.split('+')[0]}"  # the CPU wheel this pip offers
+    subprocess.run([python, "-m", "pip", "install", "-q", torch_pin, *IMAGE_PACKAGES], check=True)
+    pack(shapes, at / "carry", f"{sys.version_info.major}.{sys.version_info.minor}")
+    env = {**os.environ, "CARRY": str(at / "carry"), "SITE": str(at / "site")}
+    env.update(PYTHON=python, OUT=str(at / "out"), PYTHONPATH="")
+    command = ["sh", str(ROOT / "bench" / "gpu.sh"), "--device", "cpu", "--shapes", str(shapes)]
+    return subprocess.run(command, env=env, cwd=ROOT).returncode
 
 
 def tiny_shapes(into: Path) -> dict[str, Path]:
@@ -323,6 +404,7 @@ SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 
 def run_tests(command: list[str], out: Path, timeout_s: float) -> dict[str, Any]:
     """Run the test command; its output in tests.txt, its summary counts returned."""
+    out.mkdir(parents=True, exist_ok=True)  # the first step: nothing has made it yet
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
         output, code = done.stdout + done.stderr, done.returncode
@@ -445,11 +527,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return state.record
 
 
+def failed_steps(record: dict[str, Any]) -> list[str]:
+    """The steps that failed, the tests step included when its tests did (it ran, but red)."""
+    return [
+        name
+        for name, entry in record.items()
+        if entry.get("status") == "failed"
+        or (isinstance(entry.get("result"), dict) and entry["result"].get("exit", 0) != 0)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="configs and tokenizers for the device")
     prep.add_argument("--into", type=Path, default=SHAPES_DIR)
+    prep.add_argument("--carry", type=Path, default=CARRY_DIR, help="what travels (packed)")
+    prep.add_argument("--python", default=DEVICE_PYTHON, help="the wheels' python version")
+    sub.add_parser("rehearse", help="gpu.sh on the CPU in a venv of the image's packages")
     go = sub.add_parser("run", help="every step (on the device), or the dry run (--device cpu)")
     go.add_argument("--out", type=Path, required=True, help="results directory ($OUT)")
     go.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -462,9 +557,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         for name, path in prepare(args.into).items():
             print(name, path, sum(p.stat().st_size for p in path.iterdir()) // 2**20, "MiB")
+        size = pack(args.into, args.carry, args.python)
+        print(f"{args.carry}: {size / 2**20:.1f} MiB to carry")
         return 0
+    if args.command == "rehearse":
+        prepare(SHAPES_DIR)
+        return rehearse(SHAPES_DIR)
     record = run(args)
-    failed = [name for name, entry in record.items() if entry.get("status") == "failed"]
+    failed = failed_steps(record)
     print("[gpu] done:", json.dumps({"failed": failed, **record["meta"]}), flush=True)
     return 1 if failed else 0
 

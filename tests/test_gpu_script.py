@@ -44,13 +44,35 @@ def test_the_dry_run_measures_both_models_and_decides(tmp_path: Path) -> None:
 
 def test_the_tests_step_keeps_the_output_and_the_counts(tmp_path: Path) -> None:
     summary = [sys.executable, "-c", "print('.s.'); print('5 passed, 2 skipped in 1.0s')"]
-    done = gpu.run_tests(summary, tmp_path, timeout_s=60)
+    out = tmp_path / "out"  # the first step: run() has not made the directory yet
+    done = gpu.run_tests(summary, out, timeout_s=60)
     assert done["exit"] == 0 and done["counts"] == {"passed": 5, "skipped": 2}
-    assert "5 passed" in (tmp_path / "tests.txt").read_text()
+    assert "5 passed" in (out / "tests.txt").read_text()
     hangs = [sys.executable, "-c", "import time; time.sleep(30)"]
     stopped = gpu.run_tests(hangs, tmp_path, timeout_s=0.3)
     assert stopped["exit"] == -1 and stopped["counts"] == {}
     assert "timed out after 0.3 s" in (tmp_path / "tests.txt").read_text()
+
+
+def test_red_tests_fail_the_run_though_their_step_ran() -> None:
+    record = {
+        "meta": {"device": "NVIDIA H200"},
+        "tests": {"status": "ok", "result": {"exit": 1, "counts": {"failed": 12}}},
+        "shapes": {"status": "failed", "error": "ModuleNotFoundError: truststore"},
+        "decide": {"status": "ok", "result": {"default_on_cuda": DEFAULT_MODEL}},
+        "lsp": {"status": "skipped", "why": "past the budget"},
+    }
+    assert gpu.failed_steps(record) == ["tests", "shapes"]
+
+
+def test_the_carried_wheels_are_this_machines_versions_of_what_the_device_lacks() -> None:
+    from importlib.metadata import version
+
+    pins = dict(pin.split("==") for pin in gpu.wheel_pins())
+    assert pins["transformers"] == version("transformers")  # the image's 5.17 is too old
+    for needed in ("pygls", "lsprotocol", "sqlite-utils", "pydivsufsort", "pytest-lsp"):
+        assert pins[needed] == version(needed)  # the server and the tests import them
+    assert "torch" not in pins  # the image's CUDA build, never this machine's CPU wheel
 
 
 def test_a_failed_step_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
