@@ -6,7 +6,8 @@ python -m bench.report --quick    # the quick results only
 The words live in bench/report_template.md; this module puts the sections in order and reads
 the files they need. The sections live by family: the replays' in bench/report_replay.py and
 bench/report_blocks.py, the quality benchmarks' (and the hypotheses) in
-bench/report_quality.py, each issue's own in its bench/report_<name>.py.
+bench/report_quality.py, next edits' in bench/report_next_edits.py; the settled issues'
+sections are frozen in bench/results/sections/.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bench.report_quality import IMAGES, hypotheses, quality_sections
 from bench.tables import generic, load, say, stamps_table
 
 DOC = ROOT / "docs" / "benchmarks.md"
+SECTIONS = RESULTS / "sections"
 
 
 def embed(markdown: str) -> str:
@@ -104,22 +106,21 @@ def replay_sections(runs: dict[str, dict[str, Any] | None]) -> list[str]:
     return sections
 
 
+FROZEN = ("models", "context", "shared", "wellformed", "branch")  # bench/results/sections/
+
+
 def own_sections(quick: bool) -> list[str]:
-    """Sections that read results of their own (none in the quick report): both embedded
-    models and the default; issue 22 part 3's context verdict; issue 27's shared indexes;
-    issue 38's malformed drafts; issue 35's next edits."""
-    from bench.report_branch import branch_section
-    from bench.report_context import context_section
-    from bench.report_models import models_section
+    """Sections that read results of their own (none in the quick report). The settled ones,
+    issues whose decision is made (16: which embedded model is the default; 22 part 3: the
+    codebase in the prompt; 27: shared indexes; 38: malformed drafts and branching), are frozen
+    as their renderers last wrote them, at commit 6faa04a (bench/results/README.md); issue 35's
+    next edits still render from their results."""
     from bench.report_next_edits import next_edits_section
-    from bench.report_shared import shared_section
-    from bench.report_wellformed import wellformed_section
 
     if quick:
         return []
-    sections = (models_section(), context_section(), shared_section(), wellformed_section(),
-                branch_section(), next_edits_section())  # fmt: skip
-    return [s for s in sections if s is not None]
+    frozen = [(SECTIONS / f"{name}.md").read_text() for name in FROZEN]
+    return [s for s in (*frozen, next_edits_section()) if s is not None]
 
 
 def document(quick: bool, plots: bool = True) -> str:

@@ -328,7 +328,6 @@ def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) 
         ("lsp_latency", "markdown", "lsp_latency_refactor3"),
         ("lsp_latency", "alone_markdown", "lsp_latency_rest"),
         ("lsp_latency", "alone_markdown", "lsp_latency_accept"),
-        ("report_shared", "scale_markdown", "infini_scale"),
         ("latency", "markdown", "latency"),
         ("latency", "markdown", "latency-cuda"),
         ("cpu_anchor", "report", "cpu_anchor"),
@@ -338,7 +337,7 @@ def test_scripts_on_their_own_layout_render_the_committed_summary(
     module: str, render: str, name: str
 ) -> None:
     """The server benchmarks save through lsp_latency.save (the stamp's fields at the top
-    level), infini_scale (archived) its own way, bench.latency a stamp per thread count and
+    level), bench.latency a stamp per thread count and
     bench.cpu_anchor its markdown after the pipeline: their committed summaries still come
     back from their committed JSON."""
     import importlib
