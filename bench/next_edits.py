@@ -1,7 +1,8 @@
 """Next edits on real edit history (issue 35 item 7): the user's first change, the server's next.
 
-The tasks are frozen in bench/data/next_edits.json.gz (``python -m bench.next_edits_build``):
-commits of the replay's repositories, each with the pre-commit texts of the files it opens and
+The tasks are frozen in bench/data/next_edits.json.gz (its builder is in history:
+bench/results/README.md): commits of the replay's repositories, each with the pre-commit texts
+of the files it opens (a path's later versions stored as line deltas of its earlier ones) and
 the sites the commit changed (a span of a pre-commit line and its replacement). A
 **repetitive** task's group is the sites where the commit made one rewrite; an **ordinary**
 task's is one site whose rewrite the commit made once. Validation (rich) for tuning, test
@@ -53,7 +54,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.measure import ROOT, Stamp, write_json
-from bench.next_edits_build import document_text
 from bench.next_edits_score import (
     CHUNK,
     PAUSE_S,
@@ -100,6 +100,29 @@ def load_data(path: Path = DATA) -> dict[str, Any]:
     data = json.loads(gzip.decompress(path.read_bytes()))
     assert isinstance(data, dict)
     return data
+
+
+def apply_delta(base: str, ops: Sequence[Sequence[Any]]) -> str:
+    """``base`` with a stored delta's line replacements ([[i1, i2, [lines...]], ...]) made."""
+    a = base.split("\n")
+    out: list[str] = []
+    at = 0
+    for i1, i2, lines in ops:
+        out += a[at:i1] + list(lines)
+        at = i2
+    return "\n".join(out + a[at:])
+
+
+def document_text(documents: Mapping[str, Any], doc: str) -> str:
+    """A stored document's text: whole, or its delta applied to its base's text."""
+    chain = []
+    while "base" in documents[doc]:
+        chain.append(documents[doc]["ops"])
+        doc = documents[doc]["base"]
+    text = str(documents[doc]["text"])
+    for ops in reversed(chain):
+        text = apply_delta(text, ops)
+    return text
 
 
 def tasks_of(data: Mapping[str, Any], split: str, per_kind: int | None = None) -> list[Task]:

@@ -2,7 +2,7 @@
 
 The product's real situation: a codebase indexed at some date, then the user writes the next
 lines of that same codebase. The tasks are frozen in ``bench/data/replay.json.gz`` (built by
-``bench/replay_build.py`` from git mirrors; this script reads only that file): per repository
+``bench.replay_build`` from git mirrors, in history: bench/results/README.md): per repository
 an index snapshot (the last commit before a cutoff after 2024-07-01, stored as its .py files'
 texts) and target lines that later commits added, each with two cursor positions
 (``line-start``: after the indentation; ``mid-line``: the end of the first word ending at or

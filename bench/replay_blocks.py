@@ -1,7 +1,7 @@
 """Block tasks of the repository-history replay (issue 23): complete a whole run of added lines.
 
 Code is written in blocks: most added lines of a commit arrive in runs. The tasks are frozen in
-``bench/data/replay_blocks.json.gz`` (``python -m bench.replay_build --blocks``): runs of at
+``bench/data/replay_blocks.json.gz`` (``bench.replay_build --blocks``, in history): runs of at
 least two consecutive added non-blank lines of one file in one commit (not moved code), from
 the same repositories, snapshots and validation/test split as the line tasks (whose file holds
 the snapshots' texts). Per position the document is the post-commit file with the whole run

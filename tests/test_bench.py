@@ -320,7 +320,7 @@ def test_the_typing_target_compares_medians_of_the_same_calls() -> None:
         L.prompt_1500_line(rows[:10])
 
 
-# ----- repository-history replay (bench/replay.py, bench/replay_targets.py) ---------------
+# ----- repository-history replay (bench/replay.py) -------------------------------------------
 
 
 def test_replay_metrics_compare_the_rest_of_the_line() -> None:
@@ -372,67 +372,6 @@ def test_replay_chars_saved_is_the_best_drafts_accepted_prefix() -> None:
     m = replay.position_metrics(["return s", "return self.x"], "return self.y")
     assert m["csk"] == pytest.approx(12 / 13)
     assert m["es1"] == pytest.approx(metrics.edit_similarity("return s", "return self.y"))
-
-
-def test_replay_target_filter_drops_comments_docstrings_moved_and_punctuation() -> None:
-    from bench import replay_targets as B
-
-    text = (
-        "def f(a):\n"  # 0
-        '    """Doc line one.\n'  # 1
-        "    still the docstring = 1\n"  # 2
-        '    """\n'  # 3
-        "    # a comment\n"  # 4
-        "    total = helper(a)\n"  # 5
-        "    moved = other(a)\n"  # 6
-        "    return [a,\n"  # 7
-        "    ]\n"  # 8
-        '    x = """text\n'  # 9
-        "inside = string\n"  # 10
-        '"""\n'  # 11
-        "\n"  # 12
-    )
-    diff = "\n".join(
-        [
-            "diff --git a/old.py b/old.py",
-            "--- a/old.py",
-            "+++ b/old.py",
-            "@@ -3 +2,0 @@",
-            "-    moved = other(a)",
-            "diff --git a/m.py b/m.py",
-            "--- a/m.py",
-            "+++ b/m.py",
-            "@@ -0,0 +1,13 @@",
-            *("+" + row for row in text.split("\n")[:13]),
-        ]
-    )
-    added, removed = B.parse_diff(diff)
-    assert [a.line for a in added] == list(range(13))
-    assert "moved = other(a)" in removed
-    kept = B.targets_of(added, removed, {"m.py": text})
-    # def f(a): (mid cursor after "f" leaves "(a):"), total = ..., return [a, ; not the
-    # docstring (1-3), the comment (4), the moved line (6), "]" (8), the string (10-11), blank.
-    assert [a.line for a in kept] == [0, 5, 7]
-
-
-def test_replay_string_lines_and_a_file_that_does_not_tokenize() -> None:
-    from bench import replay_targets as B
-
-    text = 'x = 1\n"""module\nstring"""\ny = ("a"\n     "b")\n'
-    # The module string (a statement) goes; "b" continues an expression: data, kept.
-    assert B.string_interior_lines(text) == {1, 2}
-    assert B.string_interior_lines('s = """never closed\n') is None
-
-
-def test_replay_mid_cursor_ends_a_word_after_the_first_third() -> None:
-    from bench import replay_targets as B
-
-    line = "        result = compute(value, other)"
-    cut = B.mid_cursor(line)
-    assert cut is not None
-    assert line[:cut] == "        result = compute"  # the third of 30 characters ends at 18
-    assert B.mid_cursor("    pass") is None  # nothing left to type after the word
-    assert B.mid_cursor("x = y") is None  # only 1 character left after "x"... too little
 
 
 def test_replay_positions_cut_the_line_and_mark_where_it_occurs() -> None:
@@ -582,51 +521,6 @@ def test_replay_report_shows_the_likeness_and_issue_22s_targets() -> None:
 
 
 # ----- issue 23: block tasks ------------------------------------------------------------------
-
-
-def test_replay_blocks_are_runs_of_added_lines_not_moved_code() -> None:
-    from bench import replay_targets as B
-
-    text = (
-        "def f(a):\n"  # 0  a run: 0-2
-        "    b = a + 1\n"  # 1
-        "    return b\n"  # 2
-        "\n"  # 3  a blank line ends a run
-        "x = f(1)\n"  # 4  a run of one line: no block
-        "\n"  # 5
-        "# note\n"  # 6  a run that starts with a comment: no block
-        "y = f(2)\n"  # 7
-        "\n"  # 8
-        "moved_one = 1\n"  # 9   a run moved from old.py (2 of its 3 lines removed there)
-        "moved_two = 2\n"  # 10
-        "kept = 3\n"  # 11
-        "z = 4\n"  # 12 not added: line 13 is not in the run of 9-11
-        "w = 5\n"  # 13 added, with 14: a run of its own
-        "v = 6\n"  # 14
-    )
-    rows = text.split("\n")
-    added = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14]
-    diff = "\n".join(
-        [
-            "diff --git a/old.py b/old.py", "--- a/old.py", "+++ b/old.py", "@@ -1,2 +0,0 @@",
-            "-moved_one = 1", "-moved_two = 2",
-            "diff --git a/m.py b/m.py", "--- a/m.py", "+++ b/m.py", "@@ -0,0 +1,12 @@",
-            *("+" + rows[i] for i in added[:12]), "@@ -1,0 +14,2 @@",
-            *("+" + rows[i] for i in added[12:]),
-        ]
-    )  # fmt: skip
-    found, removed = B.parse_diff(diff)
-    runs = B.added_runs(found)
-    assert [(r.line, len(r.lines)) for r in runs] == [(0, 3), (4, 1), (6, 2), (9, 3), (13, 2)]
-    kept = B.blocks_of(found, removed, {"m.py": text})
-    assert [(b.line, b.lines) for b in kept] == [
-        (0, ("def f(a):", "    b = a + 1", "    return b")), (13, ("w = 5", "v = 6")),
-    ]  # fmt: skip
-    half = B.Block("m.py", 9, ("moved_one = 1", "kept = 3"))  # one of two: not more than half
-    assert not B.is_moved(half, removed)
-    assert B.opener_cursor(rows, 1) == len("def f(a):")
-    assert B.opener_cursor(["if x:  # why", "    y"], 1) == len("if x:  # why")
-    assert B.opener_cursor(["x = f(", "    y"], 1) is None and B.opener_cursor(rows, 0) is None
 
 
 def test_replay_block_positions_remove_the_run_and_mark_repeats() -> None:

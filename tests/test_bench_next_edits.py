@@ -1,4 +1,5 @@
-"""The next-edits benchmark (issue 35 item 7): its miner, its scorer, and its runner's plumbing.
+"""The next-edits benchmark (issue 35 item 7): its frozen tasks, its scorer, and its runner's
+plumbing.
 
 The runner's test drives a fake next-edits server (this file run as a script: a pygls server
 that proposes the user's rename at the other occurrences of the old word, plus one wrong edit)
@@ -8,7 +9,6 @@ over stdio, as the benchmark drives the real one.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sys
 from pathlib import Path
@@ -17,93 +17,37 @@ from typing import Any
 import pytest
 
 from bench import next_edits as N
-from bench import next_edits_build as B
 from bench import next_edits_score as S
 
-# ----- the miner ------------------------------------------------------------------------------
+# ----- the frozen tasks -----------------------------------------------------------------------
 
 
-def test_a_renamed_word_is_one_site_with_its_span_in_the_old_line() -> None:
-    (site,) = B.line_sites("a.py", 4, "    x = get_user(id)", "    x = fetch_user(id)")
-    assert (site.line, site.start, site.end) == (4, 8, 16)
-    assert (site.old, site.new, site.kind) == ("get_user", "fetch_user", "rename")
+def test_a_stored_delta_replaces_inserts_and_deletes_lines_of_its_base() -> None:
+    base = "a\nb\nc\nd"
+    assert N.apply_delta(base, [[1, 2, ["B", "B2"]], [3, 4, []]]) == "a\nB\nB2\nc"
+    assert N.apply_delta(base, [[0, 0, ["top"]]]) == "top\na\nb\nc\nd"
+    assert N.apply_delta(base, []) == base
 
 
-def test_whitespace_only_differences_are_formatting_not_sites() -> None:
-    assert B.line_sites("a.py", 0, "f(a,b)", "f(a, b)") == []
-    assert B.line_sites("a.py", 0, "x = 1  ", "x = 1") == []
-
-
-def test_an_inserted_argument_keys_on_its_neighbours_so_calls_of_one_shape_group() -> None:
-    one = B.line_sites("a.py", 0, "    d.get(k)", "    d.get(k, None)")
-    two = B.line_sites("b.py", 9, "y = d.get(name)", "y = d.get(name, None)")
-    first = B.line_sites("a.py", 3, "f(k)", "f(None, k)")  # inserted after "(", not a word
-    assert one[0].kind == "insert" and one[0].old == "" and one[0].new == ", None"
-    assert json.loads(one[0].key) == ["", ", None", "\\w", ")"]
-    assert one[0].key == two[0].key and first[0].key != one[0].key
-    assert [len(g) for g in B.repeated([*one, *two, *first])] == [2]
-
-
-def test_repeated_groups_the_same_rewrite_across_files_biggest_first() -> None:
-    sites = [
-        *B.line_sites("a.py", 1, "old_name(1)", "new_name(1)"),
-        *B.line_sites("b.py", 7, "z = old_name", "z = new_name"),
-        *B.line_sites("b.py", 8, "x = 1", "x = 2"),
-        *B.line_sites("c.py", 2, "old_name()", "new_name()"),
+def test_every_frozen_task_reads_back_with_each_site_at_its_span() -> None:
+    """The committed tasks decode through their delta chains (a document may be stored as a
+    delta of a delta), and every site's old text stands where the task says, in its file's
+    pre-commit text: what the runner types over."""
+    data = N.load_data()
+    chained = [
+        d
+        for d in data["documents"].values()
+        if data["documents"].get(d.get("base"), {}).get("base")
     ]
-    groups = B.repeated(sites)
-    assert len(groups) == 1
-    assert [(s.path, s.line) for s in groups[0]] == [("a.py", 1), ("b.py", 7), ("c.py", 2)]
-    assert B.opened_files(groups[0][0], groups[0]) == ["a.py", "b.py", "c.py"]
-
-
-def test_lines_pair_in_order_or_by_likeness_and_a_rewritten_line_pairs_with_none() -> None:
-    pairs = B.pair_lines(["a = f(x)", "b = g(y)"], ["a = f(x, 1)", "b = g(y, 1)"])
-    assert pairs == [(0, 0), (1, 1)]
-    removed = ["result = compute(values)"]
-    added = ["# a new comment line", "result = compute(values, strict=True)"]
-    assert B.pair_lines(removed, added) == [(0, 1)]
-    assert B.pair_lines(["return a + b"], ["raise ValueError('no')"]) == []
-
-
-def test_hunks_of_modified_files_with_their_zero_based_old_lines() -> None:
-    diff = "\n".join([
-        "diff --git a/pkg/m.py b/pkg/m.py",
-        "--- a/pkg/m.py",
-        "+++ b/pkg/m.py",
-        "@@ -3 +3 @@ def f():",
-        "-    return get_user(i)",
-        "+    return fetch_user(i)",
-        "@@ -10,0 +11 @@",
-        "+    pass",
-        "diff --git a/new.py b/new.py",
-        "--- /dev/null",
-        "+++ b/new.py",
-        "@@ -0,0 +1 @@",
-        "+x = 1",
-    ])  # fmt: skip
-    hunks, changed = B.parse_hunks(diff)
-    assert changed == 4
-    assert [(h.path, h.old_start, h.removed, h.added) for h in hunks] == [
-        ("pkg/m.py", 2, ("    return get_user(i)",), ("    return fetch_user(i)",)),
-        ("pkg/m.py", 10, (), ("    pass",)),
-    ]
-    (site,) = B.commit_sites(hunks)
-    assert (site.path, site.line, site.old) == ("pkg/m.py", 2, "get_user")
-    assert B.consistent([site], {"pkg/m.py": "\n\ndef x():\n    return get_user(i)\n"}) is False
-    assert B.consistent([site], {"pkg/m.py": "a\nb\n    return get_user(i)\n"}) is True
-
-
-def test_documents_are_stored_as_deltas_and_read_back_whole() -> None:
-    docs = B.Documents()
-    v1 = "\n".join(f"line {i}" for i in range(200))
-    v2 = v1.replace("line 50", "line fifty").replace("line 150\n", "")
-    a, b = docs.add("m.py", v1), docs.add("m.py", v2)
-    assert docs.stored[b]["base"] == a  # a small change is a delta against the last version
-    assert B.document_text(docs.stored, a) == v1
-    assert B.document_text(docs.stored, b) == v2
-    assert docs.add("m.py", v1) == a  # a text seen before is not stored again
-    assert B.apply_delta("a\nb\nc", B.delta("a\nb\nc", "x\na\nc\ny")) == "x\na\nc\ny"
+    assert chained, "no delta of a delta in the frozen file: the chain is not exercised"
+    for split in ("validation", "test"):
+        tasks = N.tasks_of(data, split)
+        assert tasks
+        for task in tasks:
+            assert task.group and set(task.group) <= set(task.sites)
+            for site in task.sites:
+                row = task.files[site.path].split("\n")[site.line]
+                assert row[site.start : site.end] == site.old, (task.id, site)
 
 
 # ----- the scorer -----------------------------------------------------------------------------
