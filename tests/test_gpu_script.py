@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import gpu
+from bench import gpu, gpu_carry
 from lsp_server.device_model import read_times
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED, GEMMA3
 
@@ -68,7 +68,7 @@ def test_red_tests_fail_the_run_though_their_step_ran() -> None:
 def test_the_carried_wheels_are_this_machines_versions_of_what_the_device_lacks() -> None:
     from importlib.metadata import version
 
-    pins = dict(pin.split("==") for pin in gpu.wheel_pins())
+    pins = dict(pin.split("==") for pin in gpu_carry.wheel_pins())
     assert pins["transformers"] == version("transformers")  # the image's 5.17 is too old
     for needed in ("pygls", "lsprotocol", "sqlite-utils", "pydivsufsort", "pytest-lsp"):
         assert pins[needed] == version(needed)  # the server and the tests import them
