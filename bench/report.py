@@ -4,10 +4,9 @@ python -m bench.report            # the full-size results where present, else th
 python -m bench.report --quick    # the quick results only
 
 The words live in bench/report_template.md; this module puts the sections in order and reads
-the files they need. The sections live by family: the replays' in bench/report_replay.py and
-bench/report_blocks.py, the quality benchmarks' (and the hypotheses) in
-bench/report_quality.py, next edits' in bench/report_next_edits.py; the settled issues'
-sections are frozen in bench/results/sections/.
+the files they need. The sections live by family: the replay's in bench/report_replay.py, the
+quality benchmarks' (and the hypotheses) in bench/report_quality.py, next edits' in
+bench/report_next_edits.py; the settled issues' sections are frozen in bench/results/sections/.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 
 from bench.measure import RESULTS, ROOT
 from bench.report_quality import IMAGES, hypotheses, quality_sections
+from bench.report_replay import replay_section
 from bench.tables import generic, load, say, stamps_table
 
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -72,49 +72,32 @@ def method_values() -> dict[str, Any]:
 
 def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:
     """Every results file the report reads, in the order the stamps table lists them (None:
-    not there; the quick report reads the quick runs only)."""
-    from bench.report_blocks import load_results
-
-    blocks, block_lines, block_extra = (None, None, None) if quick else load_results()
+    not there; the quick report reads the quick runs only). The runs behind the replay's
+    frozen sections (issues 22 and 23) are listed for their stamps."""
+    frozen = {} if quick else {name: load(name, False) for name in FROZEN_RUNS}
     return {
         "replay": load("replay", quick),
-        "distinct": None if quick else load("replay_distinct", False),  # issue 22's run
-        "diversity": None if quick else load("replay_diversity", False),  # issue 22 part 1
-        "blocks": blocks,
-        "block_lines": block_lines,
-        "block_extra": block_extra,
+        **frozen,
         **{name: load(name, quick) for name in ("quality", "humaneval", "coherence")},
     }
 
 
-def replay_sections(runs: dict[str, dict[str, Any] | None]) -> list[str]:
-    """The repository-history replay: lines, distinct drafts, blocks (issue 23's runs: blocks,
-    line tasks, a later configuration merged in)."""
-    from bench.report_blocks import blocks_section, merge
-    from bench.report_replay import DIVERSITY, distinct_section, replay_section
-
-    r, distinct, blocks, extra = (runs[n] for n in ("replay", "distinct", "blocks", "block_extra"))
-    sections = [replay_section(r)] if r is not None else []
-    if distinct is not None:
-        sections.append(distinct_section(distinct))
-    if runs["diversity"] is not None:  # first lines and first words: the default before, after
-        sections.append(distinct_section(runs["diversity"], "replay_diversity", *DIVERSITY))
-    if blocks is not None:
-        if extra is not None and not extra.get("partial"):
-            blocks = merge(blocks, extra)
-        sections.append(blocks_section(blocks, runs["block_lines"]))
-    return sections
-
-
-FROZEN = ("models", "context", "shared", "wellformed", "branch")  # bench/results/sections/
+# The runs of the replay's frozen sections: distinct (issue 22), diversity (issue 22 part 1),
+# blocks (issue 23: the block run, its line tasks, a later configuration merged in).
+FROZEN_RUNS = ("replay_distinct", "replay_diversity", "replay_blocks", "replay_lines_auto",
+               "replay_blocks_multi")  # fmt: skip
+# bench/results/sections/, in the document's order
+FROZEN = ("distinct", "diversity", "blocks", "models", "context", "shared", "wellformed",
+          "branch")  # fmt: skip
 
 
 def own_sections(quick: bool) -> list[str]:
     """Sections that read results of their own (none in the quick report). The settled ones,
-    issues whose decision is made (16: which embedded model is the default; 22 part 3: the
-    codebase in the prompt; 27: shared indexes; 38: malformed drafts and branching), are frozen
-    as their renderers last wrote them, at commit 6faa04a (bench/results/README.md); issue 35's
-    next edits still render from their results."""
+    issues whose decision is made, are frozen as their renderers last wrote them
+    (bench/results/README.md): at commit 6faa04a 16 (which embedded model is the default),
+    22 part 3 (the codebase in the prompt), 27 (shared indexes), 38 (malformed drafts and
+    branching); at commit f3fa5fe 22 (distinct drafts, and first lines and words) and 23
+    (whole blocks). Issue 35's next edits still render from their results."""
     from bench.report_next_edits import next_edits_section
 
     if quick:
@@ -130,8 +113,9 @@ def document(quick: bool, plots: bool = True) -> str:
     tag = "-quick" if quick else ""
     if plots:
         IMAGES.mkdir(parents=True, exist_ok=True)
+    replay = runs["replay"]
     sections = [
-        *replay_sections(runs),
+        *([replay_section(replay)] if replay is not None else []),
         *own_sections(quick),
         *quality_sections(runs, tag, plots),
         speed_section(runs["quality"]),

@@ -5,15 +5,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.metrics import paired_metric
 from bench.replay import CLOSE_PREFIX, CURSORS, SUBSETS
 from bench.tables import code, diff_text, difference, find, met, num, pct, say, table, verdict
 
 MEMORY, NO_MEMORY, GREEDY = "superposed+store", "superposed-nostore", "greedy"
-CLOSE = "superposed-close"  # the drafts as decoded, near-duplicates kept (issue 22's before)
-# Issue 22 part 1 (replay_diversity.json): first lines, then first words too, each against
-# the default before
-DIVERSITY = (("lines", "diverse"), "auto")
 
 
 def _settings(options: dict[str, Any]) -> str:
@@ -93,69 +88,12 @@ def likeness_table(r: dict[str, Any]) -> str:
     return table([*header, "gain (EM@k - EM@1)"], rows) if rows else ""
 
 
-def new_lines_difference(r: dict[str, Any], a: str, b: str, metric: str) -> dict[str, float]:
-    """a - b in ``metric`` over the line-start positions of new lines (the "new" subset:
-    not verbatim in the snapshot or elsewhere in the file), paired by task."""
-    keep = lambda x: x["cursor"] == "line-start" and SUBSETS["new"](x)  # noqa: E731
-    return paired_metric(r["rows"], a, b, metric, keep)
-
-
-def targets_22(r: dict[str, Any], new: str = MEMORY, old: str = CLOSE) -> list[str]:
-    """Issue 22's targets: ``new`` (the default: distinct drafts) against ``old`` (the
-    drafts as decoded), or a later change against the default it replaces."""
-    s, line = r["summary"], "line-start"
-    if new not in s or old not in s or "gain" not in s[new][line]["all"]:
-        return []
-    title = "target22_title" if (new, old) == (MEMORY, CLOSE) else "target22_title_change"
-    out = [say(title, distinct=new, close_config=old)]
-    gain = s[new][line]["all"]["gain"]
-    d = _difference(r, new, old, "gain")
-    before = pct(s[old][line]["all"]["gain"])
-    ok = gain["mean"] >= 0.09
-    out.append(
-        say(
-            "target22_gain",
-            met=met(ok),
-            value=pct(gain),
-            close_config=old,
-            before=before,
-            diff=diff_text(d),
-        )
-    )
-    for metric, name in (("em1", "EM@1"), ("esk", "edit similarity@3")):
-        d = _difference(r, new, old, metric)
-        out.append(say("target22_no_loss", metric=name, met=met(d["mean"] >= 0), diff=diff_text(d)))
-    if (new, old) != (MEMORY, CLOSE):  # a later change: new lines' edit similarity@3 too
-        d = new_lines_difference(r, new, old, "esk")
-        ok = d["mean"] >= 0.03 and d["lo"] > 0
-        out.append(say("target22_new", met=met(ok), diff=diff_text(d)))
-    with_ms, without_ms = s[new][line]["all"]["p50_ms"], s[old][line]["all"]["p50_ms"]
-    out += latency_target("target22_latency", with_ms, without_ms, 1.1)  # the tables' p50
-    return out
-
-
-def _title_and_list(lines: list[str]) -> list[str]:
-    """A title line, then its items as one block (nothing when there are none)."""
-    return [lines[0].rstrip("\n"), "\n".join(lines[1:])] if lines else []
-
-
-def likeness(r: dict[str, Any], new: str | tuple[str, ...] = MEMORY, old: str = CLOSE) -> str:
-    """The likeness subsection (empty for a run from before issue 22); the targets of each
-    of ``new`` against ``old``."""
+def likeness(r: dict[str, Any]) -> str:
+    """The likeness subsection (empty for a run from before issue 22)."""
     rows = likeness_table(r)
     if not rows:
         return ""
-    news = (new,) if isinstance(new, str) else new
-    targets = [t for n in news for t in _title_and_list(targets_22(r, n, old))]
-    return (
-        say(
-            "replay_likeness",
-            close=f"{CLOSE_PREFIX:.0%}",
-            likeness_table=rows,
-            targets_22="\n\n".join(targets),
-        ).rstrip("\n")
-        + "\n\n"
-    )
+    return say("replay_likeness", close=f"{CLOSE_PREFIX:.0%}", likeness_table=rows) + "\n\n"
 
 
 def metrics_table(r: dict[str, Any], cursor: str) -> str:
@@ -276,33 +214,4 @@ def configs_text(r: dict[str, Any]) -> str:
             empty_store="" if opts["store"] else ", an empty codebase store",
         )
         for name, opts in r["configs"].items()
-    )
-
-
-def distinct_section(
-    r: dict[str, Any],
-    template: str = "replay_distinct",
-    new: str | tuple[str, ...] = MEMORY,
-    old: str = CLOSE,
-) -> str:
-    """Issue 22's run: the default (distinct drafts) and the drafts as decoded, one cursor;
-    or (``template`` "replay_diversity") a later change against the default (first
-    ``old``, then ``new``)."""
-    d = r["data"]
-    cursors = d.get("cursors", list(CURSORS))
-    configs = configs_text(r)
-    return (
-        say(
-            template,
-            file=r["_file"],
-            split=d["split"],
-            split_repos=", ".join(d["splits"][d["split"]]),
-            targets=d["targets"],
-            cursors=" and ".join(cursors),
-            configs=configs,
-            partial=say("replay_partial") + "\n\n" if r.get("partial") else "",
-            metrics_table="\n\n".join(metrics_table(r, c) for c in cursors),
-            likeness=likeness(r, new, old).rstrip("\n"),
-        )
-        + "\n"
     )
