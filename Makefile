@@ -65,7 +65,7 @@ bench-quick: setup
 
 bench: setup
 	$(BIN)/python -m bench.latency
-	$(BIN)/python -m bench.kernels
+	$(BIN)/python -m bench.cpu_anchor
 	$(BIN)/python -m bench.fidelity --size medium
 	$(BIN)/python -m bench.lsp_latency
 	$(BIN)/python -m bench.ngram

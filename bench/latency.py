@@ -18,18 +18,9 @@ A runner named fast-<precision>-compiled steps through the AOTInductor package o
 superposed/compiled.py, for one row and for three; a missing package is built first
 (one to two minutes each, then cached).
 
-``--memory`` times the memory alone instead (bench/results/latency_memory.json): building
-the suffix index over this repository's Python files, one longest-match lookup against a
-decode step, and server-shaped requests (k=3 plus spares, single line) with and without
-memory and with and without verified drafts, interleaved.
-
-    python -m bench.latency --memory --runners fast-int4 --threads 1
-
-``--models`` times the embedded models side by side instead (greedy and superposed k=3 on
-the same text, interleaved; bench/results/latency_models.json):
-
-    python -m bench.latency --models smollm2-135m gemma-3-270m --runners fast-int4-compiled \
-        --threads 1 --settings short long --out bench/results/latency_models
+Two modes measured once and left to history (bench/results/README.md): ``--memory`` (the
+memory's costs: latency_memory.json) and ``--models`` (the embedded models side by side,
+issue 16: latency_models.json).
 """
 
 from __future__ import annotations
@@ -47,14 +38,13 @@ import torch
 from bench.common import fast_runner
 from bench.measure import RESULTS, ROOT, Stamp, median_ms, write_json
 from bench.tables import load_span, stamp_header, table
-from ngram_db.suffix import MatchSet, SuffixIndex
 from superposed.api import Engine
 from superposed.cuda_graph import GRAPH_PRECISIONS
-from superposed.embedded import DEFAULT_MODEL, EMBEDDED
+from superposed.embedded import DEFAULT_MODEL
 from superposed.model import LoadedModel, load_model
 from superposed.options import PRECISIONS
 from superposed.runner import HFRunner, ModelRunner
-from superposed.types import DecodeConfig, StopCondition
+from superposed.types import DecodeConfig
 
 # fast-<precision>-compiled: the decode step compiled by AOTInductor (built first if needed)
 RUNNERS = ["hf", *(f"fast-{p}" for p in PRECISIONS), *(f"fast-{p}-compiled" for p in PRECISIONS)]
@@ -176,83 +166,6 @@ def time_steps(runner: ModelRunner, ids: list[int], runs: int) -> dict[str, floa
     return out
 
 
-MEMORY_NEW_TOKENS = 24
-MEMORY_CONFIGS = {  # label -> (memory, verify)
-    "no memory, no verify": (False, False),
-    "memory, no verify": (True, False),
-    "no memory, verify": (False, True),
-    "memory, verify": (True, True),
-}
-
-
-def time_memory(engine: Engine, runs: int) -> dict[str, Any]:
-    """The memory's costs: index build, one lookup against one step, whole requests."""
-    tokenizer = engine.tokenizer
-    files = sorted(ROOT.glob("lsp_server/**/*.py")) + sorted(ROOT.glob("ngram_db/*.py"))
-    files += sorted(ROOT.glob("bench/*.py")) + sorted(ROOT.glob("tests/**/*.py"))
-    streams = [tokenizer.encode(p.read_text(), add_special_tokens=False) for p in files]
-    start = time.perf_counter()
-    index = SuffixIndex(streams)
-    build_ms = (time.perf_counter() - start) * 1e3
-    memory = MatchSet([index])
-    # contexts: 64 tokens ending at spread positions of the files (found: the typical case)
-    contexts = [s[i - 64 : i] for s in streams[::3] for i in range(64, len(s), 997)][:200]
-    lookups = []
-    for context in contexts:
-        start = time.perf_counter()
-        memory.match(context)
-        lookups.append((time.perf_counter() - start) * 1e3)
-    ids = streams[0] * 4
-    step = time_steps(engine.runner, ids, runs)["step batch 1, 512 positions"]
-    # Requests: a line start in this repository's engine code, cursor after the indentation.
-    text = code_context(tokenizer, 600)
-    text = text[: text.rfind("\n") + 1] + "        "
-    times: dict[str, list[float]] = {label: [] for label in MEMORY_CONFIGS}
-    verify_ms: list[float] = []
-    stop = StopCondition(single_line=True)
-    engine.complete(text, cfg=DecodeConfig(k=1, max_new_tokens=1))  # cache the prompt
-    for _ in range(runs):
-        for label, (use, check) in MEMORY_CONFIGS.items():
-            cfg = DecodeConfig(k=5, max_new_tokens=MEMORY_NEW_TOKENS, verify=check)
-            start = time.perf_counter()
-            done = engine.complete(text, cfg=cfg, stop=stop, memory=memory if use else None)
-            times[label].append((time.perf_counter() - start) * 1e3)
-            if check:
-                verify_ms.append(done.timing_ms["verify"])
-    medians = {label: round(statistics.median(t), 1) for label, t in times.items()}
-    lookup = statistics.median(lookups)
-    base = medians["no memory, no verify"]
-    return {
-        "index": {"files": len(files), "tokens": len(index), "build_ms": round(build_ms, 1)},
-        "lookup_ms": {
-            "median": round(lookup, 4),
-            "p95": round(sorted(lookups)[int(0.95 * len(lookups))], 4),
-        },
-        "step_batch_1_ms": step,
-        "lookup / step": round(lookup / step, 4),
-        "lookups per step": 5,  # k=3 plus 2 spare drafts, one lookup each
-        "request_median_ms": medians,
-        "verify_median_ms": round(statistics.median(verify_ms), 1),
-        "ratios": {label: round(m / base, 3) for label, m in medians.items()},
-        "new_tokens": MEMORY_NEW_TOKENS,
-        "load": load(),
-    }
-
-
-def memory_main(args: argparse.Namespace) -> None:
-    loaded = load_model()
-    started = time.perf_counter()
-    stamp = Stamp(model="SmolLM2-135M-Instruct")
-    torch.set_num_threads(args.threads[0])
-    results: dict[str, Any] = {"runners": {}}
-    for name in args.runners:
-        engine = Engine(loaded, runner=make(loaded, name))
-        results["runners"][name] = time_memory(engine, args.runs)
-        print(name, json.dumps(results["runners"][name], indent=1), flush=True)
-    results["stamp"] = {**stamp.finish(started), "torch_threads": args.threads[0]}
-    write_json(args.out.with_name("latency_memory.json"), results)
-
-
 def markdown(results: dict[str, Any]) -> str:
     """The tables of latency.md."""
     lines = [
@@ -345,71 +258,6 @@ def targets(results: dict[str, Any]) -> list[str]:
     ]
 
 
-MODEL_METHODS = (("greedy", "greedy", 1), ("superposed k=3", "superposed", BASELINE_K))
-
-
-def model_engines(args: argparse.Namespace) -> dict[str, Engine]:
-    """Each embedded model's engine on the first runner (a compiled one steps one row)."""
-    engines: dict[str, Engine] = {}
-    for name in args.models:
-        loaded = load_model(name, args.device)
-        kind = args.runners[0]
-        runner: ModelRunner = (
-            HFRunner(loaded.model)
-            if kind == "hf"
-            else fast_runner(loaded, kind.removeprefix("fast-"), rows=(1,))
-        )
-        engines[name] = Engine(loaded, runner=runner)
-        loaded.model = None  # the fast runner holds its own weights
-    return engines
-
-
-def time_models(engines: dict[str, Engine], text: str, runs: int) -> dict[str, Any]:
-    """Each model's median ms per method on ``text``, requests interleaved model by model in
-    every repetition, and its superposed time over the first model's."""
-    times: dict[tuple[str, str], list[float]] = {
-        (m, label): [] for m in engines for label, _, _ in MODEL_METHODS
-    }
-    for engine in engines.values():  # cache the prompt: these are decode times
-        engine.complete(text, method="greedy", cfg=DecodeConfig(k=1, max_new_tokens=1))
-    for _ in range(runs):
-        for name, engine in engines.items():
-            for label, method, k in MODEL_METHODS:
-                cfg = DecodeConfig(k=k, max_new_tokens=NEW_TOKENS, seed=0)
-                begin = time.perf_counter()
-                engine.complete(text, method=method, cfg=cfg)
-                times[(name, label)].append((time.perf_counter() - begin) * 1e3)
-    first = next(iter(engines))
-    base = statistics.median(times[(first, "superposed k=3")])
-    per_model: dict[str, Any] = {}
-    for name, engine in engines.items():
-        medians = {lb: round(statistics.median(times[(name, lb)]), 1) for lb, _, _ in MODEL_METHODS}
-        per_model[name] = {
-            "prompt_tokens": len(engine.prompt(text, NEW_TOKENS).ids),
-            "median_ms": medians,
-            "superposed k=3 / first model": round(medians["superposed k=3"] / base, 2),
-        }
-    return per_model
-
-
-def models_main(args: argparse.Namespace) -> None:
-    """The embedded models side by side (``--models A B``): each one's engine on the same
-    text, one runner, requests interleaved model by model in every repetition, so the ratios
-    to the first model compare times taken under the same machine load."""
-    engines = model_engines(args)
-    first = engines[args.models[0]]
-    texts = {s: code_context(first.tokenizer, SETTINGS[s]) for s in args.settings}
-    torch.set_num_threads(args.threads[0])
-    started = time.perf_counter()
-    stamp = Stamp(model=", ".join(args.models), runner=args.runners[0])
-    results: dict[str, Any] = {"runner": args.runners[0], "settings": {}}
-    for setting, text in texts.items():
-        results["settings"][setting] = time_models(engines, text, args.runs)
-        print(setting, json.dumps(results["settings"][setting]), load(), flush=True)
-    results["stamp"] = {**stamp.finish(started), "runs": args.runs}
-    write_json(args.out.with_suffix(".json"), results)
-
-
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="repetitions (medians)")
@@ -421,13 +269,6 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda")
     parser.add_argument(
         "--merge", action="store_true", help="add these thread counts to the existing results"
-    )
-    parser.add_argument("--memory", action="store_true", help="time the memory alone")
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        choices=EMBEDDED,
-        help="embedded models side by side (with the first runner and thread count)",
     )
     return parser
 
@@ -484,13 +325,7 @@ def runners_main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    if args.memory:
-        memory_main(args)
-    elif args.models:
-        models_main(args)
-    else:
-        runners_main(args)
+    runners_main(parser().parse_args(argv))
 
 
 if __name__ == "__main__":

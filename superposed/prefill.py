@@ -51,7 +51,8 @@ DEQUANTIZED_CHUNK = 1024
 # De-quantizing every layer costs a fixed time whatever the length, and the int4 kernels cost
 # more per token than the de-quantized forward, so they win on short prompts and lose on long
 # ones; the crossing is where this is set (``python -m bench.kernels --prefill-tokens 64 96``
-# times lengths on either side; the committed kernels.md has 128, 256 and 1,500 tokens).
+# timed lengths on either side; the committed kernels.md has 128, 256 and 1,500 tokens; the
+# script is in history: bench/results/README.md).
 DEQUANTIZED_DECODE_TOKENS = 80
 
 

@@ -4,7 +4,6 @@ scripts share, checked against the committed results they produced before the mo
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -180,31 +179,6 @@ def test_both_replays_run_through_one_driver(
     assert len(capsys.readouterr().out.strip().splitlines()) >= 2
 
 
-@pytest.mark.parametrize("name", ["footprint", "footprint-cold"])
-def test_footprint_markdown_renders_the_committed_summary_from_its_json(name: str) -> None:
-    from bench import footprint
-
-    assert footprint.markdown(saved(f"{name}.json")) == (RESULTS / f"{name}.md").read_text()
-
-
-def test_footprint_cold_runs_save_beside_the_warm_ones() -> None:
-    from bench import footprint
-
-    parser = footprint.BENCH.parser()
-    assert footprint.BENCH.output(parser.parse_args(["--cold"])).name == "footprint-cold.json"
-    assert footprint.BENCH.output(parser.parse_args([])).name == "footprint.json"
-
-
-def test_the_pipeline_leaves_numpy_unimported_before_the_footprint_measures() -> None:
-    """bench.footprint's first stage is the interpreter before the server's imports."""
-    import subprocess
-    import sys
-
-    code = "import sys, bench.footprint; print('numpy' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-
-
 def test_the_replays_results_go_where_the_reports_read_them(tmp_path: Path) -> None:
     """bench.replay's paths through its Benchmark: the quick run (make bench-quick) beside the
     full one, the validation split apart, ``--out`` over both; the block replay likewise."""
@@ -245,33 +219,6 @@ def test_out_overrides_the_results_path_where_a_script_has_it(tmp_path: Path) ->
     assert chosen == tmp_path / "x.json"
 
 
-class FakeEngine:
-    """An engine whose requests take a moment and whose prompt has ``n`` tokens."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.calls: list[str] = []
-
-    def complete(self, text: str, method: str, cfg: Any) -> None:
-        self.calls.append(method)
-        time.sleep(0.001)  # a ratio to the first model's time needs a nonzero time
-
-    def prompt(self, text: str, new_tokens: int) -> Any:
-        return type("P", (), {"ids": list(range(self.n))})()
-
-
-def test_latency_times_the_models_interleaved_against_the_first() -> None:
-    from bench import latency
-
-    engines: dict[str, Any] = {"a": FakeEngine(3), "b": FakeEngine(5)}
-    per_model = latency.time_models(engines, "x = 1\n", runs=2)
-    assert list(per_model) == ["a", "b"]
-    assert per_model["b"]["prompt_tokens"] == 5
-    assert set(per_model["a"]["median_ms"]) == {label for label, _, _ in latency.MODEL_METHODS}
-    # one warm-up, then each method once a repetition
-    assert engines["a"].calls == ["greedy", "greedy", "superposed", "greedy", "superposed"]
-
-
 def test_latency_prompts_are_the_engine_code_at_full_length() -> None:
     """The prompts read superposed/*.py: they read lsp_server/engine/*.py after the engine had
     moved, so every setting timed an empty prompt."""
@@ -286,23 +233,12 @@ def test_latency_prompts_are_the_engine_code_at_full_length() -> None:
         latency.code_context(tokenizer, 10**8)
 
 
-def test_latency_cli_keeps_its_modes() -> None:
+def test_latency_cli_takes_runners_repetitions_and_where_to_write() -> None:
     from bench import latency
 
-    args = latency.parser().parse_args(["--models", "smollm2-135m", "--runs", "1"])
-    assert args.models == ["smollm2-135m"] and args.runs == 1 and not args.memory
+    args = latency.parser().parse_args(["--runners", "fast-int4", "--runs", "1"])
+    assert args.runners == ["fast-int4"] and args.runs == 1 and args.threads == [1, 2]
     assert latency.parser().parse_args([]).out == latency.RESULTS / "latency"
-
-
-def test_kernels_markdown_renders_the_committed_summary_from_its_json() -> None:
-    """The committed run predates the ``runs`` field; its command names no count, so the
-    script's default applied."""
-    from bench import kernels
-
-    data = saved("kernels.json")
-    assert "--runs" not in data["stamp"]["command"]
-    data.setdefault("runs", kernels.BENCH.parser().parse_args([]).runs)
-    assert kernels.BENCH.markdown(data) == (RESULTS / "kernels.md").read_text()
 
 
 @pytest.mark.parametrize(
