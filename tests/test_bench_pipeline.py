@@ -258,12 +258,6 @@ def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) 
 @pytest.mark.parametrize(
     ("module", "render", "name"),
     [
-        ("lsp_latency", "markdown", "lsp_latency"),
-        ("lsp_latency", "markdown", "lsp_latency_refactor"),
-        ("lsp_latency", "markdown", "lsp_latency_refactor2"),
-        ("lsp_latency", "markdown", "lsp_latency_refactor3"),
-        ("lsp_latency", "alone_markdown", "lsp_latency_rest"),
-        ("lsp_latency", "alone_markdown", "lsp_latency_accept"),
         ("latency", "markdown", "latency"),
         ("latency", "markdown", "latency-cuda"),
         ("cpu_anchor", "report", "cpu_anchor"),
@@ -272,17 +266,13 @@ def test_replay_summaries_come_back_from_the_saved_rows(module: str, name: str) 
 def test_scripts_on_their_own_layout_render_the_committed_summary(
     module: str, render: str, name: str
 ) -> None:
-    """The server benchmarks save through lsp_latency.save (the stamp's fields at the top
-    level), bench.latency a stamp per thread count and
-    bench.cpu_anchor its markdown after the pipeline: their committed summaries still come
-    back from their committed JSON."""
+    """bench.latency saves a stamp per thread count and bench.cpu_anchor its markdown after the
+    pipeline: their committed summaries still come back from their committed JSON. (The
+    server's runs, bench/results/lsp_latency*.md, are records of the cases as they were when
+    they ran: tests/test_lsp_latency_cases.py holds today's report.)"""
     import importlib
 
     data = saved(f"{name}.json")
-    if render == "markdown" and name.startswith("lsp_latency"):  # its path: the cases run alone
-        data["out"] = str(RESULTS / name)
-    if name == "lsp_latency_rest":  # the committed run predates the case field: its command
-        data.setdefault("case", data["command"].split("--cases ")[1].split()[0])
     rendered = getattr(importlib.import_module(f"bench.{module}"), render)(data)
     assert rendered == (RESULTS / f"{name}.md").read_text()
 
@@ -292,41 +282,6 @@ def test_ngram_markdown_renders_the_committed_summary() -> None:
 
     assert ngram.BENCH.markdown is ngram.markdown
     assert ngram.markdown(saved("ngram.json")) == (RESULTS / "ngram.md").read_text()
-
-
-def test_lsp_latency_puts_the_server_before_beside_this_ones_case_by_case() -> None:
-    """``--before REF``: the same cases on that commit's server, a row per case with the ratio
-    of the p50s (here the committed run against a copy of itself at half the times)."""
-    from bench import lsp_latency
-
-    result = saved("lsp_latency.json")
-    halved = {case: {**row, "p50_ms": row["p50_ms"] / 2} for case, row in result["cases"].items()}
-    result["before"] = {"ref": "abc123", "cases": halved, "first_request": result["first_request"]}
-    section = lsp_latency.markdown(result).split("## Against the server of abc123")[1]
-    rows = [line for line in section.splitlines() if line.startswith("| inline k=3")]
-    assert len(rows) == 4 and all("| 2.00x |" in row for row in rows)
-    firsts = [line for line in section.splitlines() if line.startswith("| first request")]
-    assert len(firsts) == 2 and all("| 1.00x |" in row for row in firsts)
-
-
-def test_lsp_latency_pools_each_servers_runs_request_by_request() -> None:
-    """``--rounds``: a server's runs become one, each case summarised over all their requests
-    (not a median of medians), the first-request case's too."""
-    from bench import lsp_latency
-
-    def one_run(times: list[float]) -> dict[str, Any]:
-        return {
-            "cases": {"short": lsp_latency.summary(times)},
-            "first_request": {"modes": {"m": {"first": lsp_latency.summary(times),
-                                              "later": lsp_latency.summary(times[:1])}}},
-            "counters": {"model_calls": len(times)},
-        }  # fmt: skip
-
-    both = lsp_latency.pooled([one_run([1.0, 2.0, 30.0]), one_run([4.0, 5.0])])
-    assert both["cases"]["short"]["n"] == 5 and both["cases"]["short"]["p50_ms"] == 4.0
-    modes = both["first_request"]["modes"]["m"]
-    assert modes["first"]["p50_ms"] == 4.0 and modes["later"]["values_ms"] == [1.0, 4.0]
-    assert both["counters"] == {"model_calls": 3}  # the rest is the first run's
 
 
 @pytest.mark.parametrize("quick", [False, True])

@@ -11,47 +11,33 @@ times each ``textDocument/inlineCompletion`` request from send to response, k=3:
   draft and asks again; the answer comes from the drafts already shown (no model call);
 - first request in a freshly opened file (issue 14): the whole long file opened under a new
   name, a request at once at the end of a line in its middle (1,000+ tokens before it; the
-  cache holds nothing of it), then 2.5 s later (the user reads, the server may warm up) the
-  user moves to the end of the line above and asks again (a model call). Side by
-  side in the same server, alternating per file: ``firstPromptTokens`` 0 (the whole window
-  on the request path, the old behaviour) and the default (a short window, then the cache
-  warmed to the full one in the background).
-
+  cache holds nothing of it), then 2.5 s later (the user reads, the server warms up) the user
+  moves to the end of the line above and asks again (a model call); the server's defaults;
 - the cursor resting (issue 24): the long file opened under a new name, the cursor rests at
-  the end of a random line in it for 1 s, then a request there. Side by side, alternating:
-  without telling the server (today's editors: only the document's end is warmed, on open)
-  and with the plugins' ``superposed/cursorRest`` sent as the cursor comes to rest.
-  ``--cases rest`` runs this case alone (bench/results/lsp_latency_rest.json and .md).
+  the end of a random line in it for 1 s, the server told so as the plugins tell it
+  (``superposed/cursorRest``), then a request there.
 
-- the next draft after an accept (issue 24): the long file opened under a new name with a
-  random line emptied to its indentation, a request there, its first draft accepted as an
-  editor does (the item's command, then the insertion); then the next draft, asked either at
-  once at the cursor after the accepted text (VS Code asks again after an accept) or after
-  Enter and the line's indentation typed ``ENTER_S`` later. Side by side, alternating: the
-  accept's argument with its position (the server decodes ahead, ``triggerOnAccept``) and
-  without (as before: nothing decoded until asked). ``--cases accept`` runs this case alone
-  (bench/results/lsp_latency_accept.json and .md).
+The side-by-side runs that chose those defaults (``firstPromptTokens`` 0 against the
+warm-up; without and with ``cursorRest``; the next draft after an accept without and with
+``triggerOnAccept``) are in history with their results: bench/results/README.md.
 
 Resident memory (issue 14): besides the run above (after loading, at the end, its peak), a
 footprint case as the issue measures it: a server of its own loads the model and its compiled
 decode step, answers one request and shuts down; its peak and steady (after the request)
 resident memory against the target of 600 MB peak. ``--before REF`` runs the same case on
 the server of a git commit (its sources extracted with ``git archive``) in the same run;
-``--after REF`` puts another commit's server on this side instead of the checkout's, and
-``--accept N`` adds the accept case to the full run (issue 39's rerun:
-bench/results/lsp_latency_cpu).
+``--after REF`` puts another commit's server on this side instead of the checkout's.
 
 The package: client.py (the server, its requests and waits), a module per case (walks.py:
 short file, long file, typed along, the 1,500-token typing target; first_request.py,
-cursor_rest.py, accept.py, footprint.py; before.py: side by side with another commit's
-server; alone.py: ``--cases NAME``), and this driver (the command line, the markdown, save).
+cursor_rest.py, footprint.py; before.py: side by side with another commit's server), and
+this driver (the command line, the markdown, save).
 
 Prints and writes p50/p95 (and min/max) per case, with the machine's load average:
 bench/results/lsp_latency.json and .md.
 
     .venv/bin/python -m bench.lsp_latency [--requests 12] [--model smollm2-135m]
-        [--before REF [--rounds 2] [--after REF]] [--accept N]
-    .venv/bin/python -m bench.lsp_latency --cases rest [--requests 20]
+        [--before REF [--rounds 2] [--after REF]]
 """
 
 from __future__ import annotations
@@ -66,21 +52,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.lsp_latency.accept import accept_table
-from bench.lsp_latency.alone import ALONE, alone_markdown, run_alone
-from bench.lsp_latency.before import before_table, mode_cases, pooled, side_by_side
+from bench.lsp_latency.before import before_table, pooled, side_by_side
 from bench.lsp_latency.client import LONG_SOURCE, Bench, capabilities, server, sources_at, summary
-from bench.lsp_latency.cursor_rest import cursor_rest_table
-from bench.lsp_latency.first_request import first_request_table
+from bench.lsp_latency.cursor_rest import cursor_rest_text
+from bench.lsp_latency.first_request import first_request_text
 from bench.lsp_latency.footprint import footprint_cases, footprint_table
 from bench.lsp_latency.walks import prompt_1500_line, run, typing_target
-from bench.measure import RESULTS, ROOT
+from bench.measure import RESULTS
 from bench.tables import table
 
 __all__ = [  # what other scripts and the tests use of the cases' modules
-    "LONG_SOURCE", "Bench", "accept_table", "alone_markdown", "before_table", "capabilities",
-    "markdown", "mode_cases", "pooled", "prompt_1500_line", "save", "server", "sources_at",
-    "summary", "typing_target",
+    "LONG_SOURCE", "Bench", "before_table", "capabilities", "markdown", "pooled",
+    "prompt_1500_line", "save", "server", "sources_at", "summary", "typing_target",
 ]  # fmt: skip
 
 
@@ -147,39 +130,15 @@ def markdown(result: dict[str, Any]) -> str:
             ],
             align="rrrrr",
         ),
-        *first_request_table(result),
-        *cursor_rest_table(result),
-        *accept_table(result),
+        *first_request_text(result),
+        *cursor_rest_text(result),
         *footprint_table(result),
         *before_table(result),
         "",
         f"Command: `{result['command']}`",
         "",
-        *(alone_sections(result["out"]) if "out" in result else []),
     ]
     return "\n".join(lines)
-
-
-def alone_sections(out: str) -> list[str]:
-    """The cases measured alone (``--cases NAME``, each its own run and server), from their
-    files beside ``out``: one report holds every case's latest numbers, each with its run."""
-    lines: list[str] = []
-    for name in ALONE:
-        path = Path(out).with_name(f"{Path(out).name}_{name}.json")
-        if path.exists():
-            alone = json.loads(path.read_text())
-            lines += [
-                f"# Measured alone: {ALONE[name][2]} (`{path.relative_to(ROOT)}`)",
-                "",
-                f"Its own run: model {alone['model']}, compiled step {alone['compiled_step']}, "
-                f"load average before {alone['loadavg_before'][0]:.2f}.",
-                *cursor_rest_table(alone),
-                *accept_table(alone),
-                "",
-                f"Command: `{alone['command']}`",
-                "",
-            ]
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", metavar="REF",
                         help="with --before: this side is the server at this commit, not "
                         "the checkout (uncommitted edits there may be half-done)")  # fmt: skip
-    parser.add_argument("--accept", type=int, default=0, metavar="N",
-                        help="also the accept case in the full run, N trials per mode")  # fmt: skip
     parser.add_argument(
         "--settings",
         type=json.loads,
@@ -210,36 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report", action="store_true", help="rewrite the markdown from the saved JSON only"
     )
-    parser.add_argument("--cases", choices=("all", *ALONE), default="all",
-                        help="rest or accept: only that case, into lsp_latency_CASE")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.report:  # the cases measured alone may be newer than the full run
+    if args.report:
         saved = json.loads(args.out.with_suffix(".json").read_text())
-        saved["out"] = str(args.out)
         args.out.with_suffix(".md").write_text(markdown(saved))
         return 0
     before = os.getloadavg()
-    if args.cases in ALONE:
-        runs = run_alone(args.cases, args.model, args.requests, args.k, args.settings)
-        result = asyncio.run(runs)
-        out = args.out.with_name(f"{args.out.name}_{args.cases}")
-        save(result, before, out, "lsp_latency.py", argv, alone_markdown)
-        return 0
     if args.before:
         both = side_by_side(
-            args.model, args.requests, args.k, args.settings, args.before, args.rounds,
-            args.after, args.accept,
-        )  # fmt: skip
+            args.model, args.requests, args.k, args.settings, args.before, args.rounds, args.after
+        )
         result = asyncio.run(both)
     else:
         if args.after:
             parser.error("--after compares with --before: give both")
-        one = run(args.model, args.requests, args.k, args.settings, accept=args.accept)
-        result = asyncio.run(one)
-    result["out"] = str(args.out)
-    result["footprint"] = asyncio.run(
-        footprint_cases(args.model, args.k, args.before, args.after)
-    )
+        result = asyncio.run(run(args.model, args.requests, args.k, args.settings))
+    result["footprint"] = asyncio.run(footprint_cases(args.model, args.k, args.before, args.after))
     save(result, before, args.out, "lsp_latency.py", argv, markdown)
     return 0
 

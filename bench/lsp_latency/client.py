@@ -30,9 +30,6 @@ LATER_S = 2.5  # first-request case: seconds between the first request and the n
 REST_S = 1.0  # cursor-rest case: how long the cursor rests before the request
 
 
-ENTER_S = 0.3  # accept case: the pause before the user presses Enter after an accept
-
-
 SERVER = (sys.executable, "-m", "lsp_server.cli")
 
 
@@ -163,13 +160,7 @@ class Bench:
         )
 
     async def inline(self, uri: str, at: types.Position) -> tuple[float, list[str]]:
-        elapsed, items = await self.inline_items(uri, at)
-        return elapsed, [str(i.insert_text) for i in items]
-
-    async def inline_items(
-        self, uri: str, at: types.Position
-    ) -> tuple[float, list[types.InlineCompletionItem]]:
-        """An automatic inline request at ``at``: ms to the answer, and its items."""
+        """An automatic inline request at ``at``: ms to the answer, and its drafts."""
         params = types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             position=at,
@@ -181,7 +172,7 @@ class Bench:
         result = await self.client.text_document_inline_completion_async(params)
         elapsed = (time.perf_counter() - start) * 1e3
         items = result.items if isinstance(result, types.InlineCompletionList) else []
-        return elapsed, list(items)
+        return elapsed, [str(i.insert_text) for i in items]
 
     async def stats(self) -> dict[str, Any]:
         stats = await self.client.workspace_execute_command_async(
@@ -263,69 +254,20 @@ class Bench:
             "later_timing": stats["lastTimingMs"],
         }
 
-    async def after_rest(self, name: str, text: str, line: int, tell: bool) -> dict[str, Any]:
-        """Open ``text`` under a new name; the cursor rests at the end of ``line`` for REST_S
-        (the server told where, if ``tell``); then a request there."""
+    async def after_rest(self, name: str, text: str, line: int) -> dict[str, Any]:
+        """Open ``text`` under a new name; the cursor rests at the end of ``line`` for REST_S,
+        the server told so (``superposed/cursorRest``, as the plugins send it); then a request
+        there."""
         rows = text.split("\n")
         uri = self.open(f"{name}.py", text)
         at = types.Position(line=line, character=len(rows[line]))
-        if tell:
-            rest = {
-                "textDocument": {"uri": uri},
-                "position": {"line": line, "character": at.character},
-            }
-            self.client.protocol.notify("superposed/cursorRest", rest)
+        rest = {"textDocument": {"uri": uri}, "position": {"line": line, "character": at.character}}
+        self.client.protocol.notify("superposed/cursorRest", rest)
         await asyncio.sleep(REST_S)
         elapsed, _ = await self.inline(uri, at)
         prompt = (await self.stats())["lastPrompt"]
         self.close(uri)
         return {"ms": elapsed, "line": line, "prompt": prompt}
-
-    async def after_accept(
-        self, name: str, text: str, line: int, ahead: bool, enter: bool
-    ) -> dict[str, Any] | None:
-        """Line ``line`` of ``text`` emptied to its indentation, opened under a new name; a
-        request there, its first draft accepted (the command, with its position if
-        ``ahead``); then the next draft: at once, or after Enter (``enter``). None: no draft
-        to accept."""
-        rows = text.split("\n")
-        indentation = rows[line][: len(rows[line]) - len(rows[line].lstrip())]
-        rows[line] = indentation
-        uri = self.open(f"{name}.py", "\n".join(rows))
-        at = types.Position(line=line, character=len(indentation))
-        _, items = await self.inline_items(uri, at)
-        first = items[0] if items else None
-        if first is None or first.command is None or not first.command.arguments:
-            self.close(uri)
-            return None
-        draft = str(first.insert_text)
-        argument = dict(first.command.arguments[0] or {})  # the accept argument (items.py)
-        if not ahead:
-            argument.pop("position", None)
-        calls = (await self.stats())["counters"].get("model_calls", 0)
-        start = time.perf_counter()
-        await self.client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command=first.command.command, arguments=[argument])
-        )
-        self.type_text(uri, at, draft)
-        end = types.Position(line=line, character=at.character + len(draft))
-        if "\n" in draft:  # a block: the cursor after its last line
-            last = draft.rsplit("\n", 1)[1]
-            end = types.Position(line=line + draft.count("\n"), character=len(last))
-        if enter:
-            await asyncio.sleep(ENTER_S)
-            self.type_text(uri, end, "\n" + indentation)
-            end = types.Position(line=end.line + 1, character=len(indentation))
-        elapsed, drafts = await self.inline(uri, end)
-        counters = (await self.stats())["counters"]
-        self.close(uri)
-        return {
-            "ms": elapsed,
-            "since_accept_ms": (time.perf_counter() - start) * 1e3,
-            "line": line,
-            "drafts": len(drafts),
-            "model_calls": counters.get("model_calls", 0) - calls,
-        }
 
     def close(self, uri: str) -> None:
         self.client.text_document_did_close(

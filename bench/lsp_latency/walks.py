@@ -7,11 +7,19 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.lsp_latency.accept import accept_case
-from bench.lsp_latency.client import COMPILE_WAIT_S, LONG_SOURCE, SHORT, Bench, server, summary
+from bench.lsp_latency.client import (
+    COMPILE_WAIT_S,
+    LONG_SOURCE,
+    SERVER,
+    SHORT,
+    Bench,
+    server,
+    summary,
+)
 from bench.lsp_latency.cursor_rest import cursor_rest_case
 from bench.lsp_latency.first_request import first_request_case
 
@@ -49,11 +57,11 @@ async def run(
     k: int,
     settings: dict[str, Any] | None = None,
     sources: Path | None = None,
-    accept: int = 0,
+    command: Sequence[str] = SERVER,
 ) -> dict[str, Any]:
     """The latency cases on one server; ``settings``: server settings over the defaults;
     ``sources``: the server's code from there (an earlier commit's), not this checkout;
-    ``accept``: also the accept case, with this many trials per mode (0: not run here)."""
+    ``command``: another server (a test's fake)."""
     long_text = LONG_SOURCE.read_text()
     with tempfile.TemporaryDirectory(prefix="lsp-latency-") as tmp:
         workspace = Path(tmp) / "ws"
@@ -61,7 +69,9 @@ async def run(
         started = time.perf_counter()
         options = {"model": model, "k": k, "userStore": False, **(settings or {})}
         # A fresh, empty user store under tmp/data.
-        async with server(workspace, Path(tmp) / "data", options, sources) as client:
+        async with server(
+            workspace, Path(tmp) / "data", options, sources, command=command
+        ) as client:
             bench = Bench(client, workspace)
             await bench.wait_ready()
             ready_s = time.perf_counter() - started
@@ -80,10 +90,8 @@ async def run(
             )
             typing: list[float] = []
             rows = long_text.split("\n")
-            first_requests = await first_request_case(bench, options, long_text, requests)
-            await bench.configure(options)  # the defaults again (the case above changed them)
-            cursor_rest = await cursor_rest_case(bench, long_text, requests)
-            accepted = await accept_case(bench, long_text, accept) if accept else None
+            first_cases, first_requests = await first_request_case(bench, long_text, requests)
+            rest_cases, cursor_rest = await cursor_rest_case(bench, long_text, requests)
             typed_lines = [
                 i for i in range(long_rows - 120, long_rows) if len(rows[i].strip()) >= 40
             ]
@@ -96,6 +104,7 @@ async def run(
             # drafts' own decoding steps in the server, for the same calls. firstPromptTokens 0:
             # each line starts on a cold cache and is typed without a pause, so with the default
             # the prompts would be the short window, not the 1,500 tokens this case is about.
+            run_settings = (await bench.stats())["settings"]  # every case's but this last one
             typing_1500 = {**options, "maxPromptTokens": 2048}
             await bench.configure({**typing_1500, "firstPromptTokens": 0})
             along_1500: list[tuple[float, dict[str, float]]] = []
@@ -110,7 +119,7 @@ async def run(
     return {
         "model": stats["model"],
         "k": k,
-        "settings": stats["settings"],
+        "settings": run_settings,
         "server_ready_s": ready_s,
         "short_file_lines": short_lines,
         "long_file": {"path": str(LONG_SOURCE), "lines": long_rows},
@@ -120,11 +129,12 @@ async def run(
             "inline k=3, long file, typing a line (model calls)": summary(typing),
             "typed along (no model call)": summary(short["along"] + long["along"]),
             TYPING_1500: summary([elapsed for elapsed, _ in along_1500]),
+            **first_cases,
+            **rest_cases,
         },
         "typing_1500": typing_target(along_1500),
         "first_request": first_requests,
         "cursor_rest": cursor_rest,
-        "accept": accepted,
         "compiled_step": compiled_state,
         # resident MiB: after loading the model, after every request, and the peak
         "memory_mb": {
