@@ -68,10 +68,13 @@ async def test_server_with_gemma(converted: Path, tmp_path: Path) -> None:
         await asyncio.sleep(0.5)  # the terms notice follows the ready state
         assert any("Gemma Terms of Use" in m.message for m in client.messages), client.messages
         # In the middle of a name: the drafts complete it (healing on Gemma's vocabulary).
-        text = SOURCE + "\n\ndef main():\n    return os.pa"
+        # Inside a call, so that the drafts close it within maxNewTokens. After "return os.pa"
+        # Gemma opens a call it does not close in time (a long path string), which
+        # wellformed.py hides: whether a spare survived there changed with the packages a
+        # fresh install takes (none did on 2026-12-05).
+        text = SOURCE + "\n\ndef main():\n    print(os.pa"
         drafts = await inline(client, open_doc(client, root / "a.py", text), end_of(text))
-        # At most k: a draft cut inside a call it opened is not shown (wellformed.py), and
-        # at this cursor Gemma's spares are often cut too
+        # At most k: a draft cut inside a call it opened is not shown (wellformed.py)
         assert 1 <= len(drafts) <= K, drafts
         assert all(d[0].isalnum() or d[0] == "_" for d in drafts), drafts
         assert any(d.startswith("th") for d in drafts), drafts
