@@ -70,6 +70,15 @@ def method_values() -> dict[str, Any]:
     return {"top_p": d.top_p, "nucleus_temperature": d.nucleus_temperature, "seed": d.seed}
 
 
+# The runs of the replay's frozen sections: distinct (issue 22), diversity (issue 22 part 1),
+# blocks (issue 23: the block run, its line tasks, a later configuration merged in).
+FROZEN_RUNS = ("replay_distinct", "replay_diversity", "replay_blocks", "replay_lines_auto",
+               "replay_blocks_multi")  # fmt: skip
+# bench/results/sections/, in the document's order
+FROZEN = ("distinct", "diversity", "blocks", "models", "context", "shared", "wellformed",
+          "branch")  # fmt: skip
+
+
 def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:
     """Every results file the report reads, in the order the stamps table lists them (None:
     not there; the quick report reads the quick runs only). The runs behind the replay's
@@ -80,15 +89,6 @@ def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:
         **frozen,
         **{name: load(name, quick) for name in ("quality", "humaneval", "coherence")},
     }
-
-
-# The runs of the replay's frozen sections: distinct (issue 22), diversity (issue 22 part 1),
-# blocks (issue 23: the block run, its line tasks, a later configuration merged in).
-FROZEN_RUNS = ("replay_distinct", "replay_diversity", "replay_blocks", "replay_lines_auto",
-               "replay_blocks_multi")  # fmt: skip
-# bench/results/sections/, in the document's order
-FROZEN = ("distinct", "diversity", "blocks", "models", "context", "shared", "wellformed",
-          "branch")  # fmt: skip
 
 
 def own_sections(quick: bool) -> list[str]:

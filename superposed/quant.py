@@ -162,11 +162,11 @@ class Int4Linear:
         """The same weights in bf16, as the kernel sees them; itself where the packing's
         layout is not known (see int4_unpack_block).
 
-        A prefill pays this for every layer (bench/results/kernels.md), so it works in the packing's
-        own order: the packed bytes hold ``block`` rows K-major (the layout: unpack_int4), so
-        the nibbles unpack into the transposed weight [K, N] with contiguous runs of
-        block / 2 values, and the scales and zeros ([K / group, N]) apply to it without a
-        transpose. All in bf16, with one rounding, as the kernel computes:
+        A prefill pays this for every layer (bench/results/kernels.md), so it works in the
+        packing's own order: the packed bytes hold ``block`` rows K-major (the layout:
+        unpack_int4), so the nibbles unpack into the transposed weight [K, N] with contiguous
+        runs of block / 2 values, and the scales and zeros ([K / group, N]) apply to it
+        without a transpose. All in bf16, with one rounding, as the kernel computes:
         (q - 8) * scale + zero.
         """
         n, k = self.packed.shape[0], self.packed.shape[1] * 2

@@ -23,7 +23,9 @@ async def cursor_rest_case(
     rows = text.split("\n")
     lines = [i for i in range(200, len(rows) - 200) if rows[i].strip()]
     pick = random.Random(0)
-    results = [await bench.after_rest(f"r{i}", text, pick.choice(lines)) for i in range(requests)]
+    results = [
+        await bench.after_rest(f"rest-{i}", text, pick.choice(lines)) for i in range(requests)
+    ]
     details = {
         "rest_s": REST_S,
         "prefilled_tokens_p50": statistics.median(

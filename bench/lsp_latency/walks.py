@@ -75,7 +75,9 @@ async def run(
             bench = Bench(client, workspace)
             await bench.wait_ready()
             ready_s = time.perf_counter() - started
-            loaded_memory = (await bench.stats())["residentMb"]  # the model loaded, no request yet
+            loaded = await bench.stats()  # the model loaded, no request yet
+            # every case's settings but the last's (the 1,500-token prompt changes them)
+            run_settings, loaded_memory = loaded["settings"], loaded["residentMb"]
             compiled_state = await bench.wait_compiled(COMPILE_WAIT_S)
             # Warm-up: the first request pays one-time costs (allocations, lazy imports).
             await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])
@@ -104,7 +106,6 @@ async def run(
             # drafts' own decoding steps in the server, for the same calls. firstPromptTokens 0:
             # each line starts on a cold cache and is typed without a pause, so with the default
             # the prompts would be the short window, not the 1,500 tokens this case is about.
-            run_settings = (await bench.stats())["settings"]  # every case's but this last one
             typing_1500 = {**options, "maxPromptTokens": 2048}
             await bench.configure({**typing_1500, "firstPromptTokens": 0})
             along_1500: list[tuple[float, dict[str, float]]] = []
