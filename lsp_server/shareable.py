@@ -1,17 +1,19 @@
 """Which open documents the memory may copy from into other documents (issue 34, item 1).
 
 The memory indexes the documents open in the editor, saved or not, and proposes their text
-word for word in the other documents. An open document obeys the rule a save of it would
-(``workspace.never_learned``): one whose save would not be learned (a ``.env``, a git-ignored
-file, a file outside the workspace folders, one whose text holds a key, one over
-``maxFileBytes``, a buffer that is no file) still serves its own drafts, never another
-document's. Its own drafts read only its own text, which the user has in front of them.
+word for word in the other documents; next edits propose an edit made in one of them in the
+others. An open document obeys the rule a save of it would (``workspace.never_learned``): one
+whose save would not be learned (a ``.env`` or ``secrets.*``, a git-ignored file, a file
+outside the workspace folders, one whose text holds a key, one over ``maxFileBytes``, a
+buffer that is no file) still serves its own drafts and next edits, never another
+document's. Its own read only its own text, which the user has in front of them.
 
-Where a file is (its name, the ignore files) is judged when a document is first seen, and
-again in the background after PLACE_TTL_S, the older verdict serving meanwhile; what its text
-holds at each change of it (``content_skip_reason``: about 10 ms per MB). Called on the
-memory's own thread, never the event loop. A judgement runs git twice (``_gitignored``):
-about 5 ms a document here, 0.5 s for 100 documents opened at once.
+Where a file is (``workspace.placed``: its name, the ignore files) is judged when a document
+is first seen, and again in the background after PLACE_TTL_S, the older verdict serving
+meanwhile; the rule is asked with that verdict at each change of its text (about 10 ms per
+MB). Called on the memory's and next edits' own threads, never the event loop. A judgement
+runs git twice (``_gitignored``): about 5 ms a document here, 0.5 s for 100 documents opened
+at once.
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ from pathlib import Path
 
 from pygls.uris import to_fs_path
 
-from lsp_server.workspace import placed
-from ngram_db.files import content_skip_reason
+from lsp_server.workspace import Placed, never_learned, placed
 
 # Where an open document lies is judged again after this long: a .gitignore edited, a
 # workspace folder added meanwhile.
@@ -37,8 +38,8 @@ class Shareable:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # uri -> (roots, when judged, why never learned where it lies)
-        self._places: dict[str, tuple[tuple[Path, ...], float, str | None]] = {}
+        # uri -> (roots, when judged, where it lies and why never learned there)
+        self._places: dict[str, tuple[tuple[Path, ...], float, Placed]] = {}
         self._texts: dict[str, tuple[str, int, str | None]] = {}  # uri -> (text, limit, why)
         self._again: set[str] = set()  # documents being judged again (in the background)
         self._judge = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shareable")
@@ -84,21 +85,22 @@ class Shareable:
                 self._again.add(uri)
             if not again:
                 self._judge.submit(self._place, uri, roots, True)
-        if place[2] is not None:
-            return place[2]
+        where = place[2]
+        if where.reason is not None:
+            return where.reason
         if known is None or known[1] != max_bytes or (known[0] is not text and known[0] != text):
-            known = (text, max_bytes, content_skip_reason(text, max_bytes))
+            known = (text, max_bytes, never_learned(where.path, text, roots, max_bytes, where))
             with self._lock:
                 self._texts[uri] = known
         return known[2]
 
     def _place(
         self, uri: str, roots: Sequence[Path], again: bool = False
-    ) -> tuple[tuple[Path, ...], float, str | None]:
+    ) -> tuple[tuple[Path, ...], float, Placed]:
         """Judge where ``uri`` lies (``workspace.placed``) and keep the verdict; ``again``: in
         the background, kept only if the document is still open."""
         path = to_fs_path(uri) if uri.startswith("file:") else None
-        place = (tuple(roots), time.monotonic(), placed(Path(path) if path else None, roots).reason)
+        place = (tuple(roots), time.monotonic(), placed(Path(path) if path else None, roots))
         with self._lock:
             if not again or uri in self._places:
                 self._places[uri] = place

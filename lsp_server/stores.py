@@ -48,7 +48,6 @@ from lsp_server.workspace import (
 from lsp_server.write_queue import TRANSIENT
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
 from ngram_db.errors import NgramStoreError, StoreBusy, StoreClosed, StoreFull
-from ngram_db.files import content_skip_reason
 from ngram_db.suffix_store import FileId, file_id
 from ngram_db.tokenizer import as_tokenizer
 from superposed.ngram import MatchSource, NgramSource
@@ -340,13 +339,14 @@ class Stores:
         Returns why it was not learned (its old contribution is then removed), or None.
         A write that may succeed later (TRANSIENT) raises: the write queue retries it.
         """
-        real, root, reason = placed(path, roots)
-        if real is None or root is None:
-            if reason == "symlink loop":
+        place = placed(path, roots)
+        if place.path is None or place.root is None:
+            if place.reason == "symlink loop":
                 self._report(f"not learned: {path} goes through a loop of symbolic links")
-            return reason
+            return place.reason
+        real, root = place.path, place.root
         key = str(real)  # index_repo's keys: absolute, resolved
-        reason = reason or content_skip_reason(text, self._settings.max_file_bytes)
+        reason = never_learned(path, text, roots, self._settings.max_file_bytes, place)
         written = True
         for store in (self.codebase(root), self.user()):
             if store is None:

@@ -3,9 +3,10 @@ is learned (or why it never is).
 
 The one place that turns a ``file:`` URI into a path (``path_of``), reads the workspace's
 folders (``roots_of``), resolves paths against them (``workspace_root``, ``root_for``,
-``placed``, ``never_learned``: the rule a save, an accepted draft and an open document that
-others' drafts copy from all obey) and snapshots a request's document and workspace
-(``Where``). No store is opened here: which apply is stores.py's (Stores.for_path).
+``placed``; ``never_learned``: ngram_db.files' rule in the workspace, which a save, an
+accepted draft, an open document that others' drafts copy from and next edits all obey) and
+snapshots a request's document and workspace (``Where``). No store is opened here: which
+apply is stores.py's (Stores.for_path).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from urllib.parse import unquote
 from pygls.uris import to_fs_path
 from pygls.workspace import Workspace
 
-from ngram_db.files import content_skip_reason, path_skip_reason
+from ngram_db import files
+from ngram_db.files import path_skip_reason
 
 
 def doc_key(uri: str) -> str:
@@ -99,7 +101,8 @@ class Placed(NamedTuple):
 
 def placed(path: Path | None, roots: Sequence[Path]) -> Placed:
     """Where ``path`` is learned, or why it never is: not a file, a loop of symbolic links,
-    outside the workspace folders, a name or an ignore file that index-repo skips."""
+    outside the workspace folders, or the rule before the text is read (its name, the
+    ignore files: ``ngram_db.files.never_learned``)."""
     if path is None:
         return Placed(None, None, "not a file")
     try:
@@ -113,16 +116,28 @@ def placed(path: Path | None, roots: Sequence[Path]) -> Placed:
 
 
 def never_learned(
-    path: Path | None, text: str, roots: Sequence[Path], max_bytes: int
+    path: Path | None,
+    text: str,
+    roots: Sequence[Path],
+    max_bytes: int,
+    place: Placed | None = None,
 ) -> str | None:
-    """Why ``text`` in the file ``path`` is never learned; None: it may be.
+    """Why ``text`` in the file ``path`` is never learned, nor moved into another document;
+    None: it may be.
 
-    The one rule for a save of the file (``text``: its text), a draft accepted in it
-    (``text``: the draft with its line) and an open document that other documents' drafts
-    would copy from (lsp_server/match_indexes.py): where the file is (``placed``), then what the
-    text holds (``ngram_db.files.content_skip_reason``: secrets, size, binary, generated).
+    The rule (``ngram_db.files.never_learned``) in the workspace: the file must lie in a
+    workspace folder (``placed``: its name and the ignore files judged there), then its text
+    is judged. Asked for a save of the file (``text``: its text), a draft accepted in it (the
+    draft with its line), an open document that other documents' drafts would copy from
+    (lsp_server/shareable.py), a next edit made in it and a workspace file read for next
+    edits' sites. ``place``: ``placed(path, roots)`` judged before (kept, or asked before the
+    file was read).
     """
-    return placed(path, roots).reason or content_skip_reason(text, max_bytes)
+    place = place or placed(path, roots)
+    if place.reason is not None or place.path is None or place.root is None:
+        return place.reason or "outside the workspace"
+    rel = place.path.relative_to(place.root).as_posix()
+    return files.never_learned(rel, text, max_bytes=max_bytes)
 
 
 @dataclass(frozen=True)

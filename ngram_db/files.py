@@ -9,9 +9,10 @@ A folder outside git still has its ``.gitignore`` files respected. Files whose t
 secret (a private key block, an AWS, GitHub, GitLab, Slack, Stripe, Google or npm token) are
 skipped whatever their name. Symbolic links are never followed.
 
-``save_skip_reason`` applies the same rules to one saved file (the language server's didSave):
-``path_skip_reason`` (where the file is) and ``content_skip_reason`` (its text) apart, for a
-text that is not the file's (a draft accepted in it) or a file that is not saved (an open one).
+``never_learned`` is the rule (docs/privacy.md, "What is never learned"): every path that
+learns text or moves it between documents asks it, index-repo here (``list_candidates`` by
+name, ``read_text`` on the text), the language server through ``lsp_server.workspace`` (saves,
+accepted drafts, open documents, next edits). ``save_skip_reason`` is it for one saved file.
 
 Every git call goes through ``_git``: two plumbing commands (``ls-files``, ``check-ignore``)
 under settings that let no program the repository names run (docs/privacy.md, Security).
@@ -20,17 +21,20 @@ under settings that let no program the repository names run (docs/privacy.md, Se
 from __future__ import annotations
 
 import codecs
+import errno
 import logging
 import os
 import re
 import stat
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 import pathspec
+
+from ngram_db.regular import NotRegular, open_regular
 
 # gitignore-style patterns, matched against paths relative to the indexed root
 IGNORED_DIRS = [
@@ -44,7 +48,7 @@ SECRET_FILES = [
     ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.keystore", "*.jks",
     "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass", ".npmrc", ".pypirc",
     ".htpasswd", "credentials", "credentials.json", "credentials.y*ml", "*credentials*.json",
-    "secrets.json", "secrets.y*ml", "secrets.toml", "secrets.ini",
+    "secrets.*",
     "*.secret", "*.secrets", ".git-credentials", "*.kdbx", "*.gpg", "*.asc",
 ]  # fmt: skip
 GENERATED_FILES = [
@@ -213,14 +217,11 @@ def _ignore_file_text(path: Path) -> str | None:
 
     Like git, never through a link; and never a FIFO, which would block the read for ever.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        fd = os.open(path, flags)
+        fd, _ = open_regular(path, follow=False)
     except OSError:
         return None
     with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         return f.read().decode("utf-8", errors="replace")
 
 
@@ -284,16 +285,17 @@ def list_candidates(
     rels = git_files(root)
     if rels is None:
         rels = walk_files(root, _IGNORED_DIRS_SPEC)
-    skip_specs = [("ignored folder", _IGNORED_DIRS_SPEC), ("generated", _GENERATED_SPEC)]
-    if skip_secrets:
-        skip_specs.append(("secret", _SECRET_SPEC))
-    if exclude:
-        skip_specs.append(("excluded", _spec(exclude)))
     include_spec = _spec(include) if include else None
+    exclude_spec = _spec(exclude) if exclude else None
     skipped: dict[str, int] = {}
     out: list[Candidate] = []
-    for rel in sorted(set(rels)):
-        reason = _skip_reason(rel, skip_specs, include_spec)
+    for rel in sorted(set(rels)):  # listed as git lists: the ignore files are applied
+        if include_spec is not None and not include_spec.match_file(rel):
+            reason: str | None = "not included"
+        else:
+            reason = never_learned(rel, skip_secrets=skip_secrets)
+        if reason is None and exclude_spec is not None and exclude_spec.match_file(rel):
+            reason = "excluded"
         if reason is None:
             out.append(Candidate(rel, os.path.join(root, rel)))
         else:
@@ -301,26 +303,48 @@ def list_candidates(
     return out, skipped
 
 
-def skip_reason(rel: str, skip_secrets: bool = True) -> str | None:
-    """Why index_repo would skip a file by its name (None: it would not).
+def never_learned(
+    rel: str,
+    text: str | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    ignored: Callable[[], bool] | None = None,
+    skip_secrets: bool = True,
+) -> str | None:
+    """Why the file ``rel`` holding ``text`` is never learned, nor its text moved into another
+    document; None: it may be. docs/privacy.md's "What is never learned", rule for rule.
 
-    ``rel`` is the path relative to the workspace root, with / separators. The name rules
-    only: ``save_skip_reason`` adds the ignore files, the size and the text.
+    Every path asks it: index-repo (its listing, then each file's text), a save, an accepted
+    draft, an open document that others' drafts copy from, a next edit's pattern and its
+    workspace sites (``lsp_server.workspace.never_learned`` first finds the workspace folder
+    the file lies in: one outside them is never learned).
+
+    ``rel``: the path relative to the workspace folder (index-repo: its root), / separators.
+    Its name first (a secret's, an ignored folder, a generated file or lockfile, a binary
+    format); then ``ignored()``, whether an ignore file ignores it, asked only when the name
+    did not decide (it runs git; None: the caller's listing applied them, or a verdict kept
+    from before); then, given ``text``, what it holds (``content_skip_reason``). ``text``
+    None: before the file is read, so that one its name keeps out is never read.
+    ``skip_secrets`` False (``index-repo --index-secrets``) lifts the two secret rules.
+    """
+    reason = skip_reason(rel, skip_secrets)
+    if reason is None and ignored is not None and ignored():
+        reason = "gitignored"
+    if reason is None and text is not None:
+        reason = content_skip_reason(text, max_bytes, skip_secrets)
+    return reason
+
+
+def skip_reason(rel: str, skip_secrets: bool = True) -> str | None:
+    """Why a file is never learned by its name alone (None: its name does not say).
+
+    ``rel`` is the path relative to the workspace root, with / separators. ``never_learned``
+    adds the ignore files, the size and the text.
     """
     specs = [("ignored folder", _IGNORED_DIRS_SPEC), ("generated", _GENERATED_SPEC)]
     if skip_secrets:
         specs.append(("secret", _SECRET_SPEC))
-    return _skip_reason(rel, specs, None)
-
-
-def _skip_reason(
-    rel: str,
-    skip_specs: list[tuple[str, pathspec.PathSpec]],
-    include_spec: pathspec.PathSpec | None,
-) -> str | None:
-    if include_spec is not None and not include_spec.match_file(rel):
-        return "not included"
-    for reason, spec in skip_specs:
+    for reason, spec in specs:
         if spec.match_file(rel):
             return reason
     if os.path.splitext(rel)[1].lower() in BINARY_SUFFIXES:
@@ -386,43 +410,42 @@ def _gitignored(root: Path, rel: str) -> bool:
 
 
 def path_skip_reason(path: Path, root: Path) -> str | None:
-    """Why a file under ``root`` is not indexed by where it is: its name (secret, generated,
-    binary, an ignored folder) or the ignore files; None: its text decides.
+    """Why a file under ``root`` is never learned by where it is (``never_learned`` before its
+    text is read: its name, the ignore files); None: its text decides.
 
     ``path`` and ``root`` are resolved; ``path`` lies under ``root``.
     """
     rel = path.relative_to(root).as_posix()
-    reason = skip_reason(rel)
-    if reason is not None:
-        return reason
-    return "gitignored" if _gitignored(root, rel) else None
+    return never_learned(rel, ignored=lambda: _gitignored(root, rel))
 
 
-def content_skip_reason(text: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str | None:
-    """Why a text is not indexed whatever its file: over ``max_bytes`` of UTF-8, binary,
-    generated, minified, or holding a secret (``text_skip_reason``); None: index it."""
+def content_skip_reason(
+    text: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES, skip_secrets: bool = True
+) -> str | None:
+    """Why a text is never learned whatever its file: over ``max_bytes`` of UTF-8, binary,
+    generated, minified, or holding a secret (``text_skip_reason``); None: it may be."""
     # a character is 1 to 4 bytes: measure the bytes only when the bounds do not decide
     if len(text) > max_bytes or (
         4 * len(text) > max_bytes and len(text.encode("utf-8", "surrogatepass")) > max_bytes
     ):
         return "too large"
-    return text_skip_reason(text)
+    return text_skip_reason(text, skip_secrets)
 
 
 def save_skip_reason(
     path: Path, root: Path, text: str, max_bytes: int = DEFAULT_MAX_FILE_BYTES
 ) -> str | None:
-    """Why a saved file would not be indexed, as index-repo decides (None: index it).
-
-    ``path`` and ``root`` are resolved; ``path`` lies under ``root``. Checks the name rules,
-    the ignore files (``path_skip_reason``), the size (``max_bytes`` of UTF-8) and the text,
-    secrets included (``content_skip_reason``).
-    """
-    return path_skip_reason(path, root) or content_skip_reason(text, max_bytes)
+    """Why a saved file is never learned (``never_learned``, the ignore files asked of git);
+    None: it is. ``path`` and ``root`` are resolved; ``path`` lies under ``root``."""
+    rel = path.relative_to(root).as_posix()
+    return never_learned(rel, text, max_bytes=max_bytes, ignored=lambda: _gitignored(root, rel))
 
 
 def read_text(candidate: Candidate, root: Path, max_bytes: int, skip_secrets: bool = True) -> str:
-    """The file's text (undecodable bytes replaced); raises Skipped with the reason."""
+    """The file's text (undecodable bytes replaced), if ``never_learned`` lets it through;
+    raises Skipped with the reason. Reads only a regular file under ``root``, never through a
+    link (``open_regular``: it may have become a FIFO or a link since it was listed), of at
+    most ``max_bytes``; its head is judged binary or not before the rest is read."""
     try:
         info = os.lstat(candidate.path)
     except OSError as err:
@@ -434,14 +457,20 @@ def read_text(candidate: Candidate, root: Path, max_bytes: int, skip_secrets: bo
     # a folder on the way may itself be a link (git lists files under linked folders too)
     if not Path(candidate.path).resolve().is_relative_to(root):
         raise Skipped("symlink")
-    if info.st_size > max_bytes:
-        raise Skipped("too large")
     try:
-        with open(candidate.path, "rb") as f:
+        fd, size = open_regular(candidate.path, follow=False)
+    except NotRegular as err:
+        raise Skipped("not a regular file") from err
+    except OSError as err:
+        raise Skipped("symlink" if err.errno == errno.ELOOP else "unreadable") from err
+    try:
+        with open(fd, "rb") as f:
+            if size > max_bytes:
+                raise Skipped("too large")
             text = _read_head_first(f, max_bytes)
     except OSError as err:
         raise Skipped("unreadable") from err
-    reason = text_skip_reason(text, skip_secrets)
+    reason = never_learned(candidate.rel, text, max_bytes=max_bytes, skip_secrets=skip_secrets)
     if reason is not None:
         raise Skipped(reason)
     return text

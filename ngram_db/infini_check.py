@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ngram_db.errors import NgramStoreError
+from ngram_db.regular import NotRegular, open_regular
 
 MAX_MANIFEST_BYTES = 16 << 20  # about 30,000 shards' entries; a bigger one is not ours
 SAMPLES = 4096  # separators and suffix-array pointers checked a shard
@@ -69,24 +69,18 @@ class ShardFiles:
 
 def _open_regular(path: Path, max_bytes: int | None = None) -> tuple[int, int]:
     """(fd, size) of ``path`` opened for reading, if it is a regular file (of at most
-    ``max_bytes``); raises InfiniIndexError. O_NONBLOCK: a FIFO's open does not wait for a
-    writer; the fstat then refuses it, as it refuses a device such as /dev/zero."""
+    ``max_bytes``); raises InfiniIndexError (ngram_db.regular.open_regular: a FIFO or a
+    device is refused before a byte is read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd, size = open_regular(path)
+    except NotRegular as err:
+        raise InfiniIndexError(f"{path} is not a regular file: rebuild the index") from err
     except OSError as err:
         raise InfiniIndexError(f"{path} cannot be opened: {err.strerror or err}") from err
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InfiniIndexError(f"{path} is not a regular file: rebuild the index")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise InfiniIndexError(
-                f"{path} is {info.st_size:,} bytes, more than a manifest's {max_bytes:,}"
-            )
-    except BaseException:
+    if max_bytes is not None and size > max_bytes:
         os.close(fd)
-        raise
-    return fd, info.st_size
+        raise InfiniIndexError(f"{path} is {size:,} bytes, more than a manifest's {max_bytes:,}")
+    return fd, size
 
 
 def _pread_all(fd: int, size: int, offset: int = 0) -> bytes:
