@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import random
 import re
 from pathlib import Path
@@ -21,6 +22,7 @@ from ngram_db.files import (
     secret_in,
     text_skip_reason,
 )
+from ngram_db.regular import NotRegular, open_regular
 
 LATIN1_COMMENT = "# écrit par François: ça génère les données\ndef f(x):\n    return x\n"
 
@@ -169,3 +171,27 @@ def test_the_needle_scan_finds_what_one_search_of_all_patterns_found() -> None:
             kinds = SECRET_PATTERNS.items()
             expected = next(k for k, p in kinds if re.fullmatch(p, found.group()))
         assert secret_in(text) == expected, text
+
+
+def test_open_regular_refuses_fifos_devices_and_folders_before_reading(tmp_path: Path) -> None:
+    """No open that waits (a FIFO without a writer), no read of a device: the check that
+    index-repo, next edits' workspace sites and the shared indexes share (issue 51)."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link").symlink_to(tmp_path / "pipe")
+    read, write = os.pipe()  # what /dev/stdin is under an editor: the protocol's pipe
+    try:
+        for path in [tmp_path / "pipe", tmp_path / "link", "/dev/zero", tmp_path]:
+            with pytest.raises(NotRegular):
+                open_regular(path)
+        with pytest.raises(NotRegular):
+            open_regular(f"/proc/self/fd/{read}")
+    finally:
+        os.close(read)
+        os.close(write)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "a_link.py").symlink_to(tmp_path / "a.py")
+    fd, size = open_regular(tmp_path / "a_link.py")
+    os.close(fd)
+    assert size == 6
+    with pytest.raises(OSError, match="symbolic links|Too many levels"):
+        open_regular(tmp_path / "a_link.py", follow=False)

@@ -4,10 +4,18 @@ would not learn lends nothing."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lsp_server.match_indexes import MatchIndexes
+from lsp_server.next_edits import workspace as workspace_module
 from lsp_server.next_edits.log import EditLog
 from lsp_server.next_edits.proposals import Doc, NextEdits
 from lsp_server.next_edits.workspace import files_holding, finder
@@ -96,3 +104,118 @@ def test_a_stored_file_a_save_would_not_learn_lends_nothing(tmp_path: Path, toke
     (root / "views.py").write_text(secret)
     got = edits.propose(uri, 2, docs, "workspace", lambda u, t: True, files)
     assert all(p.site.origin != "workspace" for p in got)
+
+
+# ----- a stored file the repository replaced since (issue 51, item 4) -----------------------
+
+# Run in a child process: on a FIFO the read blocks for ever, on /dev/zero it grows without
+# end (capped here at 512 MB more address space), on /dev/stdin it reads the process's input,
+# which for the server is the language-server stream.
+CHILD = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from pathlib import Path
+    from lsp_server.match_indexes import MatchIndexes
+    from lsp_server.next_edits.log import EditLog
+    from lsp_server.next_edits.proposals import NextEdits
+    from lsp_server.next_edits.workspace import finder
+    from ngram_db import ByteTokenizer, NgramStore
+
+    ws, target = Path(sys.argv[1]), sys.argv[2]
+    BYTES = ByteTokenizer()
+    stored = ws / "views.py"
+    store = NgramStore.open(":memory:", BYTES)
+    store.update_file(str(stored), stored.read_text())
+    segments = MatchIndexes(BYTES).stores.store_segments(store)
+    stored.unlink()  # what a pulled commit can do: the stored file is now ...
+    if target == "fifo":
+        os.mkfifo(stored)  # ... a FIFO
+    else:
+        stored.symlink_to(target)  # ... a link
+    edits, log, uri = NextEdits(), EditLog(), (ws / "main.py").as_uri()
+    log.open(uri, "get_user(1)\\n")
+    log.changed(uri, "fetch_user(1)\\n", 2)
+    pattern = edits.ended(log.end(uri), "python").pattern
+    vm = int(next(l for l in open("/proc/self/status") if l.startswith("VmSize")).split()[1])
+    resource.setrlimit(resource.RLIMIT_AS, ((vm << 10) + (512 << 20), resource.RLIM_INFINITY))
+    files = finder(segments, lambda t: BYTES.encode_batch([t])[0], [ws], 1_000_000)
+    found = [u for u, _ in files(pattern)]
+    print(json.dumps({"found": found, "stdin": sys.stdin.read()}))
+    """
+)
+LSP_MESSAGE = 'Content-Length: 45\r\n\r\n{"jsonrpc": "2.0", "method": "get_user(7)"}'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["fifo", "link to a fifo", "/dev/zero", "/dev/stdin"])
+def test_a_stored_file_replaced_by_a_fifo_or_a_device_is_not_read(
+    tmp_path: Path, target: str
+) -> None:
+    """Before: the FIFO hung next edits for good, /dev/zero grew the process until it died,
+    /dev/stdin read the stream the server reads its requests from."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".git").mkdir()
+    (root / "views.py").write_text("def show(uid):\n    return get_user(uid)\n")
+    if target == "link to a fifo":
+        os.mkfifo(root / "pipe")
+        target = str(root / "pipe")
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", CHILD, str(root), target],
+            input=LSP_MESSAGE,
+            capture_output=True,
+            text=True,
+            timeout=120,  # a few seconds when it works (the imports); a hang otherwise
+            cwd=Path(__file__).parent.parent,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"next edits hung reading {target}")
+    assert run.returncode == 0, f"the process died ({run.returncode}): {run.stderr[-2000:]}"
+    result = json.loads(run.stdout)
+    assert result["found"] == []
+    assert result["stdin"] == LSP_MESSAGE  # nothing of the stream was read
+
+
+def test_a_stored_file_grown_over_max_file_bytes_lends_no_site(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    root, store, memory = _workspace(tmp_path, tokenizer)
+    files = finder(memory.stores.store_segments(store), _encode(tokenizer), [root], 1_000)
+    edits, log, uri = NextEdits(), EditLog(), (root / "main.py").as_uri()
+    log.open(uri, EDITED)
+    log.changed(uri, EDITED.replace("get_user(1)", "fetch_user(1)"), 2)
+    change = log.end(uri)
+    assert change is not None
+    pattern = edits.ended(change, "python").pattern
+    assert pattern is not None
+    assert "views.py" in {Path(u).name for u, _ in files(pattern)}
+    (root / "views.py").write_text("def show(uid):\n    return get_user(uid)\n" + "#" * 2_000)
+    assert "views.py" not in {Path(u).name for u, _ in files(pattern)}
+
+
+def test_the_rule_is_asked_before_a_stored_file_is_opened(
+    tmp_path: Path, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the rule keeps out by where it lies (git-ignored here, a secret's name, outside
+    the workspace) is never opened: before, it was read whole and judged after."""
+    root, store, memory = _workspace(tmp_path, tokenizer)
+    (root / ".gitignore").write_text("views.py\n")
+    opened: list[str] = []
+    read = workspace_module.read_text
+
+    def reading(candidate: Any, *args: Any) -> str:
+        opened.append(Path(candidate.path).name)
+        return read(candidate, *args)
+
+    monkeypatch.setattr(workspace_module, "read_text", reading)
+    files = finder(memory.stores.store_segments(store), _encode(tokenizer), [root], 1_000_000)
+    edits, log, uri = NextEdits(), EditLog(), (root / "main.py").as_uri()
+    log.open(uri, EDITED)
+    log.changed(uri, EDITED.replace("get_user(1)", "fetch_user(1)"), 2)
+    change = log.end(uri)
+    assert change is not None
+    pattern = edits.ended(change, "python").pattern
+    assert pattern is not None
+    assert {Path(u).name for u, _ in files(pattern)} == {"api.py"}
+    assert "views.py" not in opened and "api.py" in opened

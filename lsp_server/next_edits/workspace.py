@@ -4,8 +4,15 @@ The store's suffix indexes (lsp_server/store_indexes.py, ngram_db/suffix.py) hol
 file's token ids: the pattern's anchor (sites.anchor), tokenized alone and after a space as
 the model's tokenizer splits it inside a file, finds the files that hold it in one lookup
 each. Those files (at most MAX_FILES, not open in the editor) are read from disk and searched
-like an open document: the index only picks them, the text decides. A file a save would not
-learn (workspace.never_learned, the rule the open documents obey) is not read for sites.
+like an open document: the index only picks them, the text decides.
+
+A file is read only as index-repo would read it, whatever the repository put there since it
+was stored (a pulled commit can replace a file by a link): the rule is asked first, on where
+it lies (``workspace.placed``: in a workspace folder, its name, the ignore files), and a file
+it keeps out is never opened; then ``ngram_db.files.read_text`` opens it only if it is a
+regular file and not a link (``ngram_db.regular.open_regular``: a FIFO does not block, a
+device such as /dev/zero or /dev/stdin is not read), never reads more than ``maxFileBytes``
+(a bigger file is not read, nor parsed), and asks the rule again on its text.
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ from pygls.uris import from_fs_path
 from lsp_server.next_edits.patterns import Pattern
 from lsp_server.next_edits.proposals import Doc
 from lsp_server.next_edits.sites import anchor
-from lsp_server.workspace import never_learned
+from lsp_server.workspace import placed
 from ngram_db.errors import NgramStoreError
+from ngram_db.files import Candidate, Skipped, read_text
 from ngram_db.suffix_store import Segment
 
 log = logging.getLogger(__name__)
@@ -66,18 +74,25 @@ def finder(
 
     def find(pattern: Pattern) -> Iterable[tuple[str, Doc]]:
         for path in files_holding(segments, encode, anchor(pattern))[:MAX_FILES]:
-            try:
-                if Path(path).stat().st_size > max_bytes:
-                    continue
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError, ValueError):
-                continue  # gone, unreadable or not text since it was stored
-            if never_learned(Path(path), text, roots, max_bytes) is not None:
-                continue
-            uri = from_fs_path(path) or ""
-            yield uri, Doc(text, None, path)
+            text = readable(path, roots, max_bytes)
+            if text is not None:
+                yield from_fs_path(path) or "", Doc(text, None, path)
 
     return find
+
+
+def readable(path: str, roots: Sequence[Path], max_bytes: int) -> str | None:
+    """The text of the stored file ``path`` if the rule lets it lend its sites (asked before
+    it is opened, then on its text) and it is still a regular file of at most ``max_bytes``
+    (not a link, a FIFO or a device); None otherwise (gone, unreadable, or not text)."""
+    place = placed(Path(path), roots)
+    if place.reason is not None or place.path is None or place.root is None:
+        return None
+    rel = place.path.relative_to(place.root).as_posix()
+    try:  # the path as stored: a link put in its place is not followed
+        return read_text(Candidate(rel, path), place.root, max_bytes)
+    except Skipped:
+        return None
 
 
 def finder_for(
