@@ -9,9 +9,10 @@ prints the drafts for one cursor position of a file.
 ``--line`` and ``--col`` are 0-based, like LSP positions; ``--col`` counts characters
 (Unicode code points) of the line. ``complete`` answers as the server would at that place,
 with the same settings and defaults (``--settings`` takes any of them, as the editors send
-them; the flags are shorthands) and the same completion path: the codebase store of the
-file's git repository when that store exists (build it with ``index-repo``), the user
-store, and the memory over both and the file.
+them; the flags are shorthands) and the same completion path: the codebase store given
+with ``--db`` (wherever the file lies), else that of the file's git repository when that
+store exists (build it with ``index-repo``), the user store, and the memory over both and
+the file.
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--threads", type=int, help="CPU threads (default 1)")
     complete.add_argument("--line-mode", choices=LINE_MODES, help="setting lineMode (auto)")
     complete.add_argument("--multi-line", action="store_true", help="--line-mode multi")
-    complete.add_argument("--db", type=Path, help="codebase store (default: the repo's, if any)")
+    complete.add_argument(
+        "--db", type=Path, help="codebase store, wherever FILE lies (default: its repo's, if any)"
+    )
     complete.add_argument(
         "--settings",
         type=json.loads,
@@ -134,8 +137,8 @@ def cli_settings(args: argparse.Namespace) -> Settings:
 
 def run_complete(args: argparse.Namespace) -> dict[str, object]:
     """The drafts at the cursor as the JSON object ``complete --json`` prints: the server's
-    answer (lsp_server/answer.py) for one file, which is the only open document; a file
-    outside a git repository has no codebase store."""
+    answer (lsp_server/answer.py) for one file, which is the only open document. The codebase
+    store is ``--db`` (which must exist), else the file's git repository's if it has one."""
     from lsp_server.answer import answer
     from lsp_server.cursor import CursorContext
     from lsp_server.match_indexes import MatchIndexes
@@ -147,6 +150,14 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
 
     settings = cli_settings(args)
     path = args.file.resolve()
+    roots = []  # no workspace: the file's repository's store, only where it exists
+    if args.db is not None:  # the store given serves the file, wherever the file lies
+        if not args.db.is_file():
+            raise CliError(
+                f"--db {args.db}: there is no store at that path; build one with "
+                f"index-repo FOLDER --db {args.db}"
+            )
+        roots = [root_for(path, []) or path.parent]
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -158,11 +169,10 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
     load_ms = (time.perf_counter() - started) * 1e3
     stores = Stores(engine.tokenizer, settings.stores)
     session = Session(engine, stores, MatchIndexes(engine.tokenizer))
-    # No workspace: the repository's codebase store, only where it exists; the file is the
-    # one open document.
+    # The file is the one open document.
     uri = path.as_uri()
-    request = Request(doc_key(uri), Where(uri, path, [], {uri: text}), context, settings)
-    here = session.stores.for_path(path, [])
+    request = Request(doc_key(uri), Where(uri, path, roots, {uri: text}), context, settings)
+    here = session.stores.for_path(path, roots)
     if settings.decoding.memory:
         for store in here.present():  # index the stores now, as a running server has
             session.indexes.stores.store_index(store)
