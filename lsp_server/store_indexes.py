@@ -176,7 +176,8 @@ class StoreIndexes:
         or None); (False, None) when it is the same.
 
         Once a deleted file's segment is no longer served (and the last request that holds
-        it is done), its pages are unmapped and its blocks on disk freed: forgetting erases.
+        it is done), its private copy is unmapped and its blocks on disk freed (ngram_db/
+        suffix_store.py): forgetting erases.
         """
         if store.path is None or entry.in_ram:
             return False, None

@@ -11,19 +11,23 @@ file beside the store, ``<store>-suffix``, the *base*:
 
 The header names the tokenizer, the arrays' checksum and each stream's file (path, sha256,
 tokens). ``open_base`` checks the size and checksum before any use. A small base (up to
-COPY_BYTES) is then read into memory whole: nothing done to the file afterwards can reach it. A
-bigger one is mapped (np.memmap: it costs the pages that lookups touch, not a copy); the file
-is written to a temporary file and renamed over the old one, so a reader never sees it
-half-written and a mapping keeps the file it mapped. A damaged base (truncated, bytes changed)
-raises BaseDamaged, and the memory deletes and rebuilds it.
+COPY_BYTES) is then read into memory whole: nothing done to the file afterwards can reach it.
+The file is written to a temporary file and renamed over the old one, so a reader never sees
+it half-written. A damaged base (truncated, bytes changed) raises BaseDamaged, and the memory
+deletes and rebuilds it.
 
-A mapped file changed in place by someone else (truncated by a sync tool, a full disk, an
-editor; overwritten) cannot be trusted: reading a page past a shrunk end raises SIGBUS, which
-Python cannot catch, and changed bytes index out of bounds. So before each lookup the index
-asks the open file (``MappedBase.intact``: fstat of its descriptor) whether its size and
-modification time are still those that were checked; if not, or if a lookup meets an index out
-of bounds or a token the file did not hold, the base is left out (SuffixIndex.failed) and the
-memory reopens the file at its next use (checked again: rebuilt when damaged).
+A bigger base is never mapped where it can change under a lookup: a mapped file truncated by
+another process (a sync tool, a second index-repo, a full disk, an editor) raises SIGBUS at
+the next read of a page past its new end, which Python cannot catch (the process dies). So
+its arrays are copied, as they are read for the checksum, into a file that no other process
+can name (``_private_copy``: O_TMPFILE in the base's folder, or a file unlinked as soon as it
+is created), and that copy is mapped (it costs the pages that lookups touch, page cache the
+kernel can reclaim, not RAM of the process; the copy's blocks are freed when it is unmapped).
+The bytes checked are the bytes used, as for a small base. Where the copy cannot be made (a
+read-only folder, a full disk) the arrays are read into memory. The index still asks the copy
+before each lookup whether its size and modification time are those it was checked with
+(``MappedBase.intact``, an fstat), and bounds-checks what a lookup reads (SuffixIndex.failed):
+what only a process of the same user that goes looking for the descriptor could change.
 
 What changed in the store since the base was built is the memory's to follow: it masks out
 the base's streams whose file changed or went away (``Segment.mask``, SuffixIndex.alive) and
@@ -33,16 +37,19 @@ Privacy: the base holds the code's tokens as the store does. It is created 0600 
 folder. Whatever erases from the store (NgramStore.forget, clear, prune) calls ``drop_base``:
 it deletes the base when it holds an erased file, and every temporary base being written; a
 build that read the store before an erase deletes its own result when it finds one of its files
-gone from the store. A process that has the deleted file mapped keeps its blocks until it
-unmaps it: the memory drops its mapping when it sees the file gone (at its next use).
+gone from the store. A process that maps a base keeps its private copy's blocks until it
+unmaps it: the memory drops its mapping when it sees the base file gone (at its next use).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import mmap
 import os
 import struct
+import tempfile
 import threading
 import weakref
 import zlib
@@ -77,11 +84,11 @@ _PREFIX = struct.Struct("<8sII")  # magic, version, header bytes
 _ALIGN = 64  # the arrays start at a multiple of this many bytes
 _CHUNK = 1 << 22  # bytes read at a time for the checksum
 _TOKENS = np.dtype("<i4")
-# Bases whose arrays hold up to this many bytes are copied into memory when opened, not
-# mapped. The checksum reads every byte at open anyway, so a copy costs no more disk reads,
-# only RAM equal to the file: 16 MiB is 2M tokens (a large repository), under 4% of the
-# server's resident size (about 460 MB with the default model). A copy cannot change under the
-# server; a mapped file can (see the module docstring), which only bigger bases risk.
+# Bases whose arrays hold up to this many bytes are copied into memory when opened. The
+# checksum reads every byte at open anyway, so a copy costs no more disk reads, only RAM equal
+# to the file: 16 MiB is 2M tokens (a large repository), under 4% of the server's resident
+# size (about 460 MB with the default model). Bigger ones are copied to a private file and
+# mapped (see the module docstring).
 COPY_BYTES = 16 << 20
 
 # One build of a base file at a time per file in this process (index_repo on the server's store
@@ -288,15 +295,16 @@ def open_base(store_path: Path, tokenizer: str, **options: Any) -> Segment | Non
         if int(lengths.sum()) + len(files) != n or (lengths < 0).any():
             raise BaseDamaged(f"{path}: its streams do not add up to its tokens")
         backing: MappedBase | None = None
-        if size <= COPY_BYTES:  # the bytes checked are the bytes used
+        copy = _private_copy(handle, path, start, size, n * _TOKENS.itemsize, crc)
+        if copy is None:  # the bytes checked are the bytes used
             raw = _read_checked(handle, path, start, size, crc)
         else:
-            max_token = _check(handle, path, start, n * _TOKENS.itemsize, crc)
-            raw = np.asarray(np.memmap(handle, dtype=np.uint8, mode="r", offset=start))
-            backing = MappedBase(handle.fileno(), path, st, max_token)
-            if not backing.intact():  # changed between the checksum and the mapping
-                backing.close()
-                raise BaseDamaged(f"{path} changed while it was being opened")
+            fd, max_token = copy
+            try:
+                raw = np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8)
+                backing = MappedBase(fd, path, os.fstat(fd), max_token)
+            finally:
+                os.close(fd)
         tokens = raw[: n * _TOKENS.itemsize].view(_TOKENS)
         sa = raw[n * _TOKENS.itemsize :].view(sa_type)
     ends = np.cumsum(lengths + 1) - 1
@@ -308,15 +316,10 @@ def open_base(store_path: Path, tokenizer: str, **options: Any) -> Segment | Non
 
 
 class MappedBase:
-    """The file under a mapped base, kept open: whether it still holds what was checked.
-
-    ``intact`` is one fstat (about a microsecond), asked before each lookup. What it cannot
-    close: a truncation between that fstat and the lookup's page reads (a lookup takes well
-    under a millisecond) still raises SIGBUS; and a write in place that keeps the size and
-    lands within the file system's timestamp granularity (a few ms) goes unseen, which the
-    lookups' bounds checks catch (SuffixIndex.failed). Our own writers never do either: they
-    write a new file and rename it over the old one, which leaves this mapping whole.
-    """
+    """The private copy under a mapped base, kept open: whether it still holds what was
+    checked. ``intact`` is one fstat (about a microsecond), asked before each lookup. No other
+    process can open the copy by a name; this guards against one that finds its descriptor
+    (/proc/PID/fd) all the same, as the lookups' bounds checks do (SuffixIndex.failed)."""
 
     def __init__(self, fd: int, path: Path, st: os.stat_result, max_token: int) -> None:
         self._fd: int | None = os.dup(fd)
@@ -354,21 +357,64 @@ def _read_checked(handle: Any, path: Path, start: int, size: int, crc: int) -> n
     return np.frombuffer(raw, dtype=np.uint8)
 
 
-def _check(handle: Any, path: Path, start: int, token_bytes: int, crc: int) -> int:
-    """Check the arrays' checksum, read in chunks (through the page cache, not mapped);
-    returns the largest token id (the lookups' bound on what a match may propose)."""
-    handle.seek(start)
-    value, max_token, left = 0, -1, token_bytes
-    while chunk := handle.read(min(_CHUNK, left) if left > 0 else _CHUNK):
-        value = zlib.crc32(chunk, value)
-        if left > 0:  # the tokens come first; _CHUNK keeps their chunks whole int32s
-            if len(chunk) % _TOKENS.itemsize:
+def _private_copy(
+    handle: Any, path: Path, start: int, size: int, token_bytes: int, crc: int
+) -> tuple[int, int] | None:
+    """The arrays' ``size`` bytes copied into a file no other process can name, checked as
+    they are copied: (its descriptor, the largest token id: the lookups' bound on what a match
+    may propose). None for a base of up to COPY_BYTES, on a system that cannot unlink an open
+    file, or where the copy cannot be written (the caller reads the arrays into memory)."""
+    if size <= COPY_BYTES or os.name != "posix":
+        return None
+    try:
+        fd = _unnamed_file(path.parent)
+    except OSError:
+        return None
+    try:
+        handle.seek(start)
+        value, max_token, done = 0, -1, 0
+        while done < size:
+            chunk = handle.read(min(_CHUNK, size - done))
+            if not chunk:
                 raise BaseDamaged(f"{path} shrank while it was being read")
-            max_token = max(max_token, int(np.frombuffer(chunk, dtype=_TOKENS).max()))
-            left -= len(chunk)
-    if value != crc:
-        raise BaseDamaged(f"{path}: its checksum does not match")
-    return max_token
+            value = zlib.crc32(chunk, value)
+            tokens = chunk[: max(0, token_bytes - done)]  # the tokens come first
+            if len(tokens) % _TOKENS.itemsize:
+                raise BaseDamaged(f"{path} shrank while it was being read")
+            if tokens:
+                max_token = max(max_token, int(np.frombuffer(tokens, dtype=_TOKENS).max()))
+            _write_all(fd, chunk)
+            done += len(chunk)
+        if value != crc:
+            raise BaseDamaged(f"{path}: its checksum does not match")
+    except OSError:  # a full disk: read into memory instead
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, max_token
+
+
+def _unnamed_file(folder: Path) -> int:
+    """A new file in ``folder``, read-write, that no other process can open by a name:
+    O_TMPFILE where the file system has it, else created 0600 and unlinked at once."""
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    if hasattr(os, "O_TMPFILE"):
+        try:
+            return os.open(folder, flags | os.O_TMPFILE, FILE_MODE)
+        except OSError as err:  # a file system without it
+            if err.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, name = tempfile.mkstemp(prefix=".suffix-copy-", dir=folder)
+    os.unlink(name)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _read_header(handle: Any, path: Path) -> tuple[dict[str, Any], int]:
