@@ -61,6 +61,7 @@ def test_complete_uses_the_store_given_with_db_wherever_the_file_lies(
 def test_complete_with_a_db_that_does_not_exist_says_so(tmp_path: Path, tiny: None) -> None:
     (tmp_path / "main.py").write_text(DOCUMENT)
     missing = tmp_path / "none.sqlite"
-    with pytest.raises(cli.CliError, match="none.sqlite: there is no store at that path; build one with index-repo"):
+    said = "none.sqlite: there is no store at that path; build one with index-repo"
+    with pytest.raises(cli.CliError, match=said):
         _complete(tmp_path / "main.py", "--db", str(missing))
     assert not missing.exists()
