@@ -3,7 +3,7 @@
 ``answer(session, request, cancel)`` is what the server runs on its engine thread
 (model_calls.py), and what ``superposed-lsp complete`` (cli.py) and the demo call directly, so
 the three answer alike. In order: the stores that apply to the file (looked up once), the
-n-gram source over them, the kNN store beside the codebase store (knnWeight), the
+n-gram source over them, the
 codebase in the prompt (setting ``context``), the memory's matches (setting ``memory``), then
 ``completion.decode``. It raises what decode raises (Cancelled, EngineError): the caller says
 what they mean to its user.
@@ -29,7 +29,6 @@ from lsp_server.session import Session
 from lsp_server.store_failures import explain
 from lsp_server.stores import StoresHere
 from ngram_db.errors import NgramStoreError, StoreBusy
-from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource
 from superposed.types import CancelCheck
 
@@ -69,12 +68,11 @@ def answer(
     decoding = request.settings.decoding
     here = stores_here(session, request, report)
     ngram = session.stores.source_of(here, decoding.lambdas)
-    knn = knn_source(session, here, report) if decoding.knn_weight > 0 else None
     context = with_preamble(session, request, here, assembler or ContextAssembler())
     matches = None
     if decoding.memory:
         matches = memory_matches(session, request, here, pending or start_memory(session, request))
-    return decode(session.engine, context, decoding, ngram, cancel=cancel, memory=matches, knn=knn)
+    return decode(session.engine, context, decoding, ngram, cancel=cancel, memory=matches)
 
 
 def stores_here(session: Session, request: Request, report: Report = logged) -> StoresHere:
@@ -90,15 +88,6 @@ def stores_here(session: Session, request: Request, report: Report = logged) -> 
     except NgramStoreError as err:  # the user must fix it: say so, serve without
         report(f"n-gram store unusable: {explain(err)}", types.MessageType.Error)
         return NONE_HERE
-
-
-def knn_source(session: Session, here: StoresHere, report: Report) -> HiddenSource | None:
-    """The kNN store beside the codebase store (lsp_server/knn.py), if any."""
-    store = here.codebase
-    if store is None:
-        return None
-    fingerprint = store.tokenizer.fingerprint
-    return session.knn.for_store(store, session.engine.name, fingerprint, report)
 
 
 def start_memory(session: Session, request: Request) -> PendingSource:

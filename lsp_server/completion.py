@@ -36,7 +36,6 @@ from lsp_server.syntax import Decision, decide
 from lsp_server.wellformed import Cursor, parses
 from superposed import ranking
 from superposed.api import Completion, Engine
-from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource, NgramSource
 from superposed.types import CancelCheck, DecodeConfig, StopCondition
 
@@ -199,7 +198,6 @@ def decode(
     cancel: CancelCheck | None = None,
     max_prompt_tokens: int | None = None,
     memory: MatchSource | None = None,
-    knn: HiddenSource | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed.
 
@@ -230,7 +228,6 @@ def decode(
         stop=stop,
         cancel=cancel,
         memory=memory,
-        knn=knn,  # the hidden-state memory (knnWeight; lsp_server/knn.py)
     )
     timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms

@@ -398,6 +398,9 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "nextEditsScope": ("next_edits", "scope", _choice(NEXT_EDIT_SCOPES)),
 }
 KEYS = tuple(_FIELDS)
+# Settings retired with what they switched on, each measured without gain (its results stay:
+# bench/results/README.md): one a client still sends is named in one message and ignored.
+RETIRED = dict.fromkeys(("knnWeight", "knnNeighbours", "knnTemperature"), "the kNN store")
 # The settings that take one of a few names, and those names (camelCase key -> names).
 CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}
 
@@ -421,6 +424,12 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
     errors: list[str] = []
     section = section_of(options)
     for key, value in section.items():
+        if key in RETIRED:
+            errors.append(
+                f"setting {SECTION}.{key} is retired with {RETIRED[key]}, which measured no "
+                "gain (docs/benchmarks.md); it is ignored: remove it from your settings"
+            )
+            continue
         if key not in _FIELDS:
             errors.append(f"unknown setting {SECTION}.{key} (known: {', '.join(KEYS)})")
             continue

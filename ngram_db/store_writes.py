@@ -1,6 +1,7 @@
 """A store's writes: exact per-file updates (the old ids subtracted, the new added, in one
 ``BEGIN IMMEDIATE`` transaction), renames, the symbols rows, and forgetting (secure delete,
-the WAL folded back, the suffix index dropped when it holds a forgotten file).
+the WAL folded back, the suffix index dropped when it holds a forgotten file, and older
+versions' leftovers beside the store deleted).
 
 ``StoreWrites`` is a part of ``ngram_db.store.NgramStore``, which sets the connections and locks
 it uses.
@@ -19,6 +20,7 @@ import sqlite_utils
 from ngram_db import keys as K
 from ngram_db import suffix_store, symbols
 from ngram_db.records import FileTokens, content_hash, pack_ids, path_key, unpack_ids
+from ngram_db.store_files import drop_leftovers
 from ngram_db.store_reads import StoreReads
 from ngram_db.store_sql import (
     DELETE_EMPTY,
@@ -132,7 +134,8 @@ class StoreWrites(StoreReads):
     @contextmanager
     def _erasing(self, paths: Sequence[str] | None = None) -> Iterator[None]:
         """Deletions overwrite the freed content, and the WAL is folded back at the end; the
-        suffix index file is deleted if it holds one of ``paths`` (None: everything)."""
+        suffix index file is deleted if it holds one of ``paths`` (None: everything), and
+        the files older versions left beside the store (store_files.LEFTOVERS) are deleted."""
         with self._lock, self._sqlite_errors():
             self.conn.execute("PRAGMA secure_delete = ON")
         try:
@@ -144,6 +147,7 @@ class StoreWrites(StoreReads):
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             if self.path is not None:
                 suffix_store.drop_base(self.path, paths)
+                drop_leftovers(self.path)
 
     def _write_locked(self, files: Sequence[FileTokens], removed: Sequence[str]) -> int:
         files = list({f.path: f for f in files}.values())  # the last content of a path wins

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -19,7 +18,6 @@ from superposed.cuda_graph import unsupported_reason as graphs_unsupported
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt
-from superposed.knn import HiddenSource, KnnLookup, tapped
 from superposed.model import LoadedModel, compact_loading, load_model, set_threads
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
@@ -204,7 +202,6 @@ class Engine:
         stop: StopCondition | None = None,
         cancel: CancelCheck | None = None,
         memory: MatchSource | None = None,
-        knn: HiddenSource | None = None,
     ) -> Completion:
         """Decode drafts for the cursor at the end of ``prompt``.
 
@@ -213,8 +210,6 @@ class Engine:
         the cursor, for which ``Engine.prompt``'s defaults build it here.
         memory: longest matches over the user's code, for a method that takes them
         (``MethodEntry.takes_memory``); the caller decides whether the memory is on.
-        knn: the hidden-state memory's store (superposed/knn.py), read where
-        ``cfg.knn_weight`` > 0 by a method that takes the memory.
         """
         run = find_method(method)
         cfg = cfg or DecodeConfig()
@@ -227,20 +222,17 @@ class Engine:
         clock = PrefillClock(self.runner)
         runner = cast(ModelRunner, clock)
         takes_memory = METHOD_TABLE[method].takes_memory
-        use_knn = knn is not None and cfg.knn_weight > 0 and takes_memory
-        with tapped(self.runner) if use_knn else nullcontext() as tap:
-            request = DecodeRequest(
-                runner,
-                self.vocab,
-                prompt,
-                cfg,
-                ngram=ngram,
-                stop=stop or StopCondition(),
-                cancel=cancel,
-                memory=memory if takes_memory else None,
-                knn=KnnLookup(knn, tap) if knn is not None and tap is not None else None,
-            )
-            drafts = run(request)
+        request = DecodeRequest(
+            runner,
+            self.vocab,
+            prompt,
+            cfg,
+            ngram=ngram,
+            stop=stop or StopCondition(),
+            cancel=cancel,
+            memory=memory if takes_memory else None,
+        )
+        drafts = run(request)
         decoded = time.perf_counter()
         if cfg.verify:  # a ranking stage after the method's own (superposed/ranking.py)
             drafts = ranking.apply(drafts, [verified(self.runner, prompt.ids, cfg)])

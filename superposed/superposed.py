@@ -18,14 +18,11 @@ and mix in with a weight that grows with the matched length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 
-from superposed import knn, ranking, rows
 from superposed import memory as mem
+from superposed import ranking, rows
 from superposed.diversity import Slots
 from superposed.hypotheses import (
     Finisher,
@@ -184,7 +181,6 @@ class SuperposedDecoder:
         self.runner, self.vocab, self.prompt = request.runner, request.vocab, request.prompt
         self.cfg, self.ngram = request.cfg, request.ngram
         self.cancel, self.memory = request.cancel, request.memory
-        self.knn = request.knn if self.cfg.knn_weight > 0 else None
         self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
         self.context_len = max(self.ngram.orders) - 1 if self.ngram is not None else 0
         self.finished: list[Draft] = []
@@ -195,21 +191,10 @@ class SuperposedDecoder:
             skip=len(self.prompt.heal),
         )
         self.branch = self.cfg.branch
-        reason = rows.fallback_reason(self.runner, self.knn is not None)
+        reason = rows.fallback_reason(self.runner)
         if self.branch != "off" and reason is not None:
             rows.say_once(reason)
             self.branch = "off"
-
-    def _with_knn(self, forward: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
-        """``forward(*args)``'s logits with the kNN store mixed in (when on)."""
-        if self.knn is None:
-            return forward(*args)
-        self.knn.tap.clear()  # a compiled step records nothing: not the last step's state
-        cfg = self.cfg
-        logits = forward(*args)
-        return knn.step_logits(
-            logits, self.knn, cfg.knn_weight, cfg.knn_neighbours, cfg.knn_temperature
-        )
 
     def sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """Set finished drafts aside; return the ones that go on."""
@@ -225,7 +210,7 @@ class SuperposedDecoder:
 
     def _step(self, alive: list[Hypothesis]) -> list[Hypothesis]:
         """One forward on the superposed input; extend and re-score every draft."""
-        logits = self._with_knn(superposed_step, self.runner, alive)  # [1, V]
+        logits = superposed_step(self.runner, alive)  # [1, V]
         logp = F.log_softmax(logits.float() / self.cfg.temperature, dim=-1)  # [1, V]
         width = min(self.cfg.candidates, logp.shape[-1])
         masks = heal_masks(self.vocab, alive, logp.shape[-1], logp.device)
@@ -259,7 +244,7 @@ class SuperposedDecoder:
         """Paper 5.3: make the best draft the new prefix (prefill it) and branch again."""
         best = max(alive, key=lambda h: h.score)
         self.runner.rewind(prompt_len)
-        logits = self._with_knn(self.runner.prefill, best.tokens)
+        logits = self.runner.prefill(best.tokens)
         match = mem.lookup(self.memory, self.prompt.ids, [best.tokens])[0]
         return self.sort_out(branch(logits, best, self.cfg, self.vocab, match, self.slots))
 
@@ -272,7 +257,7 @@ class SuperposedDecoder:
 
     def run(self) -> list[Draft]:
         cfg = self.cfg
-        logits = self._with_knn(prefill_reusing_cache, self.runner, self.prompt.ids)  # [V]
+        logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
         prompt_len = self.runner.length
         try:
             start = self.finisher.start()

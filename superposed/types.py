@@ -115,12 +115,6 @@ class DecodeConfig:
     # Both off: on the replay the drafts differed more but matched no more often
     # (docs/benchmarks.md, issue 22 part 1).
     first_word_cap: int = setting(0, low=0, high=16)
-    # The kNN store (kNN-LM, superposed/knn.py; built by index-repo --knn): its
-    # next-token distribution's weight against the model's (0: off), the stored positions
-    # it reads per step, and the softmax temperature of their (squared, reduced) distances.
-    knn_weight: float = setting(0.0, low=0.0, high=0.99)
-    knn_neighbours: int = setting(16, low=1, high=256)
-    knn_temperature: float = setting(1.0, low=1e-3, high=1e3)
     # Where the drafts leave the superposition, each for its own row of a k-row batch with
     # its own history (superposed/rows.py): "off" never, "first" after the first token,
     # "split" once their texts differ beyond whitespace.

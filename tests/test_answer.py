@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import TINY_ENV
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Session
+from lsp_server.settings import Settings, parse_settings
 from lsp_server.stores import Stores
 from ngram_db import NgramStore, index_repo
 from superposed.api import Engine
@@ -64,7 +67,11 @@ def _args(root: Path, db: Path, settings: dict[str, Any]) -> Any:
 def server_drafts(path: Path, args: Any) -> list[str]:
     """The drafts an inlineCompletion gets from a server with the CLI's settings, the file
     the one open document and no workspace folder (as ``complete`` sees it)."""
-    settings = cli.cli_settings(args)
+    return served(path, cli.cli_settings(args))
+
+
+def served(path: Path, settings: Settings) -> list[str]:
+    """The drafts an inlineCompletion gets from a server with ``settings`` (server_drafts)."""
     ls = SuperposedServer()
     ls.protocol._workspace = Workspace(None)
     ls.protocol.client_capabilities = types.ClientCapabilities()
@@ -102,3 +109,20 @@ def test_the_command_line_answers_as_the_server_with_the_codebase_in_the_prompt(
     assert with_context != without
     assert with_context == server_drafts(path, definitions)
     assert without == server_drafts(path, off)
+
+
+def test_an_older_versions_knn_file_is_never_read(repo: tuple[Path, Path]) -> None:
+    """Issue 51 item 6, retired with the kNN store (issue 53): where ``<store>.knn.npz`` was
+    damaged, every request with knnWeight > 0 failed, and a FIFO there hung the engine
+    thread. The setting is now named and ignored, and the file never opened: a FIFO, which
+    blocks whoever opens it to read, is left alone and the request answers."""
+    path, db = repo
+    os.mkfifo(f"{db}.knn.npz")
+    options = {"userStore": False, "debounceMs": 0, "compile": "off", "codebaseDb": str(db)}
+    settings, errors = parse_settings({**options, "knnWeight": 0.5, "knnNeighbours": 8})
+    assert len(errors) == 2 and all("is retired" in e for e in errors), errors
+    drafts: list[list[str]] = []
+    worker = threading.Thread(target=lambda: drafts.append(served(path, settings)), daemon=True)
+    worker.start()
+    worker.join(timeout=300)  # generous: a blocked reader never returns at all
+    assert drafts and drafts[0], "the request did not answer: something opened the FIFO"
