@@ -6,7 +6,7 @@ model call, in steps each with its own module:
 1. what the request drafts, a line or a block (``line_kind``; ``lineMode: auto``, the
    default, asks the syntax at the cursor, lsp_server/syntax.py), its engine config
    (``request_config``, a copy of the settings) and where its drafts end (``request_stop``);
-2. the prompt (lsp_server/prompt_plan.py: the window, its budget and the preamble, once per
+2. the prompt (lsp_server/prompt_plan.py: the window and its budget, once per
    request; the short recent window when the KV cache is cold);
 3. ``Engine.complete`` with the settings' method, the n-gram source and the memory;
 4. the drafts' text clean-up (lsp_server/drafts.py ``postprocess``, in the document's line

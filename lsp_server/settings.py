@@ -37,7 +37,6 @@ from superposed.types import DecodeConfig, Setting
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
-CONTEXT_MODES = ("off", "definitions", "definitions+recent")  # lsp_server/context.py
 DEFAULT_DEBOUNCE_MS = 0
 # Linux's limits (limits.h) on a path and on one of its names, in bytes: longer ones fail
 # with "File name too long" when a store opens.
@@ -85,18 +84,6 @@ class DecodingSettings(DecodeConfig):
     # similarity@3 at the line start and mid-line over the same server without it
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True
-    # With memory on: inside a call or after ``obj.`` whose definition resolves (the
-    # document's own, then the stores' symbols tables, imports deciding), its parameters and
-    # members are proposals that weigh in with this share against the model, like a memory
-    # match (lsp_server/definition_source.py); 0: off.
-    definition_weight: float = 0.0
-    # The codebase in the prompt (lsp_server/context.py), before the window: the headers of
-    # the definitions the document uses from other files (definitions), then chunks of the
-    # other open documents where drafts were last asked (definitions+recent), at most
-    # context_tokens tokens. Off: the small embedded models did not draft better with it
-    # (docs/benchmarks.md, "the codebase in the prompt").
-    context: str = "off"
-    context_tokens: int = 256
     # Drafts that differ only in a trailing comment, whitespace or punctuation count as one
     # (the better-ranked kept) and the next distinct draft takes the freed slot; off: the
     # paper's drafts as decoded, which stay close by design.
@@ -364,9 +351,6 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...
     "method": ("decoding", "method", _choice(METHODS)),
     "memory": ("decoding", "memory", _bool),
-    "definitionWeight": ("decoding", "definition_weight", _float(0.0, 0.85)),
-    "context": ("decoding", "context", _choice(CONTEXT_MODES)),
-    "contextTokens": ("decoding", "context_tokens", _int(16, 4096)),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
     "wellFormed": ("decoding", "well_formed", _bool),
     "lambdas": ("decoding", "lambdas", _lambdas),
@@ -400,7 +384,11 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
 KEYS = tuple(_FIELDS)
 # Settings retired with what they switched on, each measured without gain (its results stay:
 # bench/results/README.md): one a client still sends is named in one message and ignored.
-RETIRED = dict.fromkeys(("knnWeight", "knnNeighbours", "knnTemperature"), "the kNN store")
+RETIRED = {
+    **dict.fromkeys(("knnWeight", "knnNeighbours", "knnTemperature"), "the kNN store"),
+    **dict.fromkeys(("context", "contextTokens"), "the codebase in the prompt"),
+    "definitionWeight": "the definitions' proposals",
+}
 # The settings that take one of a few names, and those names (camelCase key -> names).
 CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}
 

@@ -1,6 +1,5 @@
 """One answer for the server and the command line (lsp_server/answer.py): ``superposed-lsp
-complete`` gives the drafts the server gives at the same place with the same settings, the
-setting ``context`` (the codebase's definitions in the prompt) included.
+complete`` gives the drafts the server gives at the same place with the same settings.
 
 In process, on the tiny random model (``SUPERPOSED_TEST_TINY_MODEL=1``: its drafts are not
 judged for parsing), over a git repository whose codebase store holds the definition the
@@ -96,19 +95,16 @@ def cli_drafts(args: Any) -> list[str]:
     return [d["text"] for d in cli.run_complete(args)["drafts"]]  # type: ignore[attr-defined]
 
 
-def test_the_command_line_answers_as_the_server_with_the_codebase_in_the_prompt(
-    repo: tuple[Path, Path],
-) -> None:
+def test_the_command_line_answers_as_the_server(repo: tuple[Path, Path]) -> None:
     path, db = repo
-    definitions = _args(path.parent, db, {"context": "definitions"})
-    off = _args(path.parent, db, {"context": "off"})
-    with_context, without = cli_drafts(definitions), cli_drafts(off)
-    assert with_context  # the tiny model's drafts are kept, unparsed
-    # The definition in the prompt changes what the model drafts here: a command line that
-    # left it out (as run_complete once did) would not answer as the server does.
-    assert with_context != without
-    assert with_context == server_drafts(path, definitions)
-    assert without == server_drafts(path, off)
+    memory, plain = _args(path.parent, db, {}), _args(path.parent, db, {"memory": False})
+    with_memory, without = cli_drafts(memory), cli_drafts(plain)
+    assert with_memory  # the tiny model's drafts are kept, unparsed
+    # The memory changes what is drafted here: a command line that left it out would not
+    # answer as the server does.
+    assert with_memory != without
+    assert with_memory == server_drafts(path, memory)
+    assert without == server_drafts(path, plain)
 
 
 def test_an_older_versions_knn_file_is_never_read(repo: tuple[Path, Path]) -> None:

@@ -393,12 +393,12 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     first lookup then matches the same indexes as ever (the current document's own text)."""
     held = _HeldTokenizer(tokenizer)
     stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here
-    engine_stub: Any = SimpleNamespace(tokenizer=tokenizer)  # definitions off: not called
+    engine_stub: Any = SimpleNamespace(tokenizer=tokenizer)
     session = Session(engine_stub, stores, MatchIndexes(held))
     here = "file:///here.py"
     text = "result = frobnicate_widgets(alpha, beta)\nres"
     where = Where(here, Path("/here.py"), [], {here: text})
-    settings = Settings(decoding=DecodingSettings(definition_weight=0.0))  # memory's matches only
+    settings = Settings()
     request = Request(here, where, CursorContext.at(text, len(text)), settings)
     pending = start_memory(session, request)
 
