@@ -14,7 +14,7 @@ model call, in steps each with its own module:
    (``rank_stages``, after the engine's; superposed/ranking.py owns them all): near
    duplicates merged, a block's new first lines first, drafts that parse there
    (lsp_server/wellformed.py), a long verbatim copy from the memory first
-   (lsp_server/evidence.py), at a line start the last slot to another first word, k shown.
+   (lsp_server/evidence.py), k shown.
 
 Typing along a draft just shown answers without the model (lsp_server/ahead.py
 ``TypingCache``). Models trained for fill-in-the-middle also see the text after the cursor
@@ -125,15 +125,13 @@ def decode_config(settings: DecodingSettings) -> DecodeConfig:
 def request_config(
     settings: DecodingSettings, context: CursorContext, kind: Decision
 ) -> DecodeConfig:
-    """One request's engine config, a copy of the settings' (``decode_config``): the first-word
-    cap at a line start only; a block's token budget, memory follow and settled k."""
+    """One request's engine config, a copy of the settings' (``decode_config``): a block's
+    token budget, memory follow and settled k."""
     cfg = decode_config(settings)
-    cap = settings.first_word_cap if context.blank_line else 0  # a line start
     if kind != "block":
-        return replace(cfg, first_word_cap=cap)
+        return cfg
     return replace(
         cfg,
-        first_word_cap=cap,
         max_new_tokens=block_budget(settings),
         memory_follow=max(cfg.memory_follow, BLOCK_FOLLOW_PER_LINE * settings.max_lines),
         settle_k=settings.k,  # the k shown are final: return, spares or not
@@ -186,7 +184,6 @@ def rank_stages(
         block_key=first_line_key if kind == "block" else None,
         parses=parses(cursor) if parsing else None,
         says=(lambda text: says(text, evidence)) if evidence else None,
-        first_word_slot=cfg.first_word_cap > 0,
     )
 
 

@@ -388,6 +388,7 @@ RETIRED = {
     **dict.fromkeys(("knnWeight", "knnNeighbours", "knnTemperature"), "the kNN store"),
     **dict.fromkeys(("context", "contextTokens"), "the codebase in the prompt"),
     "definitionWeight": "the definitions' proposals",
+    **dict.fromkeys(("distinctFirstLines", "firstWordCap"), "the slot caps"),
 }
 # The settings that take one of a few names, and those names (camelCase key -> names).
 CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}

@@ -1,6 +1,6 @@
 """Ranking drafts: one ordered list of stages, each applied once; scores keep meaning order.
 
-The engine's in-loop decisions (``select``, ``diversity.Slots``) choose what is decoded; the
+The engine's in-loop decision (``select``) chooses what is decoded; the
 stages here order what was decoded. A ``Stage`` takes drafts best first and returns them best
 first, their scores never rising down the list: a stage that moves a draft gives it the score
 of its new place (``settle``: its own where that lies between its new neighbours', else the
@@ -29,8 +29,7 @@ then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
 6. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
 7. ``led(predicate)``: the draft that says what a long memory match goes on with first
    (lsp_server/evidence.py);
-8. ``reserved(k, first_word)``: at a line start, the last of the k slots to another first word;
-9. ``cut(k)``: the k shown.
+8. ``cut(k)``: the k shown.
 
 "Change how drafts are ranked" is a change here: the stages and both lists of them
 (``engine_stages``, ``text_stages``).
@@ -43,7 +42,6 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar, cast
 
-from superposed.diversity import first_word_key
 from superposed.types import DecodeConfig, Draft
 
 
@@ -219,31 +217,6 @@ def led(says: Callable[[str], bool]) -> Stage[R]:
     return stage
 
 
-def first_word(text: str) -> bytes:
-    """A draft's first word (``diversity.first_word_key``), or its whole text where it is
-    one word."""
-    return first_word_key(text.encode()) or text.strip().encode()
-
-
-def reserved(k: int, key: Callable[[str], Hashable]) -> Stage[R]:
-    """The last of the k shown slots given to the best draft whose ``key`` differs from the
-    first's, where the k shown would otherwise all have the same (``first_word``: a line's
-    first real decision, a different name, call or keyword); it settles to the score of the
-    draft it displaces."""
-
-    def stage(drafts: list[R]) -> list[R]:
-        keys = [key(d.text) for d in drafts]
-        if len(drafts) <= k or len(set(keys[:k])) > 1:
-            return drafts
-        other = next((i for i in range(k, len(drafts)) if keys[i] != keys[0]), None)
-        if other is None:
-            return drafts
-        rest = [d for i, d in enumerate(drafts) if i != other]
-        return settle([*rest[: k - 1], drafts[other], *rest[k - 1 :]], {k - 1})
-
-    return stage
-
-
 def cut(k: int) -> Stage[T]:
     """The first k."""
     return lambda drafts: drafts[:k]
@@ -259,12 +232,11 @@ def text_stages(
     block_key: Callable[[str], Hashable] | None = None,
     parses: Callable[[str], bool] | None = None,
     says: Callable[[str], bool] | None = None,
-    first_word_slot: bool = False,
 ) -> list[Stage[R]]:
-    """Stages 4-9 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
+    """Stages 4-8 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
     first lines first (``block_key``); those that ``parses`` keeps; the one that ``says`` what
-    the memory goes on with first; with ``first_word_slot`` the last slot to another first
-    word; the k shown. A stage whose key or predicate is None is off."""
+    the memory goes on with first; the k shown. A stage whose key or predicate is None is
+    off."""
     stages: list[Stage[R]] = [merged(same)]
     if block_key is not None:
         stages.append(new_keys_first(block_key))
@@ -272,7 +244,5 @@ def text_stages(
         stages.append(kept(parses))
     if says is not None:
         stages.append(led(says))
-    if first_word_slot:
-        stages.append(reserved(k, first_word))
     stages.append(cut(k))
     return stages

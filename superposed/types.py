@@ -104,17 +104,6 @@ class DecodeConfig:
     # k). completion asks for the k shown, not the spare drafts decoded beside them: a block
     # draft runs for many steps, and waiting for the spares too cost steps no one sees.
     settle_k: int | None = None
-    # A block's drafts (StopCondition.block): drafts whose first line is whole and the same
-    # compete for one slot (the better-scored one goes on), so the next distinct first line
-    # takes the others; the editor shows a block's first line first (issue 22).
-    distinct_first_lines: bool = setting(False)
-    # At most this many live drafts share their first word (a draft's first real decision:
-    # a name, a call, a keyword); the others' slots go to drafts that begin differently
-    # (superposed/diversity.py; the server: on a blank line, and where the k shown would all
-    # begin alike, the best draft that begins otherwise takes the last). 0: no cap.
-    # Both off: on the replay the drafts differed more but matched no more often
-    # (docs/benchmarks.md, issue 22 part 1).
-    first_word_cap: int = setting(0, low=0, high=16)
     # Where the drafts leave the superposition, each for its own row of a k-row batch with
     # its own history (superposed/rows.py): "off" never, "first" after the first token,
     # "split" once their texts differ beyond whitespace.
