@@ -74,7 +74,7 @@ class ModelSettings:
 @dataclass
 class DecodingSettings(DecodeConfig):
     """How the k drafts are decoded: the engine's DecodeConfig (its fields and defaults are
-    the settings' own: k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...),
+    the settings' own: k, maxNewTokens, alpha, mix, temperature, memorySeed, branch, ...),
     and what the server decides around the engine. ``k`` is the drafts shown
     (completion.decode_config asks the engine for spares)."""
 
@@ -348,7 +348,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "threads": ("model", "threads", _int(0, 64)),
     "compile": ("model", "compile", _choice(COMPILE_MODES)),
     "prefillCopy": ("model", "prefill_copy", _bool),
-    **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...
+    **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, branch, ...
     "method": ("decoding", "method", _choice(METHODS)),
     "memory": ("decoding", "memory", _bool),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
@@ -389,6 +389,7 @@ RETIRED = {
     **dict.fromkeys(("context", "contextTokens"), "the codebase in the prompt"),
     "definitionWeight": "the definitions' proposals",
     **dict.fromkeys(("distinctFirstLines", "firstWordCap"), "the slot caps"),
+    "verify": "the verified drafts",
 }
 # The settings that take one of a few names, and those names (camelCase key -> names).
 CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}

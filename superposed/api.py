@@ -10,7 +10,6 @@ from typing import Any, cast
 
 import torch
 
-from superposed import ranking
 from superposed.calibrate import calibrated
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.cuda_graph import GraphRunner
@@ -26,7 +25,6 @@ from superposed.request import DecodeRequest, Method
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
 from superposed.runner_choice import fast_runner_class, make_runner
 from superposed.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
-from superposed.verify import verified
 
 log = logging.getLogger(__name__)
 
@@ -233,11 +231,8 @@ class Engine:
             memory=memory if takes_memory else None,
         )
         drafts = run(request)
-        decoded = time.perf_counter()
-        if cfg.verify:  # a ranking stage after the method's own (superposed/ranking.py)
-            drafts = ranking.apply(drafts, [verified(self.runner, prompt.ids, cfg)])
         done = time.perf_counter()
-        decode = decoded - encoded
+        decode = done - encoded
         return Completion(
             drafts=drafts,
             timing_ms={
@@ -245,7 +240,6 @@ class Engine:
                 "prefill": clock.seconds * 1e3,  # what the cache did not already hold
                 "steps": (decode - clock.seconds) * 1e3,  # the drafts' decoding itself
                 "decode": decode * 1e3,
-                "verify": (done - decoded) * 1e3,  # scoring the drafts (cfg.verify)
                 "total": (done - start) * 1e3,
             },
             prompt_tokens=len(prompt.ids),

@@ -322,7 +322,7 @@ class FastRunner:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A decode step (or a prefill of a few tokens) as a pure function, for torch.export
         and AOTInductor (compiled.py) and CUDA graphs (cuda_graph.py; ``every``: the logits
-        [B, T, V] of every new position, for the verify batch).
+        [B, T, V] of every new position, for the scoring batch).
 
         x [B, T, H] at positions ``position`` [1] onwards; keys, values: each layer's whole
         cache [B, kv_heads, C, D], of which the positions before ``position`` are read (a

@@ -17,19 +17,17 @@ A request's stages, in order:
 2. ``seeds``: the memory's copies (superposed/memory.py ``seeds``) placed at
    ``memory_seed_rank`` (the last of the k shown), unless a decoded draft says the same; a
    seed's own score is its memory evidence (``memory.copy_score``), settled to its place;
-3. ``rescored`` (``cfg.verify``; superposed/api.py, superposed/verify.py): every draft
-   scored by the model, ordered by that score, the far worse dropped;
 
 then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
 ``rank_stages`` passes in the keys and predicates only it knows; a stage without one is off):
 
-4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
+3. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
    is one guess: the better-scored stays, a spare takes the freed slot;
-5. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
-6. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
-7. ``led(predicate)``: the draft that says what a long memory match goes on with first
+4. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
+5. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
+6. ``led(predicate)``: the draft that says what a long memory match goes on with first
    (lsp_server/evidence.py);
-8. ``cut(k)``: the k shown.
+7. ``cut(k)``: the k shown.
 
 "Change how drafts are ranked" is a change here: the stages and both lists of them
 (``engine_stages``, ``text_stages``).
@@ -119,7 +117,7 @@ def seeds(seeded: list[Draft], rank: int, k: int) -> Stage[Draft]:
 
 def engine_stages(seeded: list[Draft], cfg: DecodeConfig) -> list[Stage[Draft]]:
     """The superposed method's stages, in order: distinct drafts cut to k, then the memory's
-    seeds (verify, for every method, is superposed/api.py's: ``rescored``)."""
+    seeds."""
     return [distinct(cfg.k), seeds(seeded, cfg.memory_seed_rank, cfg.k)]
 
 
@@ -143,22 +141,6 @@ def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[
     at = min(rank, len(drafts))
     placed = replace(seeded, source="memory")
     return settle([*drafts[:at], placed, *drafts[at:]], {at})[:k]
-
-
-def rescored(score: Callable[[list[R]], list[float]], margin: float) -> Stage[R]:
-    """The drafts ordered by another score, which becomes theirs (``score`` of all at once:
-    superposed/verify.py's model log-probability per token), those more than ``margin``
-    below the best dropped; fewer than two drafts are left as they are."""
-
-    def stage(drafts: list[R]) -> list[R]:
-        if len(drafts) < 2:
-            return drafts
-        scores = score(drafts)
-        best = max(scores)
-        ranked = sorted(zip(scores, drafts, strict=True), key=lambda pair: -pair[0])
-        return [with_score(d, s) for s, d in ranked if s >= best - margin]
-
-    return stage
 
 
 # --- the stages on the cleaned-up texts (lsp_server/completion.py) ----------------------------
@@ -233,7 +215,7 @@ def text_stages(
     parses: Callable[[str], bool] | None = None,
     says: Callable[[str], bool] | None = None,
 ) -> list[Stage[R]]:
-    """Stages 4-8 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
+    """Stages 3-7 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
     first lines first (``block_key``); those that ``parses`` keeps; the one that ``says`` what
     the memory goes on with first; the k shown. A stage whose key or predicate is None is
     off."""

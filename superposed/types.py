@@ -95,11 +95,6 @@ class DecodeConfig:
     # line copied from an open document lost its closing ")" to 24 tokens (issue 23). A block
     # request asks for more (completion.decode).
     memory_follow: int = 64
-    # Verified drafts: score the final drafts under the model in one batched forward, order
-    # them by it and drop drafts more than verify_margin nats per token below the best. Off:
-    # it costs about as much as the decoding itself on a CPU (bench/results/latency_memory.json).
-    verify: bool = setting(False)
-    verify_margin: float = 2.0
     # Superposed decoding returns once this many finished drafts beat every live one (None:
     # k). completion asks for the k shown, not the spare drafts decoded beside them: a block
     # draft runs for many steps, and waiting for the spares too cost steps no one sees.

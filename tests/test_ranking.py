@@ -1,5 +1,5 @@
 """The ranking stages (superposed/ranking.py): their order, the cut, the seeds, the merge,
-verify as a stage, and scores that stay best first."""
+and scores that stay best first."""
 
 from __future__ import annotations
 
@@ -97,15 +97,6 @@ def test_merged_keeps_the_better_scored_of_a_key_in_its_place() -> None:
     assert [s.text for s in same(worse_first)] == ["y = 1", "if x:"]
     tie = [Suggestion("if x", -1.0), Suggestion("if x:", -1.0)]
     assert same(tie) == tie[:1]  # the earlier on a tie
-
-
-def test_rescored_orders_by_its_score_which_becomes_theirs_and_drops_the_far_worse() -> None:
-    """verify as a stage: the model's score (here a made-up one) reorders the drafts."""
-    drafts = decoded("a", "bb", "ccc")
-    by_length = ranking.rescored(lambda ds: [-0.5 * len(d.text) for d in ds], margin=0.6)
-    out = by_length(list(reversed(drafts)))
-    assert [(d.text, d.score) for d in out] == [("a", -0.5), ("bb", -1.0)]
-    assert [d.text for d in ranking.rescored(lambda ds: [0.0], 0.0)(drafts[:1])] == ["a"]
 
 
 def test_the_reordering_stages_keep_the_scores_best_first() -> None:

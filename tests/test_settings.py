@@ -113,7 +113,7 @@ def test_engine_fields_marked_as_settings_are_settings() -> None:
     from superposed.types import DecodeConfig
 
     marked = {f.name: f for f in fields(DecodeConfig) if "setting" in f.metadata}
-    assert {"k", "alpha", "mix", "temperature", "verify", "branch"} <= set(marked)
+    assert {"k", "alpha", "mix", "temperature", "memory_seed", "branch"} <= set(marked)
     for name, spec_field in marked.items():
         key = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
         spec = spec_field.metadata["setting"]

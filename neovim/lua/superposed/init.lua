@@ -30,7 +30,7 @@ M.defaults = {
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, prefillCopy, k, method,
   -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, distinctDrafts,
-  -- verify, lambdas, orders,
+  -- lambdas, orders,
   -- codebaseDb, userDb, userStore, userWeight, indexOnSave, maxFileBytes, lineMode,
   -- maxPromptTokens, firstPromptTokens, debounceMs, fim, trigger, minPrefixChars, midLine.
   settings = {},
