@@ -6,7 +6,7 @@ model call, in steps each with its own module:
 1. what the request drafts, a line or a block (``line_kind``; ``lineMode: auto``, the
    default, asks the syntax at the cursor, lsp_server/syntax.py), its engine config
    (``request_config``, a copy of the settings) and where its drafts end (``request_stop``);
-2. the prompt (lsp_server/prompt_plan.py: the window, its budget and the preamble, once per
+2. the prompt (lsp_server/prompt_plan.py: the window and its budget, once per
    request; the short recent window when the KV cache is cold);
 3. ``Engine.complete`` with the settings' method, the n-gram source and the memory;
 4. the drafts' text clean-up (lsp_server/drafts.py ``postprocess``, in the document's line
@@ -14,7 +14,7 @@ model call, in steps each with its own module:
    (``rank_stages``, after the engine's; superposed/ranking.py owns them all): near
    duplicates merged, a block's new first lines first, drafts that parse there
    (lsp_server/wellformed.py), a long verbatim copy from the memory first
-   (lsp_server/evidence.py), at a line start the last slot to another first word, k shown.
+   (lsp_server/evidence.py), k shown.
 
 Typing along a draft just shown answers without the model (lsp_server/ahead.py
 ``TypingCache``). Models trained for fill-in-the-middle also see the text after the cursor
@@ -36,7 +36,6 @@ from lsp_server.syntax import Decision, decide
 from lsp_server.wellformed import Cursor, parses
 from superposed import ranking
 from superposed.api import Completion, Engine
-from superposed.knn import HiddenSource
 from superposed.ngram import MatchSource, NgramSource
 from superposed.types import CancelCheck, DecodeConfig, StopCondition
 
@@ -126,15 +125,13 @@ def decode_config(settings: DecodingSettings) -> DecodeConfig:
 def request_config(
     settings: DecodingSettings, context: CursorContext, kind: Decision
 ) -> DecodeConfig:
-    """One request's engine config, a copy of the settings' (``decode_config``): the first-word
-    cap at a line start only; a block's token budget, memory follow and settled k."""
+    """One request's engine config, a copy of the settings' (``decode_config``): a block's
+    token budget, memory follow and settled k."""
     cfg = decode_config(settings)
-    cap = settings.first_word_cap if context.blank_line else 0  # a line start
     if kind != "block":
-        return replace(cfg, first_word_cap=cap)
+        return cfg
     return replace(
         cfg,
-        first_word_cap=cap,
         max_new_tokens=block_budget(settings),
         memory_follow=max(cfg.memory_follow, BLOCK_FOLLOW_PER_LINE * settings.max_lines),
         settle_k=settings.k,  # the k shown are final: return, spares or not
@@ -187,7 +184,6 @@ def rank_stages(
         block_key=first_line_key if kind == "block" else None,
         parses=parses(cursor) if parsing else None,
         says=(lambda text: says(text, evidence)) if evidence else None,
-        first_word_slot=cfg.first_word_cap > 0,
     )
 
 
@@ -199,7 +195,6 @@ def decode(
     cancel: CancelCheck | None = None,
     max_prompt_tokens: int | None = None,
     memory: MatchSource | None = None,
-    knn: HiddenSource | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed.
 
@@ -230,7 +225,6 @@ def decode(
         stop=stop,
         cancel=cancel,
         memory=memory,
-        knn=knn,  # the hidden-state memory (knnWeight; lsp_server/knn.py)
     )
     timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms

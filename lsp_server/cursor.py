@@ -27,9 +27,6 @@ class CursorContext:
     # The user did not ask (ghost text as you type): where the syntax wants nothing there
     # (syntax.decide's "none"), such a request is answered with no drafts.
     automatic: bool = False
-    # The codebase in the prompt (the ``context`` setting, lsp_server/context.py): text laid
-    # before the window, stable across requests so the KV cache keeps it; "": none.
-    preamble: str = ""
 
     @property
     def line_before(self) -> str:

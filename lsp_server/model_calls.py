@@ -17,7 +17,6 @@ from functools import partial
 
 from lsp_server.answer import answer, start_memory
 from lsp_server.completion import Answer
-from lsp_server.context import ContextAssembler
 from lsp_server.match_sources import PendingSource
 from lsp_server.notifier import Notifier
 from lsp_server.request import Request
@@ -37,10 +36,8 @@ class ModelCalls:
         scheduler: Scheduler,
         notifier: Notifier,
         counters: Counter[str],
-        assembler: ContextAssembler,
     ) -> None:
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
-        self._assembler = assembler  # the codebase in the prompt (setting ``context``)
         self._current = current
         self._scheduler = scheduler
         self._notifier = notifier
@@ -84,7 +81,6 @@ class ModelCalls:
                 session,
                 request,
                 self._scheduler.cancel_check(cancel),
-                assembler=self._assembler,
                 report=self._notifier.once,
                 pending=pending,
             )

@@ -1,10 +1,9 @@
 """The prompt of one request: the window of text before the cursor, its token budget, the
-context preamble, the FIM markers, all worked out once per request (``PromptPlan``).
+FIM markers, all worked out once per request (``PromptPlan``).
 
 The window ends at the cursor and starts at a line on a coarse grid (``prompt_text``), so
-nearby requests share their start and the KV cache; the preamble (lsp_server/context.py)
-comes before it and on top of its budget; when the KV cache is cold the request decodes from
-the short recent window instead (``PromptPlan.choose``).
+nearby requests share their start and the KV cache; when the KV cache is cold the request
+decodes from the short recent window instead (``PromptPlan.choose``).
 """
 
 from __future__ import annotations
@@ -52,41 +51,32 @@ def prompt_text(engine: Engine, before: str, limit: int) -> str:
 
 @dataclass(frozen=True)
 class PromptPlan:
-    """What every prompt of one request shares, worked out once: the room in the context,
-    the preamble and its tokens (the preamble is tokenized once per request), the FIM
-    markers (None: none)."""
+    """What every prompt of one request shares, worked out once: the room in the context
+    and the FIM markers (None: none)."""
 
     engine: Engine
     context: CursorContext
     settings: DecodingSettings
     room: int  # the context's tokens left for the prompt: all but the new tokens and one
-    preamble: str  # the context preamble laid before the window; "": none or too long
-    preamble_tokens: int
     markers: fim.FimTokens | None
 
     @classmethod
     def of(cls, engine: Engine, context: CursorContext, settings: DecodingSettings) -> PromptPlan:
         room = engine.max_context - settings.max_new_tokens - 1
-        preamble, tokens = context_preamble(engine, context, room)
         markers = fim.choose(
             settings.fim,
             engine.fim_tokens,
             (engine.name, getattr(engine.tokenizer, "name_or_path", "")),
         )
-        return cls(engine, context, settings, room, preamble, tokens, markers)
+        return cls(engine, context, settings, room, markers)
 
     def window(self, max_prompt_tokens: int | None = None) -> str:
-        """The preamble and the text before the cursor that the prompt holds."""
+        """The text before the cursor that the prompt holds."""
         room = self.room  # the window's limit: 1 for the start token, PROMPT_MARGIN kept free
-        limit = min(room - self.preamble_tokens, max_prompt_tokens or room) - 1 - PROMPT_MARGIN
+        limit = min(room, max_prompt_tokens or room) - 1 - PROMPT_MARGIN
         if self.markers is not None:  # the window before the cursor is the FIM prefix's share
             limit = fim.budgets(limit)[0]
-        return self.preamble + prompt_text(self.engine, self.context.before, limit)
-
-    def budget(self, max_prompt_tokens: int | None) -> int | None:
-        """The prompt's tokens at most: the window's, plus the preamble's (it comes on top)."""
-        extra = self.preamble_tokens
-        return max_prompt_tokens + extra if max_prompt_tokens and extra else max_prompt_tokens
+        return prompt_text(self.engine, self.context.before, limit)
 
     def prompt(
         self, max_prompt_tokens: int | None = None, max_new_tokens: int | None = None
@@ -97,7 +87,7 @@ class PromptPlan:
         return self.engine.prompt(
             self.window(max_prompt_tokens),
             new,
-            max_prompt_tokens=self.budget(max_prompt_tokens),
+            max_prompt_tokens=max_prompt_tokens,
             fim=self.markers,
             after=self.context.following,
         )
@@ -125,12 +115,4 @@ class PromptPlan:
         if not self.cold(max_prompt_tokens, full):
             return full, False
         return self.prompt(self.settings.first_prompt_tokens, max_new_tokens), True
-
-
-def context_preamble(engine: Engine, context: CursorContext, room: int) -> tuple[str, int]:
-    """The context preamble and its tokens; none when it would take over half the room."""
-    if not context.preamble:
-        return "", 0
-    tokens = len(engine.tokenizer(context.preamble, add_special_tokens=False)["input_ids"])
-    return (context.preamble, tokens) if tokens <= room // 2 else ("", 0)
 

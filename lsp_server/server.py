@@ -28,7 +28,6 @@ from pygls.workspace import TextDocument
 
 from lsp_server.ahead import Drafts, after_accept
 from lsp_server.answer import stores_here, unsaid
-from lsp_server.context import ContextAssembler
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion
 from lsp_server.items import (
@@ -93,12 +92,9 @@ class SuperposedServer(LanguageServer):
         self.loader = Loader(
             self.scheduler, self.notifier, self.learning, lambda: self.settings, self._warm_pending
         )
-        self.context = ContextAssembler()  # the codebase in the prompt (setting ``context``)
         # Requests' model calls, with the session in when they run.
-        self.calls = ModelCalls(
-            lambda: self.session, self.scheduler, self.notifier, self.counters, self.context
-        )
-        self.warmer = Warmer(self.scheduler, self.counters, lambda: self.session, self.context)
+        self.calls = ModelCalls(lambda: self.session, self.scheduler, self.notifier, self.counters)
+        self.warmer = Warmer(self.scheduler, self.counters, lambda: self.session)
         self.drafts = Drafts(self.scheduler, self.counters, self.notifier.call_soon)
         # The last edit proposed where it applies next (no model: lsp_server/next_edits).
         self.next_edits = NextEditService(
@@ -345,12 +341,11 @@ def did_save(ls: SuperposedServer, params: types.DidSaveTextDocumentParams) -> N
 
 @SERVER.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) -> None:
-    """Cancel the document's request in flight; forget its drafts, its chunk in the
-    prompt's context and what the memory indexed of it."""
+    """Cancel the document's request in flight; forget its drafts and what the memory
+    indexed of it."""
     key = doc_key(params.text_document.uri)
     ls.scheduler.supersede(key)
     ls.drafts.forget(key)
-    ls.context.forget(key)
     if (session := ready(ls.session)) is not None:  # what the memory held of it goes
         session.indexes.close(key)
         session.shareable.forget(key)

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_server.knn import KnnIndexes
 from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import load_engine
 from lsp_server.settings import ModelSettings
@@ -40,7 +39,6 @@ class Session:
     indexes: MatchIndexes  # the memory's suffix indexes: the stores' files, the open documents
     # the open documents that other documents' drafts may copy from (a save's rules)
     shareable: Shareable = field(default_factory=Shareable)
-    knn: KnnIndexes = field(default_factory=KnnIndexes)  # index-repo --knn's, by store
     error = None  # the load did not fail
 
     def status(self) -> tuple[str, str | None]:

@@ -37,7 +37,6 @@ from superposed.types import DecodeConfig, Setting
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
-CONTEXT_MODES = ("off", "definitions", "definitions+recent")  # lsp_server/context.py
 DEFAULT_DEBOUNCE_MS = 0
 # Linux's limits (limits.h) on a path and on one of its names, in bytes: longer ones fail
 # with "File name too long" when a store opens.
@@ -75,7 +74,7 @@ class ModelSettings:
 @dataclass
 class DecodingSettings(DecodeConfig):
     """How the k drafts are decoded: the engine's DecodeConfig (its fields and defaults are
-    the settings' own: k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...),
+    the settings' own: k, maxNewTokens, alpha, mix, temperature, memorySeed, branch, ...),
     and what the server decides around the engine. ``k`` is the drafts shown
     (completion.decode_config asks the engine for spares)."""
 
@@ -85,18 +84,6 @@ class DecodingSettings(DecodeConfig):
     # similarity@3 at the line start and mid-line over the same server without it
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True
-    # With memory on: inside a call or after ``obj.`` whose definition resolves (the
-    # document's own, then the stores' symbols tables, imports deciding), its parameters and
-    # members are proposals that weigh in with this share against the model, like a memory
-    # match (lsp_server/definition_source.py); 0: off.
-    definition_weight: float = 0.0
-    # The codebase in the prompt (lsp_server/context.py), before the window: the headers of
-    # the definitions the document uses from other files (definitions), then chunks of the
-    # other open documents where drafts were last asked (definitions+recent), at most
-    # context_tokens tokens. Off: the small embedded models did not draft better with it
-    # (docs/benchmarks.md, "the codebase in the prompt").
-    context: str = "off"
-    context_tokens: int = 256
     # Drafts that differ only in a trailing comment, whitespace or punctuation count as one
     # (the better-ranked kept) and the next distinct draft takes the freed slot; off: the
     # paper's drafts as decoded, which stay close by design.
@@ -361,12 +348,9 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "threads": ("model", "threads", _int(0, 64)),
     "compile": ("model", "compile", _choice(COMPILE_MODES)),
     "prefillCopy": ("model", "prefill_copy", _bool),
-    **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, verify, ...
+    **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, branch, ...
     "method": ("decoding", "method", _choice(METHODS)),
     "memory": ("decoding", "memory", _bool),
-    "definitionWeight": ("decoding", "definition_weight", _float(0.0, 0.85)),
-    "context": ("decoding", "context", _choice(CONTEXT_MODES)),
-    "contextTokens": ("decoding", "context_tokens", _int(16, 4096)),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
     "wellFormed": ("decoding", "well_formed", _bool),
     "lambdas": ("decoding", "lambdas", _lambdas),
@@ -398,6 +382,15 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "nextEditsScope": ("next_edits", "scope", _choice(NEXT_EDIT_SCOPES)),
 }
 KEYS = tuple(_FIELDS)
+# Settings retired with what they switched on, each measured without gain (its results stay:
+# bench/results/README.md): one a client still sends is named in one message and ignored.
+RETIRED = {
+    **dict.fromkeys(("knnWeight", "knnNeighbours", "knnTemperature"), "the kNN store"),
+    **dict.fromkeys(("context", "contextTokens"), "the codebase in the prompt"),
+    "definitionWeight": "the definitions' proposals",
+    **dict.fromkeys(("distinctFirstLines", "firstWordCap"), "the slot caps"),
+    "verify": "the verified drafts",
+}
 # The settings that take one of a few names, and those names (camelCase key -> names).
 CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}
 
@@ -421,6 +414,12 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
     errors: list[str] = []
     section = section_of(options)
     for key, value in section.items():
+        if key in RETIRED:
+            errors.append(
+                f"setting {SECTION}.{key} is retired with {RETIRED[key]}, which measured no "
+                "gain (docs/benchmarks.md); it is ignored: remove it from your settings"
+            )
+            continue
         if key not in _FIELDS:
             errors.append(f"unknown setting {SECTION}.{key} (known: {', '.join(KEYS)})")
             continue

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lsp_server.answer import stores_here, unsaid, with_preamble
 from lsp_server.prompt_plan import PromptPlan
 from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
@@ -37,7 +36,6 @@ from superposed.runner import ModelRunner, reusable_prefix
 from superposed.types import CancelCheck
 
 if TYPE_CHECKING:
-    from lsp_server.context import ContextAssembler
     from lsp_server.session import Place, State
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
@@ -78,12 +76,10 @@ class Warmer:
         scheduler: Scheduler,
         counters: Counter[str],
         current: Callable[[], State],
-        assembler: ContextAssembler,
     ) -> None:
         self._scheduler = scheduler
         self._counters = counters
         self._current = current  # the server's session as it is when a warm-up runs
-        self._assembler = assembler  # the codebase in the prompt: warmed too
         # where to warm once a session is in (set and taken by the server)
         self.waiting: Place | None = None
 
@@ -111,10 +107,8 @@ class Warmer:
             self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return
         engine, decoding = session.engine, request.settings.decoding
-        here = stores_here(session, request, report=unsaid)  # the request says what is wrong
-        context = with_preamble(session, request, here, self._assembler)
         max_prompt = decoding.max_prompt_tokens or None
-        plan = PromptPlan.of(engine, context, decoding)
+        plan = PromptPlan.of(engine, request.context, decoding)
         if resting:  # what a request would use now: the short window on a cold cache
             prompt, _ = plan.choose(max_prompt, decoding.max_new_tokens)
         else:

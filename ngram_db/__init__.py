@@ -16,8 +16,6 @@ The language server's API::
     codebase.rename_file(old, new)     # on rename: counts unchanged
     user.forget(path_or_folder)        # erase a file or a folder's files; user.clear(): all
     codebase.stats()                   # {"files", "tokens", "ngrams": {n: distinct}, "bytes", ...}
-    codebase.symbols_named(["f"])      # definitions (ngram_db.symbols.Symbol): kept by the same
-                                       # saves, index-repo runs and forgetting as the counts
 
     # engine's NgramSource (superposed.ngram): default lambdas, or others via .source()
     source = CombinedSource(codebase.source(lambdas), user.source(lambdas), user_weight=0.3)
@@ -41,7 +39,7 @@ cannot be created, a full disk), TokenizerMismatch (names both fingerprints), Or
 SchemaMismatch, BadOrders.
 
 Modules: ``keys`` (token tuples as 64-bit keys, vectorised counting), ``store`` (all SQL),
-``tokenizer``, ``symbols`` (definitions by tree-sitter tags), ``files`` (what to index),
+``tokenizer``, ``files`` (what to index),
 ``indexer``, ``paths``, ``combined``, ``cli``.
 """
 

@@ -2,7 +2,6 @@
 
     index-repo PATH [--db FILE] [--scope codebase|user] [--orders 2-6] [--include GLOB]
                [--exclude GLOB] [--max-file-bytes N] [--model NAME] [--rebuild] [--stats]
-               [--knn [--knn-keep all|wrong] [--knn-dims N]]   # and the kNN store
     index-repo PATH --forget [--scope user | --db FILE]   # erase a file or folder from a store
     index-repo --clear [--scope user | --db FILE | PATH]   # erase everything a store holds
     index-repo --engine infini-gram --out DIR PATH...      # a shared index, a shard a repo
@@ -27,6 +26,7 @@ from ngram_db.indexer import index_repo
 from ngram_db.infini import build_index
 from ngram_db.paths import codebase_db_path, user_db_path
 from ngram_db.store import NgramStore, parse_orders
+from ngram_db.store_files import drop_leftovers
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
 from superposed.tokenizer import load_tokenizer as embedded_tokenizer
 
@@ -91,14 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="remove everything from the store, erasing it from disk; exit")  # fmt: skip
     p.add_argument("--index-secrets", action="store_true",
                    help="also index files that often hold secrets (.env, *.pem)")  # fmt: skip
-    p.add_argument("--knn", action="store_true",
-                   help="also run --model over the indexed files and store its hidden "
-                   "states beside the store (the kNN memory: setting knnWeight)")  # fmt: skip
-    p.add_argument("--knn-keep", choices=("all", "wrong"), default="all",
-                   help="--knn: keep every position (default) or only those where the "
-                   "model's top-1 was wrong (kNM-LM)")  # fmt: skip
-    p.add_argument("--knn-dims", type=int, default=64, metavar="N",
-                   help="--knn: the keys' dimensions after PCA (default 64)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     return p
@@ -141,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         db = codebase_db_path(root)
     if (args.forget or args.clear) and not Path(db).exists():
+        drop_leftovers(db)  # an older version's file beside a store deleted by hand
         print(f"index-repo: nothing to forget: there is no store at {db}")
         return 0
     try:
@@ -163,7 +156,6 @@ def main(argv: list[str] | None = None) -> int:
                 max_file_bytes=args.max_file_bytes,
                 skip_secrets=not args.index_secrets,
             )
-            knn = _knn(store, args) if args.knn else None
     except NgramStoreError as err:
         print(f"index-repo: error: {advised(err, ADVICE)}", file=sys.stderr)
         return 1
@@ -174,30 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 130
     if args.json:
-        extra = {"knn": knn.as_dict()} if knn is not None else {}
-        print(json.dumps({**summary.as_dict(), **extra}, indent=2, default=str))
+        print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:
         print(summary.format())
-        if knn is not None:
-            print(knn.format())
     return 0
-
-
-def _knn(store: NgramStore, args: argparse.Namespace) -> Any:
-    """--knn: the kNN store of the store's files (loads the model: torch)."""
-    if not 1 <= args.knn_dims <= 1024:
-        raise NgramStoreError(f"--knn-dims must lie in 1..1024 (got {args.knn_dims})")
-    from ngram_db.knn_index import index_knn
-    from superposed.api import Engine
-    from superposed.types import EngineError
-
-    try:
-        engine = Engine.load(args.model, compile="off")
-    except (EngineError, OSError, ValueError) as err:
-        raise NgramStoreError(f"--knn: cannot load the model {args.model!r}: {err}") from err
-    say = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
-    return index_knn(store, engine.runner, engine.name, args.knn_keep, args.knn_dims,
-                     rebuild=args.rebuild, progress=say)  # fmt: skip
 
 
 def _infini(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -5,9 +5,6 @@ skips the files whose content hash is already stored and completes the rest. Whi
 thread counts and writes, a worker thread reads and tokenizes the next chunks (the Rust
 tokenizer releases the GIL and uses every core), so both cores stay busy.
 
-Each file read is also parsed for its definitions (ngram_db/symbols.py), written with its
-counts; in a store migrated from schema 1 (``symbols_missing``), unchanged files too.
-
 At the end, the store's suffix index is written beside it (ngram_db/suffix_store.py), so that
 the language server maps it instead of building it at its first request.
 """
@@ -37,7 +34,6 @@ from ngram_db.files import (
 )
 from ngram_db.store import FileTokens, NgramStore, content_hash, path_key
 from ngram_db.suffix_store import write_base
-from ngram_db.symbols import Symbol, extract_safely
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +79,7 @@ class IndexSummary:
                 f"  files: {self.indexed} indexed, {self.unchanged} unchanged, "
                 f"{self.removed} removed; skipped: {skipped}",
                 f"  tokens: {self.tokens:,} indexed now ({rate:,.0f}/s), "
-                f"{s.get('tokens', 0):,} in the store ({s.get('files', 0)} files, "
-                f"{s.get('symbols', 0):,} definitions)",
+                f"{s.get('tokens', 0):,} in the store ({s.get('files', 0)} files)",
                 f"  distinct n-grams per order: {grams}",
                 f"  size on disk: {s.get('bytes', 0) / 1e6:.1f} MB ({per_token} bytes/token)",
                 f"  time: {self.seconds:.1f} s ({self.suffix_seconds:.1f} s of it: the suffix "
@@ -101,7 +96,6 @@ class _Chunk:
     present: list[str]  # paths read as text (indexed now or unchanged)
     unchanged: int
     skipped: list[str]  # reasons
-    backfill: dict[str, list[Symbol]] = field(default_factory=dict)  # unchanged files' rows
 
 
 def _chunks(candidates: Sequence[Candidate], chunk_bytes: int) -> Iterator[list[Candidate]]:
@@ -126,14 +120,12 @@ def _prepare(
     known: dict[str, str],
     max_bytes: int,
     skip_secrets: bool = True,
-    backfill: bool = False,
 ) -> _Chunk:
     """Read a chunk's files, keep the changed ones and tokenize them (runs in the worker)."""
     todo: list[tuple[str, str, str]] = []
     present: list[str] = []
     skipped: list[str] = []
     unchanged = 0
-    rows: dict[str, list[Symbol]] = {}
     for cand in chunk:
         try:
             text = read_text(cand, root, max_bytes, skip_secrets)
@@ -145,16 +137,11 @@ def _prepare(
         sha = content_hash(text)
         if known.get(key) == sha:
             unchanged += 1
-            if backfill:
-                rows[key] = extract_safely(key, text)
         else:
             todo.append((key, text, sha))
     ids = store.tokenizer.encode_batch([text for _, text, _ in todo]) if todo else []
-    files = [
-        FileTokens(p, sha, i, extract_safely(p, text))
-        for (p, text, sha), i in zip(todo, ids, strict=True)
-    ]
-    return _Chunk(files, present, unchanged, skipped, rows)
+    files = [FileTokens(p, sha, i) for (p, _, sha), i in zip(todo, ids, strict=True)]
+    return _Chunk(files, present, unchanged, skipped)
 
 
 def index_repo(
@@ -186,7 +173,6 @@ def index_repo(
     summary.files_seen = len(candidates) + sum(skipped.values())
     prefix = path_key(os.path.join(root_path, ""))
     known = {p: h for p, h in store.file_hashes().items() if p.startswith(prefix)}
-    backfill = store.symbols_missing()
     prepare = functools.partial(
         _prepare,
         store,
@@ -194,7 +180,6 @@ def index_repo(
         known=known,
         max_bytes=max_file_bytes,
         skip_secrets=skip_secrets,
-        backfill=backfill,
     )
     present: set[str] = set()
     done = 0  # files read (the bar keeps no count when it is off)
@@ -222,8 +207,6 @@ def index_repo(
                     summary.indexed += len(unwritten)
                     summary.tokens += sum(len(f.ids) for f in unwritten)
                     unwritten = []
-                if chunk.backfill:
-                    store.set_symbols(chunk.backfill)
                 summary.unchanged += chunk.unchanged
                 for reason in chunk.skipped:
                     summary.skip(reason)
@@ -241,8 +224,6 @@ def index_repo(
     gone = sorted(set(known) - present)
     if gone:
         summary.removed = store.write([], removed=gone)
-    if backfill:
-        store.symbols_filled()
     store.checkpoint()
     _write_suffix_index(store, summary)
     summary.seconds = time.perf_counter() - start

@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ngram_db.errors import BadOrders
 from ngram_db.keys import MAX_LEN
-from ngram_db.symbols import Symbol
 from ngram_db.tokenizer import clean_text
 
 
@@ -23,8 +22,6 @@ class FileTokens:
     path: str
     sha256: str
     ids: np.ndarray  # [L] token ids
-    # Its definitions (ngram_db.symbols), which replace the stored ones; None: none to store
-    symbols: Sequence[Symbol] | None = None
 
 
 def parse_orders(orders: str | Iterable[int]) -> tuple[int, ...]:

@@ -1,5 +1,6 @@
 """The store's SQLite schema, and what opening checks in it: creating the tables in an empty
-database, reading and checking ``meta`` (schema version, orders, tokenizer), migrating schema 1.
+database, reading and checking ``meta`` (schema version, orders, tokenizer), migrating older
+schemas.
 
 Tables:
 
@@ -9,15 +10,14 @@ Tables:
 - ``files``: per file its path, content sha256, token count and its token ids
   (zlib-compressed uint32). Removing or changing a file re-counts its stored ids and
   subtracts them, so updates are exact without re-reading the old text.
-- ``symbols`` (schema 2): per definition of a file its name, kind, line, enclosing class and
-  header (ngram_db/symbols.py). A changed file's rows are replaced in the transaction that
-  replaces its counts, and removed with them, so they follow the same privacy rules, saves
-  and forgetting as the n-grams.
 
-Schema versions: a store of schema 1 (before ``symbols``) is migrated in place when opened
-(the table is added, nothing else changes) and marked ``symbols_missing``: its files' rows
-are filled by the next index-repo run, which then clears the mark. A newer schema than this
-code's raises SchemaMismatch and leaves the file untouched.
+Schema versions: 1 had these three tables; 2 added ``symbols`` (the definitions of each file,
+read by the definitions' proposals and the codebase in the prompt, both retired in issue 53:
+they measured no gain, docs/architecture.md "Retired"); 3 is 1 again. A store of schema 1 or
+2 is migrated in place when opened: the ``symbols`` table and its mark ``symbols_missing``
+are dropped, their freed pages overwritten, and nothing else changes (the counts and files
+stay valid). A newer schema than this code's raises SchemaMismatch and leaves the file
+untouched.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from ngram_db.errors import NotAStore, OrdersMismatch, SchemaMismatch, Tokenizer
 from ngram_db.records import parse_orders
 from ngram_db.tokenizer import Tokenizer
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+OLDER = ("1", "2")  # the schema versions opening migrates (_migrate)
 DEFAULT_ORDERS: tuple[int, ...] = (2, 3, 4, 5, 6)
 
 # SQL, not sqlite-utils' create_table, which cannot declare a table WITHOUT ROWID.
@@ -48,18 +49,7 @@ CREATE TABLE files (
     tokens INTEGER NOT NULL,
     ids BLOB NOT NULL         -- zlib(uint32 little-endian token ids)
 );
-CREATE TABLE symbols (
-    path TEXT NOT NULL,       -- a key of files
-    name TEXT NOT NULL,
-    kind TEXT NOT NULL,       -- function, method, class
-    line INTEGER NOT NULL,    -- 0-based
-    scope TEXT NOT NULL,      -- the enclosing class of a method, '' at the top level
-    header TEXT NOT NULL      -- Python text stating the definition (ngram_db/symbols.py)
-);
-CREATE INDEX symbols_name ON symbols (name);
-CREATE INDEX symbols_path ON symbols (path);
 """
-_SYMBOLS_SCHEMA = SCHEMA[SCHEMA.index("CREATE TABLE symbols") :]  # what schema 1 -> 2 adds
 
 
 def init_or_read_meta(
@@ -91,8 +81,8 @@ def init_or_read_meta(
             f"{name} is an SQLite database but not an n-gram store; it was left untouched"
         )
     meta = {row["key"]: row["value"] for row in db["meta"].rows}
-    if meta.get("schema_version") == "1":
-        meta = _migrate_1_to_2(conn, db)
+    if meta.get("schema_version") in OLDER:
+        meta = _migrate(conn, db)
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise SchemaMismatch(
             f"{name} has schema version {meta.get('schema_version')}, this ngram_db writes "
@@ -109,25 +99,27 @@ def init_or_read_meta(
     return stored
 
 
-def _migrate_1_to_2(conn: sqlite3.Connection, db: sqlite_utils.Database) -> dict[str, str]:
-    """Add the ``symbols`` table to a schema 1 store, in one transaction (another process may
+def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database) -> dict[str, str]:
+    """Bring a schema 1 or 2 store to this code's, in one transaction (another process may
     have migrated it while this one waited for the lock); returns the meta rows after it.
 
-    Nothing else changes: the counts and files stay valid. The store is marked
-    ``symbols_missing`` until index-repo has extracted its files' rows.
+    The ``symbols`` table (its indexes go with it) and the ``symbols_missing`` mark are
+    dropped, their pages overwritten as they are freed (the definitions' headers were plain
+    text of the indexed files); ``grams``, ``files`` and the other meta rows stay as they are.
     """
-    with conn:
-        conn.execute("BEGIN IMMEDIATE")
-        meta = {row["key"]: row["value"] for row in db["meta"].rows}
-        if meta.get("schema_version") != "1":
-            return meta
-        for statement in _SYMBOLS_SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        filled = conn.execute("SELECT count(*) FROM files").fetchone()[0]
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-        if filled:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('symbols_missing', '1')")
+    conn.execute("PRAGMA secure_delete = ON")
+    try:
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            meta = {row["key"]: row["value"] for row in db["meta"].rows}
+            if meta.get("schema_version") in OLDER:
+                conn.execute("DROP TABLE IF EXISTS symbols")
+                conn.execute("DELETE FROM meta WHERE key = 'symbols_missing'")
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
+                )
+    finally:
+        conn.execute("PRAGMA secure_delete = OFF")
     return {row["key"]: row["value"] for row in db["meta"].rows}
 
 

@@ -1,11 +1,11 @@
 """The SQLite n-gram store: opening (checks, creation, connections), SQLite's errors named,
 and the engine's batched lookup. Its other jobs live beside it, as parts of ``NgramStore``:
 
-- ngram_db/schema.py: the tables (``meta``, ``grams``, ``files``, ``symbols``), the checks
-  of ``meta`` on opening, the migration of schema 1;
+- ngram_db/schema.py: the tables (``meta``, ``grams``, ``files``), the checks of ``meta``
+  on opening, the migration of older schemas;
 - ngram_db/store_files.py: the store's files on disk (private folders and files, deletion);
-- ngram_db/store_writes.py: exact per-file updates, renames, symbols rows, forgetting;
-- ngram_db/store_reads.py: files' records, symbols, stats, the full check;
+- ngram_db/store_writes.py: exact per-file updates, renames, forgetting;
+- ngram_db/store_reads.py: files' records, stats, the full check;
 - ngram_db/store_sql.py: the statements over lists of values, run in chunks.
 
 All SQL of the package lives in these modules.

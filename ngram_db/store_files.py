@@ -4,7 +4,9 @@ which file (device, inode) a path names."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import glob
 import os
 from pathlib import Path
 
@@ -28,10 +30,29 @@ def check_header(path: Path) -> None:
             )
 
 
+# Files older versions wrote beside a store, which nothing reads now: the kNN store of
+# ``index-repo --knn`` (retired: it measured no gain, docs/benchmarks.md), and its
+# ``.tmp`` siblings an interrupted write left. It may hold a file's tokens and path, so
+# forgetting deletes it, unread (store_writes.py).
+LEFTOVERS = (".knn.npz",)
+
+
 def delete_store_files(path: Path) -> None:
-    """Remove a store, its WAL side files and its suffix index (what --rebuild does)."""
+    """Remove a store, its WAL side files, its suffix index and older versions' leftovers
+    (what --rebuild does)."""
     for suffix in ("", "-wal", "-shm", "-journal", suffix_store.SUFFIX):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
+    drop_leftovers(path)
+
+
+def drop_leftovers(store_path: str | os.PathLike[str]) -> None:
+    """Delete the files older versions left beside the store at ``store_path``, unread."""
+    store = Path(store_path)
+    for suffix in LEFTOVERS:
+        name = glob.escape(f"{store.name}{suffix}")
+        for path in [store.with_name(f"{store.name}{suffix}"), *store.parent.glob(f"{name}*.tmp")]:
+            with contextlib.suppress(IsADirectoryError):  # not a file any version wrote
+                path.unlink(missing_ok=True)
 
 
 def make_private_dirs(folder: Path) -> None:

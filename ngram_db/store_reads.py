@@ -1,5 +1,5 @@
 """What a store reads back besides the engine's counts: its files' records (hashes, token ids,
-the table the memory's suffix indexes are built on), the symbols, stats and the full check.
+the table the memory's suffix indexes are built on), stats and the full check.
 
 ``StoreReads`` is a part of ``ngram_db.store.NgramStore``, which sets the connections and locks
 it uses. Lookups go through the reader connection where they can: a write in progress never
@@ -20,20 +20,12 @@ import numpy as np
 
 from ngram_db import keys as K
 from ngram_db.records import FileTokens, path_key, unpack_ids
-from ngram_db.store_sql import (
-    SELECT_FILES,
-    SELECT_HASHES,
-    SELECT_SYMBOLS_IN,
-    SELECT_SYMBOLS_NAMED,
-    in_chunks,
-    symbol_of,
-)
-from ngram_db.symbols import Symbol
+from ngram_db.store_sql import SELECT_FILES, SELECT_HASHES, in_chunks
 from ngram_db.tokenizer import Tokenizer
 
 
 class StoreReads:
-    """A store's reads of its files, symbols and counts (a part of NgramStore)."""
+    """A store's reads of its files and counts (a part of NgramStore)."""
 
     # set by NgramStore.__init__ (ngram_db/store.py)
     conn: sqlite3.Connection
@@ -47,32 +39,6 @@ class StoreReads:
     if TYPE_CHECKING:  # defined by NgramStore (it names SQLite's errors)
 
         def _sqlite_errors(self) -> AbstractContextManager[None]: ...
-
-    # ----- symbols (read through the reader connection) ---------------------------------------
-
-    def symbols_named(self, names: Sequence[str]) -> list[Symbol]:
-        """The stored definitions of these names, by path and line."""
-        with self._read_lock, self._sqlite_errors():
-            rows = in_chunks(self._reader, SELECT_SYMBOLS_NAMED, list(dict.fromkeys(names)))
-        return sorted((symbol_of(r) for r in rows), key=lambda s: (s.path, s.line))
-
-    def symbols_in(self, path: str | os.PathLike[str]) -> list[Symbol]:
-        """The stored definitions of one file, by line."""
-        with self._read_lock, self._sqlite_errors():
-            return sorted(self._symbols_of(self._reader, [path_key(path)]), key=lambda s: s.line)
-
-    @staticmethod
-    def _symbols_of(conn: sqlite3.Connection, paths: Sequence[str]) -> list[Symbol]:
-        return [symbol_of(r) for r in in_chunks(conn, SELECT_SYMBOLS_IN, list(paths))]
-
-    def symbols_missing(self) -> bool:
-        """Whether files were stored before the store had symbols (schema 1): index-repo
-        then extracts the rows of unchanged files too, and clears the mark."""
-        with self._read_lock, self._sqlite_errors():
-            row = self._reader.execute(
-                "SELECT value FROM meta WHERE key = 'symbols_missing'"
-            ).fetchone()
-        return row is not None and row[0] == "1"
 
     def _stored(self, paths: Sequence[str]) -> dict[str, tuple[str, np.ndarray]]:
         """path -> (sha256, token ids) of the given paths that are stored."""
@@ -147,12 +113,11 @@ class StoreReads:
         )
 
     def stats(self) -> dict[str, Any]:
-        """Files, tokens, definitions, distinct n-grams and contexts per order, bytes on disk."""
+        """Files, tokens, distinct n-grams and contexts per order, bytes on disk."""
         with self._read_lock, self._sqlite_errors():
             files, tokens = self._reader.execute(
                 "SELECT count(*), coalesce(sum(tokens), 0) FROM files"
             ).fetchone()
-            definitions = self._reader.execute("SELECT count(*) FROM symbols").fetchone()[0]
             ngrams: dict[int, int] = {}
             contexts: dict[int, int] = {}
             for n in self._orders:
@@ -171,7 +136,6 @@ class StoreReads:
             "tokenizer": self.tokenizer.fingerprint,
             "files": files,
             "tokens": tokens,
-            "symbols": definitions,  # rows of the symbols table (definitions)
             "ngrams": ngrams,
             "contexts": contexts,
             "bytes": size,

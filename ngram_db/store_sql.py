@@ -8,8 +8,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ngram_db.symbols import Symbol
-
 _MAX_PARAMS = 30_000  # below SQLite's default limit of 32766 bound parameters
 UPSERT = (
     "INSERT INTO grams (key, g, c) VALUES (?, ?, ?) "
@@ -26,14 +24,6 @@ SELECT_KEYS = "SELECT key, g, c FROM grams WHERE key IN ({marks})"
 DELETE_EMPTY = "DELETE FROM grams WHERE key IN ({marks}) AND g <= 0 AND c <= 0"
 SELECT_FILES = "SELECT path, sha256, ids FROM files WHERE path IN ({marks})"
 SELECT_HASHES = "SELECT path, sha256 FROM files WHERE path IN ({marks})"
-_SYMBOL_COLUMNS = "name, kind, path, line, header, scope"  # Symbol's fields, in order
-SELECT_SYMBOLS_NAMED = f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE name IN ({{marks}})"
-SELECT_SYMBOLS_IN = f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE path IN ({{marks}})"
-
-
-def symbol_of(row: Sequence[Any]) -> Symbol:
-    name, kind, path, line, header, scope = row
-    return Symbol(name, kind, path, int(line), header, scope)
 
 
 def in_chunks(conn: sqlite3.Connection, template: str, values: Sequence[Any]) -> list[Any]:

@@ -1,6 +1,7 @@
 """A store's writes: exact per-file updates (the old ids subtracted, the new added, in one
-``BEGIN IMMEDIATE`` transaction), renames, the symbols rows, and forgetting (secure delete,
-the WAL folded back, the suffix index dropped when it holds a forgotten file).
+``BEGIN IMMEDIATE`` transaction), renames, and forgetting (secure delete,
+the WAL folded back, the suffix index dropped when it holds a forgotten file, and older
+versions' leftovers beside the store deleted).
 
 ``StoreWrites`` is a part of ``ngram_db.store.NgramStore``, which sets the connections and locks
 it uses.
@@ -9,26 +10,24 @@ it uses.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 
 import numpy as np
 import sqlite_utils
 
 from ngram_db import keys as K
-from ngram_db import suffix_store, symbols
+from ngram_db import suffix_store
 from ngram_db.records import FileTokens, content_hash, pack_ids, path_key, unpack_ids
+from ngram_db.store_files import drop_leftovers
 from ngram_db.store_reads import StoreReads
 from ngram_db.store_sql import (
     DELETE_EMPTY,
     ROWS_PER_INSERT,
-    SELECT_HASHES,
     UPSERT,
     UPSERT_MANY,
     in_chunks,
 )
-from ngram_db.symbols import Symbol
 
 
 class StoreWrites(StoreReads):
@@ -53,12 +52,7 @@ class StoreWrites(StoreReads):
         if not todo:
             return 0
         ids = self.tokenizer.encode_batch([t for _, t, _ in todo])
-        return self.write(
-            [
-                FileTokens(p, h, i, symbols.extract_safely(p, t))
-                for (p, t, h), i in zip(todo, ids, strict=True)
-            ]
-        )
+        return self.write([FileTokens(p, h, i) for (p, _, h), i in zip(todo, ids, strict=True)])
 
     def remove_file(self, path: str | os.PathLike[str]) -> bool:
         """Subtract a file's counts and forget it; False if it was not in the store."""
@@ -75,8 +69,7 @@ class StoreWrites(StoreReads):
             ).fetchone()
             if row is None:
                 return False
-            moved = [replace(s, path=new_key) for s in self._symbols_of(self.conn, [old_key])]
-            self._write_locked([FileTokens(new_key, row[0], unpack_ids(row[1]), moved)], [old_key])
+            self._write_locked([FileTokens(new_key, row[0], unpack_ids(row[1]))], [old_key])
             return True
 
     def write(self, files: Sequence[FileTokens], removed: Sequence[str] = ()) -> int:
@@ -124,7 +117,6 @@ class StoreWrites(StoreReads):
             files = self.conn.execute("SELECT count(*) FROM files").fetchone()[0]
             self.conn.execute("DELETE FROM grams")
             self.conn.execute("DELETE FROM files")
-            self.conn.execute("DELETE FROM symbols")
         with self._lock, self._sqlite_errors():
             self.conn.execute("VACUUM")  # drop the freed pages from the file
         return int(files)
@@ -132,7 +124,8 @@ class StoreWrites(StoreReads):
     @contextmanager
     def _erasing(self, paths: Sequence[str] | None = None) -> Iterator[None]:
         """Deletions overwrite the freed content, and the WAL is folded back at the end; the
-        suffix index file is deleted if it holds one of ``paths`` (None: everything)."""
+        suffix index file is deleted if it holds one of ``paths`` (None: everything), and
+        the files older versions left beside the store (store_files.LEFTOVERS) are deleted."""
         with self._lock, self._sqlite_errors():
             self.conn.execute("PRAGMA secure_delete = ON")
         try:
@@ -144,6 +137,7 @@ class StoreWrites(StoreReads):
                     self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             if self.path is not None:
                 suffix_store.drop_base(self.path, paths)
+                drop_leftovers(self.path)
 
     def _write_locked(self, files: Sequence[FileTokens], removed: Sequence[str]) -> int:
         files = list({f.path: f for f in files}.values())  # the last content of a path wins
@@ -160,42 +154,12 @@ class StoreWrites(StoreReads):
         self._apply(delta)
         if gone:
             self.conn.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in gone])
-        self._replace_symbols([f.path for f in files] + gone, files)
         self.db.table("files").insert_all(
             ({"path": f.path, "sha256": f.sha256, "tokens": len(f.ids), "ids": pack_ids(f.ids)}
              for f in files),
             replace=True,
         )  # fmt: skip
         return len(files) + len(gone)
-
-    def _replace_symbols(self, paths: Sequence[str], files: Sequence[FileTokens]) -> None:
-        """The rows of ``paths`` gone, those of ``files`` (their new content) written."""
-        self.conn.executemany("DELETE FROM symbols WHERE path = ?", [(p,) for p in paths])
-        self.conn.executemany(
-            "INSERT INTO symbols (path, name, kind, line, scope, header) VALUES (?,?,?,?,?,?)",
-            [
-                (f.path, s.name, s.kind, s.line, s.scope, s.header)
-                for f in files
-                for s in f.symbols or ()
-            ],
-        )
-
-    def set_symbols(self, rows: Mapping[str, Sequence[Symbol]]) -> None:
-        """Replace the symbols of stored files (path -> rows) without touching their counts:
-        how index-repo fills the rows of a store migrated from schema 1 (paths not stored
-        are ignored: a file's rows never outlive it)."""
-        with self._transaction():
-            stored = set(self._stored_paths(list(rows)))
-            items = [FileTokens(p, "", np.zeros(0), r) for p, r in rows.items() if p in stored]
-            self._replace_symbols([f.path for f in items], items)
-
-    def _stored_paths(self, paths: Sequence[str]) -> list[str]:
-        return [p for p, _ in in_chunks(self.conn, SELECT_HASHES, list(dict.fromkeys(paths)))]
-
-    def symbols_filled(self) -> None:
-        """Clear the symbols_missing mark (index-repo, after a whole run)."""
-        with self._transaction():
-            self.conn.execute("DELETE FROM meta WHERE key = 'symbols_missing'")
 
     def _apply(self, delta: K.Counts) -> None:
         """Add a delta to ``grams``; drop rows whose counts reach zero."""

@@ -5,13 +5,11 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
 
-from superposed import ranking
 from superposed.calibrate import calibrated
 from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.cuda_graph import GraphRunner
@@ -19,7 +17,6 @@ from superposed.cuda_graph import unsupported_reason as graphs_unsupported
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt
-from superposed.knn import HiddenSource, KnnLookup, tapped
 from superposed.model import LoadedModel, compact_loading, load_model, set_threads
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
@@ -28,7 +25,6 @@ from superposed.request import DecodeRequest, Method
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
 from superposed.runner_choice import fast_runner_class, make_runner
 from superposed.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
-from superposed.verify import verified
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +200,6 @@ class Engine:
         stop: StopCondition | None = None,
         cancel: CancelCheck | None = None,
         memory: MatchSource | None = None,
-        knn: HiddenSource | None = None,
     ) -> Completion:
         """Decode drafts for the cursor at the end of ``prompt``.
 
@@ -213,8 +208,6 @@ class Engine:
         the cursor, for which ``Engine.prompt``'s defaults build it here.
         memory: longest matches over the user's code, for a method that takes them
         (``MethodEntry.takes_memory``); the caller decides whether the memory is on.
-        knn: the hidden-state memory's store (superposed/knn.py), read where
-        ``cfg.knn_weight`` > 0 by a method that takes the memory.
         """
         run = find_method(method)
         cfg = cfg or DecodeConfig()
@@ -227,25 +220,19 @@ class Engine:
         clock = PrefillClock(self.runner)
         runner = cast(ModelRunner, clock)
         takes_memory = METHOD_TABLE[method].takes_memory
-        use_knn = knn is not None and cfg.knn_weight > 0 and takes_memory
-        with tapped(self.runner) if use_knn else nullcontext() as tap:
-            request = DecodeRequest(
-                runner,
-                self.vocab,
-                prompt,
-                cfg,
-                ngram=ngram,
-                stop=stop or StopCondition(),
-                cancel=cancel,
-                memory=memory if takes_memory else None,
-                knn=KnnLookup(knn, tap) if knn is not None and tap is not None else None,
-            )
-            drafts = run(request)
-        decoded = time.perf_counter()
-        if cfg.verify:  # a ranking stage after the method's own (superposed/ranking.py)
-            drafts = ranking.apply(drafts, [verified(self.runner, prompt.ids, cfg)])
+        request = DecodeRequest(
+            runner,
+            self.vocab,
+            prompt,
+            cfg,
+            ngram=ngram,
+            stop=stop or StopCondition(),
+            cancel=cancel,
+            memory=memory if takes_memory else None,
+        )
+        drafts = run(request)
         done = time.perf_counter()
-        decode = decoded - encoded
+        decode = done - encoded
         return Completion(
             drafts=drafts,
             timing_ms={
@@ -253,7 +240,6 @@ class Engine:
                 "prefill": clock.seconds * 1e3,  # what the cache did not already hold
                 "steps": (decode - clock.seconds) * 1e3,  # the drafts' decoding itself
                 "decode": decode * 1e3,
-                "verify": (done - decoded) * 1e3,  # scoring the drafts (cfg.verify)
                 "total": (done - start) * 1e3,
             },
             prompt_tokens=len(prompt.ids),

@@ -21,8 +21,8 @@ One graph per ``GraphKey``, captured on first use:
 - ``mixture``: superposition's weighted embedding inside the graph: the drafts' newest
   tokens and their weights [1, M] in (``GraphRunner.step_mixture``, which superposed.py
   calls where the runner has it), M padded with weight 0 to a power of two;
-- ``score``: the verify batch, token ids [R, T] scored at every position (``score``), T
-  padded to a power of two.
+- ``score``: the scoring batch (branched rows), token ids [R, T] scored at every position
+  (``score``), T padded to a power of two.
 
 The candidate selection, the n-gram mixing and the memory's proposals stay on the host.
 The AOTInductor package of compiled.py crashed the process on load on CUDA; these graphs
@@ -222,7 +222,7 @@ class GraphRunner:
     """A FastRunner whose forwards of a few tokens replay CUDA graphs (a ModelRunner).
 
     Steps and the prefill of a typed word go through the runner's ``compiled_steps`` (its
-    own bookkeeping); the superposed step and the verify batch through ``step_mixture`` and
+    own bookkeeping); the superposed step and the scoring batch through ``step_mixture`` and
     ``score`` here. Everything else is the runner's.
     """
 
@@ -319,7 +319,7 @@ class GraphRunner:
     @torch.inference_mode()
     def score(self, ids: torch.Tensor) -> torch.Tensor:
         """ids [B, T] appended to the B cache rows -> fp32 logits [B, T, V] at every position
-        (the verify batch), T padded inside the graph (the padding's keys are not kept)."""
+        (the scoring batch), T padded inside the graph (the padding's keys are not kept)."""
         b, t = ids.shape
         cache = self.runner.cache
         if b != cache.rows:
@@ -330,7 +330,7 @@ class GraphRunner:
         graph = self.graphs.get("score", b, padded)
         if graph is None:
             return self.runner.score(ids)
-        tokens = ids.new_zeros(b, padded)  # where ids are (the verify batch's: the GPU)
+        tokens = ids.new_zeros(b, padded)  # where ids are (the scoring batch's: the GPU)
         tokens[:, :t] = ids
         logits, new_keys, new_values = graph(n, ids=tokens)  # [B, T', V]
         cache.write(n, new_keys[..., :t, :], new_values[..., :t, :])

@@ -191,9 +191,6 @@ class FastRunner:
         # a step with no compiled one for its rows runs eagerly.
         self.compiled_steps: dict[int, StepFn] = {}
         self.compiled_calls = 0  # forwards that went through one
-        # Called with the rows the head reads ([B, H], or [B, T, H] for every position) on
-        # the eager path: the kNN memory's hidden states (superposed/knn.py).
-        self.hidden_tap: Callable[[torch.Tensor], None] | None = None
         self._ids: list[int] = []  # prompt tokens in row 0 of the cache
 
     def _read_config(self, config: Any) -> None:
@@ -286,16 +283,11 @@ class FastRunner:
             x = block.forward(x, functools.partial(attend, i, block), self.eps)
         # The head reads one row per sequence: the decode head, whichever weights ran the layers.
         head = self.decode_weights.lm_head
-        tap = self.hidden_tap
         if every:
             b, t, h = x.shape
             rows = rms_norm(x.reshape(b * t, h), weights.norm, self.eps)  # [B * T, H]
-            if tap is not None:
-                tap(rows.reshape(b, t, h))
             return head(rows).float().reshape(b, t, -1)
         last = rms_norm(x[:, -1], weights.norm, self.eps)  # [B, H]
-        if tap is not None:
-            tap(last)
         return head(last).float()  # [B, V]
 
     def _forward(self, x: torch.Tensor, start: int, every: bool = False) -> torch.Tensor:
@@ -330,7 +322,7 @@ class FastRunner:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A decode step (or a prefill of a few tokens) as a pure function, for torch.export
         and AOTInductor (compiled.py) and CUDA graphs (cuda_graph.py; ``every``: the logits
-        [B, T, V] of every new position, for the verify batch).
+        [B, T, V] of every new position, for the scoring batch).
 
         x [B, T, H] at positions ``position`` [1] onwards; keys, values: each layer's whole
         cache [B, kv_heads, C, D], of which the positions before ``position`` are read (a
@@ -381,7 +373,7 @@ class FastRunner:
             raise ValueError("prefill extends the single prompt row: rewind first")
         cache.reserve(1, cache.length + len(ids))
         tokens = torch.tensor([ids], dtype=torch.long, device=self.device)  # [1, T]
-        compiled = self.compiled_steps.get(1) if self.hidden_tap is None else None
+        compiled = self.compiled_steps.get(1)
         if compiled is not None and len(ids) <= TYPED_TOKENS:  # typing: a few new tokens
             logits = self._compiled_forward(compiled, self.embed(tokens))
             cache.length += len(ids)
@@ -401,9 +393,7 @@ class FastRunner:
         if embeds.shape[0] != b:
             raise ValueError(f"step got {embeds.shape[0]} rows, the cache has {b}")
         self.cache.reserve(b, n + 1)
-        # With a hidden tap (the kNN memory) the step runs eagerly: a compiled one's head
-        # is inside its graph and shows no hidden state.
-        compiled = self.compiled_steps.get(b) if self.hidden_tap is None else None
+        compiled = self.compiled_steps.get(b)
         if compiled is None:
             logits = self._forward(embeds.to(self.device), n)
         else:

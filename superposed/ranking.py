@@ -1,6 +1,6 @@
 """Ranking drafts: one ordered list of stages, each applied once; scores keep meaning order.
 
-The engine's in-loop decisions (``select``, ``diversity.Slots``) choose what is decoded; the
+The engine's in-loop decision (``select``) chooses what is decoded; the
 stages here order what was decoded. A ``Stage`` takes drafts best first and returns them best
 first, their scores never rising down the list: a stage that moves a draft gives it the score
 of its new place (``settle``: its own where that lies between its new neighbours', else the
@@ -17,20 +17,17 @@ A request's stages, in order:
 2. ``seeds``: the memory's copies (superposed/memory.py ``seeds``) placed at
    ``memory_seed_rank`` (the last of the k shown), unless a decoded draft says the same; a
    seed's own score is its memory evidence (``memory.copy_score``), settled to its place;
-3. ``rescored`` (``cfg.verify``; superposed/api.py, superposed/verify.py): every draft
-   scored by the model, ordered by that score, the far worse dropped;
 
 then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
 ``rank_stages`` passes in the keys and predicates only it knows; a stage without one is off):
 
-4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
+3. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
    is one guess: the better-scored stays, a spare takes the freed slot;
-5. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
-6. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
-7. ``led(predicate)``: the draft that says what a long memory match goes on with first
+4. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
+5. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
+6. ``led(predicate)``: the draft that says what a long memory match goes on with first
    (lsp_server/evidence.py);
-8. ``reserved(k, first_word)``: at a line start, the last of the k slots to another first word;
-9. ``cut(k)``: the k shown.
+7. ``cut(k)``: the k shown.
 
 "Change how drafts are ranked" is a change here: the stages and both lists of them
 (``engine_stages``, ``text_stages``).
@@ -43,7 +40,6 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar, cast
 
-from superposed.diversity import first_word_key
 from superposed.types import DecodeConfig, Draft
 
 
@@ -121,7 +117,7 @@ def seeds(seeded: list[Draft], rank: int, k: int) -> Stage[Draft]:
 
 def engine_stages(seeded: list[Draft], cfg: DecodeConfig) -> list[Stage[Draft]]:
     """The superposed method's stages, in order: distinct drafts cut to k, then the memory's
-    seeds (verify, for every method, is superposed/api.py's: ``rescored``)."""
+    seeds."""
     return [distinct(cfg.k), seeds(seeded, cfg.memory_seed_rank, cfg.k)]
 
 
@@ -145,22 +141,6 @@ def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[
     at = min(rank, len(drafts))
     placed = replace(seeded, source="memory")
     return settle([*drafts[:at], placed, *drafts[at:]], {at})[:k]
-
-
-def rescored(score: Callable[[list[R]], list[float]], margin: float) -> Stage[R]:
-    """The drafts ordered by another score, which becomes theirs (``score`` of all at once:
-    superposed/verify.py's model log-probability per token), those more than ``margin``
-    below the best dropped; fewer than two drafts are left as they are."""
-
-    def stage(drafts: list[R]) -> list[R]:
-        if len(drafts) < 2:
-            return drafts
-        scores = score(drafts)
-        best = max(scores)
-        ranked = sorted(zip(scores, drafts, strict=True), key=lambda pair: -pair[0])
-        return [with_score(d, s) for s, d in ranked if s >= best - margin]
-
-    return stage
 
 
 # --- the stages on the cleaned-up texts (lsp_server/completion.py) ----------------------------
@@ -219,31 +199,6 @@ def led(says: Callable[[str], bool]) -> Stage[R]:
     return stage
 
 
-def first_word(text: str) -> bytes:
-    """A draft's first word (``diversity.first_word_key``), or its whole text where it is
-    one word."""
-    return first_word_key(text.encode()) or text.strip().encode()
-
-
-def reserved(k: int, key: Callable[[str], Hashable]) -> Stage[R]:
-    """The last of the k shown slots given to the best draft whose ``key`` differs from the
-    first's, where the k shown would otherwise all have the same (``first_word``: a line's
-    first real decision, a different name, call or keyword); it settles to the score of the
-    draft it displaces."""
-
-    def stage(drafts: list[R]) -> list[R]:
-        keys = [key(d.text) for d in drafts]
-        if len(drafts) <= k or len(set(keys[:k])) > 1:
-            return drafts
-        other = next((i for i in range(k, len(drafts)) if keys[i] != keys[0]), None)
-        if other is None:
-            return drafts
-        rest = [d for i, d in enumerate(drafts) if i != other]
-        return settle([*rest[: k - 1], drafts[other], *rest[k - 1 :]], {k - 1})
-
-    return stage
-
-
 def cut(k: int) -> Stage[T]:
     """The first k."""
     return lambda drafts: drafts[:k]
@@ -259,12 +214,11 @@ def text_stages(
     block_key: Callable[[str], Hashable] | None = None,
     parses: Callable[[str], bool] | None = None,
     says: Callable[[str], bool] | None = None,
-    first_word_slot: bool = False,
 ) -> list[Stage[R]]:
-    """Stages 4-9 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
+    """Stages 3-7 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
     first lines first (``block_key``); those that ``parses`` keeps; the one that ``says`` what
-    the memory goes on with first; with ``first_word_slot`` the last slot to another first
-    word; the k shown. A stage whose key or predicate is None is off."""
+    the memory goes on with first; the k shown. A stage whose key or predicate is None is
+    off."""
     stages: list[Stage[R]] = [merged(same)]
     if block_key is not None:
         stages.append(new_keys_first(block_key))
@@ -272,7 +226,5 @@ def text_stages(
         stages.append(kept(parses))
     if says is not None:
         stages.append(led(says))
-    if first_word_slot:
-        stages.append(reserved(k, first_word))
     stages.append(cut(k))
     return stages

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from superposed.knn import KnnLookup
 from superposed.ngram import MatchSource, NgramSource
 from superposed.prompt import Prompt
 from superposed.runner import ModelRunner
@@ -34,7 +33,6 @@ class DecodeRequest:
     stop: StopCondition = field(default_factory=StopCondition)
     cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
     memory: MatchSource | None = None  # longest matches over the user's code (superposed)
-    knn: KnnLookup | None = None  # the kNN store (superposed; cfg.knn_weight)
 
 
 Method = Callable[[DecodeRequest], list[Draft]]

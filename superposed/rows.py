@@ -15,8 +15,8 @@ Where to branch:
 - "split": at the first step whose drafts differ beyond whitespace (near-duplicates such as
   " return" and "return" are decoded superposed a step longer).
 
-A runner without batches (no expand/score/select) and a request reading the hidden-state
-memory (its tap records one row) stay on the superposed path; the log says so once.
+A runner without batches (no expand/score/select) stays on the superposed path; the log
+says so once.
 """
 
 from __future__ import annotations
@@ -66,13 +66,11 @@ class RowDecoder(Protocol):
         ...
 
 
-def fallback_reason(runner: ModelRunner, knn_on: bool) -> str | None:
+def fallback_reason(runner: ModelRunner) -> str | None:
     """Why this request cannot branch into rows, or None when it can."""
     missing = [name for name in _BATCHED if not callable(getattr(runner, name, None))]
     if missing:
         return f"runner {type(runner).__name__} has no {', '.join(missing)}: no batched rows"
-    if knn_on:
-        return "the kNN store (knnWeight > 0) reads one row per step"
     return None
 
 

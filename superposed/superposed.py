@@ -18,15 +18,11 @@ and mix in with a weight that grows with the matched length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 
-from superposed import knn, ranking, rows
 from superposed import memory as mem
-from superposed.diversity import Slots
+from superposed import ranking, rows
 from superposed.hypotheses import (
     Finisher,
     Hypothesis,
@@ -74,19 +70,17 @@ def branch(
     cfg: DecodeConfig,
     vocab: Vocab,
     match: Match | None = None,
-    slots: Slots | None = None,
 ) -> list[Hypothesis]:
     """First step: the k best (allowed) tokens start k drafts from ``base``.
 
     With a memory match, its next tokens are candidates too, and scores are mixed with it.
-    slots: as ``select``'s.
     """
     logp = F.log_softmax(logits.float() / cfg.temperature, dim=-1)[None]  # [1, V]
     logp = constrain(logp, heal_masks(vocab, [base], logp.shape[-1], logp.device))
     top, ids = logp.topk(min(cfg.k, logp.shape[-1]))  # [1, k]
     top, ids = with_proposals(logp, top, ids, [match], cfg)
     scores = mem.mix(top, ids, [match], cfg)[0]
-    return select([base], ids, scores[None], cfg.k, vocab, slots)
+    return select([base], ids, scores[None], cfg.k, vocab)
 
 
 def with_proposals(
@@ -137,22 +131,17 @@ def select(
     scores: torch.Tensor,
     k: int,
     vocab: Vocab,
-    slots: Slots | None = None,
 ) -> list[Hypothesis]:
     """The k best extensions by cumulative score; identical texts are merged.
 
     Two drafts can spell the same bytes with different tokens ("Snd"+"Headers" and
     "S"+"nd"+"Headers"); keeping both would waste one of the k drafts on a duplicate.
-    slots: how the k slots are shared out among first lines and first words
-    (superposed/diversity.py); drafts a first word's cap holds back fill the slots left.
     """
     total = torch.tensor([h.score for h in hyps], dtype=scores.dtype)[:, None] + scores.cpu()
     order = total.flatten().argsort(descending=True).tolist()
     width = candidates.shape[1]
     chosen: list[Hypothesis] = []
     seen: set[bytes] = set()
-    rules = (slots or Slots()).round()
-    later: list[tuple[Hypothesis, int, float, bytes]] = []
     for flat in order:
         value = float(total.flatten()[flat])
         if len(chosen) == k or value == float("-inf"):
@@ -162,18 +151,7 @@ def select(
         if key in seen:  # the first occurrence has the better score
             continue
         seen.add(key)
-        verdict = rules.verdict(key)
-        if verdict == "later":
-            later.append((parent, token, value, key))
-        elif verdict == "take":
-            rules.take(key)
-            chosen.append(parent.extend(token, value, vocab))
-    for parent, token, value, key in later:
-        if len(chosen) == k:
-            break
-        if rules.verdict(key) != "never":
-            rules.take(key)
-            chosen.append(parent.extend(token, value, vocab))
+        chosen.append(parent.extend(token, value, vocab))
     return chosen
 
 
@@ -184,32 +162,14 @@ class SuperposedDecoder:
         self.runner, self.vocab, self.prompt = request.runner, request.vocab, request.prompt
         self.cfg, self.ngram = request.cfg, request.ngram
         self.cancel, self.memory = request.cancel, request.memory
-        self.knn = request.knn if self.cfg.knn_weight > 0 else None
         self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
         self.context_len = max(self.ngram.orders) - 1 if self.ngram is not None else 0
         self.finished: list[Draft] = []
-        distinct = self.cfg.distinct_first_lines and request.stop.block  # a block's drafts
-        self.slots = Slots(
-            lines=set() if distinct else None,
-            word_cap=self.cfg.first_word_cap,
-            skip=len(self.prompt.heal),
-        )
         self.branch = self.cfg.branch
-        reason = rows.fallback_reason(self.runner, self.knn is not None)
+        reason = rows.fallback_reason(self.runner)
         if self.branch != "off" and reason is not None:
             rows.say_once(reason)
             self.branch = "off"
-
-    def _with_knn(self, forward: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
-        """``forward(*args)``'s logits with the kNN store mixed in (when on)."""
-        if self.knn is None:
-            return forward(*args)
-        self.knn.tap.clear()  # a compiled step records nothing: not the last step's state
-        cfg = self.cfg
-        logits = forward(*args)
-        return knn.step_logits(
-            logits, self.knn, cfg.knn_weight, cfg.knn_neighbours, cfg.knn_temperature
-        )
 
     def sort_out(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """Set finished drafts aside; return the ones that go on."""
@@ -220,12 +180,11 @@ class SuperposedDecoder:
                 alive.append(hyp)
                 continue
             self.finished.append(draft)
-            self.slots.finish(self.vocab.decode(hyp.tokens))
         return alive
 
     def _step(self, alive: list[Hypothesis]) -> list[Hypothesis]:
         """One forward on the superposed input; extend and re-score every draft."""
-        logits = self._with_knn(superposed_step, self.runner, alive)  # [1, V]
+        logits = superposed_step(self.runner, alive)  # [1, V]
         logp = F.log_softmax(logits.float() / self.cfg.temperature, dim=-1)  # [1, V]
         width = min(self.cfg.candidates, logp.shape[-1])
         masks = heal_masks(self.vocab, alive, logp.shape[-1], logp.device)
@@ -235,7 +194,7 @@ class SuperposedDecoder:
         else:
             top, candidates = rows.topk(width, dim=-1)
         scores, candidates = self.score(alive, rows, top, candidates)
-        return select(alive, candidates, scores, self.cfg.k, self.vocab, self.slots)
+        return select(alive, candidates, scores, self.cfg.k, self.vocab)
 
     def score(
         self,
@@ -259,9 +218,9 @@ class SuperposedDecoder:
         """Paper 5.3: make the best draft the new prefix (prefill it) and branch again."""
         best = max(alive, key=lambda h: h.score)
         self.runner.rewind(prompt_len)
-        logits = self._with_knn(self.runner.prefill, best.tokens)
+        logits = self.runner.prefill(best.tokens)
         match = mem.lookup(self.memory, self.prompt.ids, [best.tokens])[0]
-        return self.sort_out(branch(logits, best, self.cfg, self.vocab, match, self.slots))
+        return self.sort_out(branch(logits, best, self.cfg, self.vocab, match))
 
     def _out_of_steps(self, hyp: Hypothesis) -> Draft:
         """A draft still going when the steps ran out: finished from its memory match where
@@ -272,7 +231,7 @@ class SuperposedDecoder:
 
     def run(self) -> list[Draft]:
         cfg = self.cfg
-        logits = self._with_knn(prefill_reusing_cache, self.runner, self.prompt.ids)  # [V]
+        logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
         prompt_len = self.runner.length
         try:
             start = self.finisher.start()

@@ -95,32 +95,10 @@ class DecodeConfig:
     # line copied from an open document lost its closing ")" to 24 tokens (issue 23). A block
     # request asks for more (completion.decode).
     memory_follow: int = 64
-    # Verified drafts: score the final drafts under the model in one batched forward, order
-    # them by it and drop drafts more than verify_margin nats per token below the best. Off:
-    # it costs about as much as the decoding itself on a CPU (bench/results/latency_memory.json).
-    verify: bool = setting(False)
-    verify_margin: float = 2.0
     # Superposed decoding returns once this many finished drafts beat every live one (None:
     # k). completion asks for the k shown, not the spare drafts decoded beside them: a block
     # draft runs for many steps, and waiting for the spares too cost steps no one sees.
     settle_k: int | None = None
-    # A block's drafts (StopCondition.block): drafts whose first line is whole and the same
-    # compete for one slot (the better-scored one goes on), so the next distinct first line
-    # takes the others; the editor shows a block's first line first (issue 22).
-    distinct_first_lines: bool = setting(False)
-    # At most this many live drafts share their first word (a draft's first real decision:
-    # a name, a call, a keyword); the others' slots go to drafts that begin differently
-    # (superposed/diversity.py; the server: on a blank line, and where the k shown would all
-    # begin alike, the best draft that begins otherwise takes the last). 0: no cap.
-    # Both off: on the replay the drafts differed more but matched no more often
-    # (docs/benchmarks.md, issue 22 part 1).
-    first_word_cap: int = setting(0, low=0, high=16)
-    # The kNN store (kNN-LM, superposed/knn.py; built by index-repo --knn): its
-    # next-token distribution's weight against the model's (0: off), the stored positions
-    # it reads per step, and the softmax temperature of their (squared, reduced) distances.
-    knn_weight: float = setting(0.0, low=0.0, high=0.99)
-    knn_neighbours: int = setting(16, low=1, high=256)
-    knn_temperature: float = setting(1.0, low=1e-3, high=1e3)
     # Where the drafts leave the superposition, each for its own row of a k-row batch with
     # its own history (superposed/rows.py): "off" never, "first" after the first token,
     # "split" once their texts differ beyond whitespace.

@@ -96,7 +96,7 @@ def test_the_mixture_inside_the_graph_is_superposition_s_input() -> None:
     assert graphed.length == eager.length == 53
 
 
-def test_the_verify_batch_scores_every_position_as_the_eager_runner_does() -> None:
+def test_the_scoring_batch_scores_every_position_as_the_eager_runner_does() -> None:
     eager, graphed = pair()
     drafts = torch.tensor([[7, 8, 9, 10, 11], [12, 13, 14, 15, 16], [1, 2, 3, 4, 5]])
     for runner in (eager, graphed):
@@ -111,9 +111,9 @@ def test_the_verify_batch_scores_every_position_as_the_eager_runner_does() -> No
 
 
 def test_drafts_with_graphs_equal_the_eager_runner_s(tiny_loaded: LoadedModel) -> None:
-    """Whole requests (superposition's mixture, greedy, beam, the verify batch): the same
-    drafts, token for token."""
-    cfg = DecodeConfig(k=3, max_new_tokens=6, seed=7, verify=True)
+    """Whole requests (superposition's mixture, greedy, beam, the scoring batch of the
+    branched rows): the same drafts, token for token."""
+    cfg = DecodeConfig(k=3, max_new_tokens=6, seed=7, branch="first")
     text = "def add(a, b):\n    return"
     got, want = [], []
     for method in ("superposed", "greedy", "beam"):
@@ -191,7 +191,7 @@ def test_cuda_graph_steps_equal_eager_steps(rows: int) -> None:
 
 
 @CUDA_ONLY
-def test_cuda_graph_mixture_and_verify_batch_equal_eager() -> None:
+def test_cuda_graph_mixture_and_scoring_batch_equal_eager() -> None:
     eager, graphed = cuda_pair(tiny())
     for runner in (eager, graphed):
         runner.prefill(ids(300))

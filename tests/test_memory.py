@@ -1,5 +1,5 @@
-"""Memory: the suffix index, the never-vetoing mix, proposals, verified drafts, and the
-server-side indexes kept current on save and edit."""
+"""Memory: the suffix index, the never-vetoing mix, proposals, and the server-side indexes
+kept current on save and edit."""
 
 from __future__ import annotations
 
@@ -31,14 +31,11 @@ from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_a
 from ngram_db.tokenizer import as_tokenizer
 from superposed import memory as mem
 from superposed.api import Engine
-from superposed.fast_runner import FastRunner
 from superposed.hypotheses import Finisher, Hypothesis, heal_masks
 from superposed.ngram import InMemoryNgramSource, Match
 from superposed.prompt import encode_healed
-from superposed.runner import HFRunner
 from superposed.superposed import rescore
-from superposed.types import DecodeConfig, Draft, StopCondition
-from superposed.verify import draft_logprobs, verified
+from superposed.types import DecodeConfig, StopCondition
 from superposed.vocab import Vocab
 
 # --- the suffix index against a brute-force reference --------------------------------------
@@ -211,48 +208,6 @@ def test_a_long_match_seeds_a_draft(tiny_engine: Engine) -> None:
     assert all("object_hook" not in d.text for d in without.drafts)
 
 
-# --- verified drafts ----------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def _sequential_logprob(runner: Any, prompt: list[int], tokens: list[int]) -> float:
-    runner.rewind(0)
-    logits = runner.prefill(prompt)
-    total = 0.0
-    for t in tokens:
-        total += float(torch.log_softmax(logits.float(), -1)[t])
-        logits = runner.prefill([t])
-    runner.rewind(0)
-    return total / len(tokens)
-
-
-@pytest.mark.parametrize("kind", ["hf", "fast"])
-def test_verified_scores_equal_sequential_ones(tiny_loaded: Any, kind: str) -> None:
-    model = tiny_loaded.model
-    runner = HFRunner(model) if kind == "hf" else FastRunner(model, precision="fp32")
-    ids = tiny_loaded.tokenizer.encode(CODE, add_special_tokens=False)
-    drafts = [Draft("", [11, 12, 13], 0.0), Draft("", [500], 0.0), Draft("", [7, 7], 0.0)]
-    runner.prefill(ids)
-    batched = draft_logprobs(runner, ids, drafts)
-    assert runner.length == len(ids) - 1  # rewound: the prompt minus its recomputed last token
-    for draft, score in zip(drafts, batched, strict=True):
-        expected = _sequential_logprob(runner, ids, draft.token_ids)
-        assert score == pytest.approx(expected, abs=1e-3)
-
-
-def test_verify_orders_by_model_and_drops_the_far_worse(tiny_engine: Engine) -> None:
-    runner = tiny_engine.runner
-    ids = tiny_engine.tokenizer.encode(CODE, add_special_tokens=False)
-    logits = runner.prefill(ids)
-    best = int(logits.argmax())
-    worst = int(logits.argmin())
-    drafts = [Draft("worst", [worst], 0.0), Draft("best", [best], -5.0)]
-    kept = verified(runner, ids, DecodeConfig(verify_margin=0.1))(drafts)
-    assert [d.text for d in kept] == ["best"]
-    kept = verified(runner, ids, DecodeConfig(verify_margin=1e9))(drafts)
-    assert [d.text for d in kept] == ["best", "worst"]
-
-
 # --- the server's indexes: stores and open documents, kept current ---------------------------
 
 
@@ -393,12 +348,12 @@ def test_a_request_does_not_wait_for_its_documents_to_be_indexed(tokenizer: Any)
     first lookup then matches the same indexes as ever (the current document's own text)."""
     held = _HeldTokenizer(tokenizer)
     stores = Stores(tokenizer, StoreSettings(user_store=False))  # no store applies here
-    engine_stub: Any = SimpleNamespace(tokenizer=tokenizer)  # definitions off: not called
+    engine_stub: Any = SimpleNamespace(tokenizer=tokenizer)
     session = Session(engine_stub, stores, MatchIndexes(held))
     here = "file:///here.py"
     text = "result = frobnicate_widgets(alpha, beta)\nres"
     where = Where(here, Path("/here.py"), [], {here: text})
-    settings = Settings(decoding=DecodingSettings(definition_weight=0.0))  # memory's matches only
+    settings = Settings()
     request = Request(here, where, CursorContext.at(text, len(text)), settings)
     pending = start_memory(session, request)
 

@@ -113,41 +113,6 @@ def test_drafts_shown_before_an_erasure_are_not_typed_along() -> None:
     assert counters["typed_along"] == 2 and counters["dropped_after_forget"] == 1
 
 
-def test_a_document_never_learned_lends_no_chunk_to_another_prompt(
-    ws: Path, tokenizer_engine: SimpleNamespace
-) -> None:
-    """The setting context "definitions+recent" puts chunks of the other open documents where
-    drafts were asked into the prompt: a .env's never, as the memory never copies from it."""
-    from lsp_server.answer import with_preamble
-    from lsp_server.context import ContextAssembler
-    from lsp_server.request import Request
-    from lsp_server.session import Session
-    from lsp_server.settings import DecodingSettings, Settings
-    from lsp_server.stores import StoresHere
-    from lsp_server.workspace import Where
-
-    stores = SimpleNamespace(max_file_bytes=MAX_BYTES)
-    session = Session(tokenizer_engine, stores, None)  # type: ignore[arg-type]
-    settings = Settings(decoding=DecodingSettings(context="definitions+recent", context_tokens=512))
-    none_here = StoresHere(None, None)
-    env, main = ws / ".env", ws / "main.py"
-    documents = {uri(env): LINE, uri(main): "import os\n\nx = 1\n"}
-    assembler = ContextAssembler()
-    for path in (env, main):  # drafts asked in the .env, then in main.py
-        text = documents[uri(path)]
-        where = Where(uri(path), path, [ws], documents)
-        request = Request(uri(path), where, CursorContext.at(text, len(text)), settings)
-        context = with_preamble(session, request, none_here, assembler)
-    assert "frobnicate_database_host" not in context.preamble
-    kept = ws / "kept.py"  # a file a save would learn lends its chunk
-    documents = {uri(kept): LINE, uri(main): "import os\n\nx = 1\n"}
-    for path in (kept, main):
-        text = documents[uri(path)]
-        where = Where(uri(path), path, [ws], documents)
-        request = Request(uri(path), where, CursorContext.at(text, len(text)), settings)
-        context = with_preamble(session, request, none_here, assembler)
-    assert "frobnicate_database_host" in context.preamble
-
 
 def test_where_a_document_lies_is_judged_again_in_the_background(
     ws: Path, monkeypatch: pytest.MonkeyPatch

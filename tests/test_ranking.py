@@ -1,5 +1,5 @@
 """The ranking stages (superposed/ranking.py): their order, the cut, the seeds, the merge,
-verify as a stage, and scores that stay best first."""
+and scores that stay best first."""
 
 from __future__ import annotations
 
@@ -99,22 +99,12 @@ def test_merged_keeps_the_better_scored_of_a_key_in_its_place() -> None:
     assert same(tie) == tie[:1]  # the earlier on a tie
 
 
-def test_rescored_orders_by_its_score_which_becomes_theirs_and_drops_the_far_worse() -> None:
-    """verify as a stage: the model's score (here a made-up one) reorders the drafts."""
-    drafts = decoded("a", "bb", "ccc")
-    by_length = ranking.rescored(lambda ds: [-0.5 * len(d.text) for d in ds], margin=0.6)
-    out = by_length(list(reversed(drafts)))
-    assert [(d.text, d.score) for d in out] == [("a", -0.5), ("bb", -1.0)]
-    assert [d.text for d in ranking.rescored(lambda ds: [0.0], 0.0)(drafts[:1])] == ["a"]
-
-
 def test_the_reordering_stages_keep_the_scores_best_first() -> None:
     """Each stage that moves a draft settles its score to its new place."""
     drafts = [Suggestion(t, -float(i)) for i, t in enumerate(["a\nx", "a\ny", "b", "c"])]
     stages = [
         ranking.new_keys_first(lambda text: text.split("\n")[0]),  # "a\ny" goes back
         ranking.led(lambda text: text == "c"),  # "c" goes first
-        ranking.reserved(2, lambda text: text[0]),
     ]
     for stage in stages:
         out = stage(drafts)
@@ -122,7 +112,6 @@ def test_the_reordering_stages_keep_the_scores_best_first() -> None:
         scores = [s.score for s in out]
         assert scores == sorted(scores, reverse=True), out
     assert [s.text for s in stages[0](drafts)] == ["a\nx", "b", "c", "a\ny"]
-    assert [s.text for s in stages[2](drafts)] == ["a\nx", "b", "a\ny", "c"]
     assert [(s.text, s.score) for s in stages[1](drafts)][:2] == [("c", 0.0), ("a\nx", 0.0)]
 
 
@@ -141,9 +130,6 @@ def test_text_stages_run_in_order_and_a_stage_without_its_predicate_is_off() -> 
     parses = lambda text: not text.endswith("(")  # noqa: E731
     assert texts(parses=parses, says=lambda text: text == "y(") == ["x = 1", "y()"]
     assert texts(parses=parses, says=lambda text: text.startswith("y")) == ["y()", "x = 1"]
-    firsts = [Suggestion(t, -float(i)) for i, t in enumerate(["a.b", "a.c", "b.d"])]
-    slot = ranking.text_stages(2, same, first_word_slot=True)
-    assert [s.text for s in ranking.apply(firsts, slot)] == ["a.b", "b.d"]
 
 
 @given(

@@ -11,6 +11,7 @@ import torch
 
 from superposed import rows
 from superposed.api import Engine
+from superposed.fast_runner import FastRunner
 from superposed.hypotheses import Hypothesis
 from superposed.prompt import Prompt
 from superposed.request import DecodeRequest
@@ -190,3 +191,28 @@ def test_the_default_follows_the_committed_test_split() -> None:
     fast = rows_on["all"]["p50_ms"] <= 1.3 * base["all"]["p50_ms"]
     chosen = result["configs"]["branch"]["options"]["branch"]
     assert DecodeConfig().branch == (chosen if kept and fast else "off")
+
+
+@pytest.mark.parametrize("kind", ["hf", "fast"])
+def test_score_gives_each_rows_log_probabilities_as_one_by_one_prefills_do(
+    tiny_loaded: Any, kind: str
+) -> None:
+    """``runner.score``, which runs the branched rows' histories in one batch, scores every
+    row's tokens after the cached prompt as prefilling them one at a time does."""
+    model = tiny_loaded.model
+    runner = HFRunner(model) if kind == "hf" else FastRunner(model, precision="fp32")
+    ids = tiny_loaded.tokenizer.encode(CODE, add_special_tokens=False)
+    histories = [[11, 12, 13], [500, 7, 7]]
+    with torch.inference_mode():  # what the engine's callers hold (superposed/rows.py)
+        runner.prefill(ids)
+        runner.rewind(len(ids) - 1)  # the prompt's last token runs again: the first logits
+        runner.expand(len(histories))
+        batch = torch.tensor([[ids[-1], *h] for h in histories])
+        logp = torch.log_softmax(runner.score(batch).float(), -1)  # [R, 1 + T, V]
+        for row, history in enumerate(histories):
+            runner.rewind(0)
+            logits = runner.prefill(ids)
+            for j, token in enumerate(history):
+                want = float(torch.log_softmax(logits.float(), -1)[token])
+                assert float(logp[row, j, token]) == pytest.approx(want, abs=1e-3)
+                logits = runner.prefill([token])

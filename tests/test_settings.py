@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lsp_server.settings import Settings, parse_settings, to_dict
+from lsp_server.settings import KEYS, RETIRED, Settings, parse_settings, to_dict
 
 
 def test_defaults_from_nothing() -> None:
@@ -113,7 +113,7 @@ def test_engine_fields_marked_as_settings_are_settings() -> None:
     from superposed.types import DecodeConfig
 
     marked = {f.name: f for f in fields(DecodeConfig) if "setting" in f.metadata}
-    assert {"k", "alpha", "mix", "temperature", "verify", "first_word_cap"} <= set(marked)
+    assert {"k", "alpha", "mix", "temperature", "memory_seed", "branch"} <= set(marked)
     for name, spec_field in marked.items():
         key = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
         spec = spec_field.metadata["setting"]
@@ -178,3 +178,14 @@ def test_store_paths_the_file_system_cannot_open_are_refused() -> None:
         good = "/tmp/" + "x" * 255 + "/s.sqlite"
         settings, errors = parse_settings({key: good})
         assert errors == [] and good in (settings.stores.codebase_db, settings.stores.user_db)
+
+
+def test_a_retired_setting_is_named_in_one_line_and_ignored() -> None:
+    """Issue 53: settings retired with what they switched on are ignored with one message
+    naming the setting (not the whole list of known ones), and the others still apply."""
+    assert RETIRED and not set(RETIRED) & set(KEYS)
+    for key in RETIRED:
+        settings, errors = parse_settings({key: 0.5, "k": 2})
+        assert settings.decoding.k == 2 and settings == parse_settings({"k": 2})[0]
+        assert len(errors) == 1 and "\n" not in errors[0], errors
+        assert f"superposed.{key} is retired" in errors[0] and "ignored" in errors[0]

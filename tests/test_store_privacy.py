@@ -260,33 +260,3 @@ def test_not_a_store_errors_stay_not_a_store(tmp_path: Path) -> None:
     with pytest.raises(NotAStore, match="directory"):
         NgramStore.open(folder, BYTES)
 
-
-def test_symbols_follow_the_file_rules_of_index_repo_and_of_saves(tmp_path: Path) -> None:
-    """Secret, ignored and oversized files give no symbols rows; a file that turns secret on
-    save loses its rows with its counts."""
-    from lsp_server.settings import StoreSettings
-    from lsp_server.stores import Stores
-
-    root = tmp_path / "project"
-    root.mkdir()
-    (root / ".gitignore").write_text("ignored.py\n")
-    (root / "app.py").write_text("def app_entry(port=80):\n    pass\n")
-    (root / "keys.py").write_text("def leaky_keys():\n    pass\n" + AWS)
-    (root / "ignored.py").write_text("def ignored_helper():\n    pass\n")
-    (root / "huge.py").write_text("def huge_table():\n    pass\n" + "x = 1\n" * 200)
-    names = ["app_entry", "leaky_keys", "ignored_helper", "huge_table"]
-    with NgramStore.open(":memory:", BYTES) as store:
-        index_repo(root, store, progress=False, max_file_bytes=1000)
-        assert [s.name for s in store.symbols_named(names)] == ["app_entry"]
-
-    stores = Stores(BYTES, StoreSettings(codebase_db=str(tmp_path / "c.sqlite"), user_store=False))
-    try:
-        app = root / "app.py"
-        assert stores.update_file(app, app.read_text(), [root]) is None
-        codebase = stores.codebase(root.resolve())
-        assert codebase is not None
-        assert [s.name for s in codebase.symbols_named(names)] == ["app_entry"]
-        assert stores.update_file(app, app.read_text() + AWS, [root]) == "secret content"
-        assert codebase.symbols_named(names) == [] and codebase.paths() == []
-    finally:
-        stores.close()

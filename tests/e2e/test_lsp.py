@@ -183,11 +183,13 @@ async def test_supersession_and_cancel_request(workspace: Path) -> None:
 
 
 async def test_invalid_settings_are_reported_and_defaults_used(workspace: Path) -> None:
-    options = {"superposed": {"k": "many", "method": "telepathy", "alpha": 0.5}}
+    # knnWeight: a setting retired in issue 53, named and ignored (it stops nothing)
+    options = {"superposed": {"k": "many", "method": "telepathy", "alpha": 0.5, "knnWeight": 0.1}}
     async with session(workspace, options) as client:
         messages = [m.message for m in client.messages]
         assert any("superposed.k" in m and "'many'" in m for m in messages), messages
         assert any("superposed.method" in m and "telepathy" in m for m in messages), messages
+        assert any("superposed.knnWeight is retired" in m for m in messages), messages
         stats = await command(client, "superposed.stats")
         assert stats["settings"]["k"] == 3 and stats["settings"]["method"] == "superposed"
         assert stats["settings"]["alpha"] == 0.5  # the valid value is kept

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.slow  # starts the server and index-repo as processes
 
 HEAD = "def frobnicate(widget):\n    return"
 LINE = " widget.transmogrify(spline_count=42, reticulate=True)"
-# verify off: the random model's log-probabilities would order the drafts at random.
-OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "verify": False, "memory": True}
+OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "memory": True}
 
 
 async def test_a_file_forgotten_from_the_shell_is_not_drafted_at_the_next_request(

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
 HEAD = "def frobnicate(widget):\n    return"
 LINE = " widget.transmogrify(spline_count=42, reticulate=True)"
-# verify off: the random model's log-probabilities would order the drafts at random.
-OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "verify": False, "memory": True}
+OPTIONS = {"k": 3, "maxNewTokens": 24, "userStore": False, "memory": True}
 
 
 async def test_an_open_document_line_becomes_a_draft(workspace: Path) -> None:

@@ -29,8 +29,8 @@ M.defaults = {
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
   -- model, device, dtype, precision, runner, threads, compile, prefillCopy, k, method,
-  -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, distinctDrafts, distinctFirstLines,
-  -- firstWordCap, verify, lambdas, orders,
+  -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, distinctDrafts,
+  -- lambdas, orders,
   -- codebaseDb, userDb, userStore, userWeight, indexOnSave, maxFileBytes, lineMode,
   -- maxPromptTokens, firstPromptTokens, debounceMs, fim, trigger, minPrefixChars, midLine.
   settings = {},
