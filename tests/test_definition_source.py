@@ -133,7 +133,8 @@ def test_the_engine_seeds_a_draft_from_a_proposal(tiny_engine: Engine) -> None:
     stop = StopCondition(single_line=True)
     texts = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop, memory=defs).drafts]
     # seeded from the prompt's proposals: the whole argument list first, then a keyword
-    assert texts[1:] == ["force=False, retries=3)", "force="]
+    assert texts[1:3] == ["force=False, retries=3)", "force="]
+    assert texts[3:] == ["retries="]  # the other proposal: a reserve after the k (memory.reserves)
     # a decoded draft takes the whole argument list, one mixed-in token at a time
     assert texts[0].startswith("force=False, retries=3)")
     without = [d.text for d in tiny_engine.complete(prompt, cfg=cfg, stop=stop).drafts]
