@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from lsp_server.answer import stores_here, unsaid, with_preamble
+from lsp_server.plain import plain_request
 from lsp_server.prompt_plan import PromptPlan
 from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
@@ -111,6 +112,7 @@ class Warmer:
             self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return
         engine, decoding = session.engine, request.settings.decoding
+        request = plain_request(request)[0]  # the prompt as the request's own (plain.py)
         here = stores_here(session, request, report=unsaid)  # the request says what is wrong
         context = with_preamble(session, request, here, self._assembler)
         max_prompt = decoding.max_prompt_tokens or None

@@ -1,6 +1,6 @@
 """Issue 51 item 7 on the real model, as the command line and the demo run it: where every
-decoded draft failed the parse check, a draft is shown. One engine for the module (the
-product's runner, ``load_engine``)."""
+decoded draft failed the parse check, a draft is shown, and a CRLF document gets the LF
+document's drafts. One engine for the module (the product's runner, ``load_engine``)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from superposed.api import Engine
 
 pytestmark = pytest.mark.model
 
-# ``superposed-lsp complete`` in the loop's body showed no draft: every one ended in
-# ``with open(os.path.join(dirpath, file))``, without its ``:``
+# ``superposed-lsp complete`` at the loop's end and in its body showed no draft: every one
+# ended in ``with open(os.path.join(dirpath, file))``, without its ``:``
 LOOP = (
     "import os\n\n\ndef list_python_files(root):\n    result = []\n"
     "    for dirpath, dirnames, filenames in os.walk(root):"
@@ -60,6 +60,15 @@ def test_a_loop_body_whose_drafts_all_broke_shows_them_cut_to_lines_that_parse(
     shown = drafts(session, BODY + "\n", len(BODY))
     assert shown
     assert malformed(shown, Cursor(BODY, "\n", "python")) == [""] * len(shown)
+
+
+def test_a_crlf_opener_gets_the_lf_documents_drafts(session: Session) -> None:
+    """Before, the CRLF document got none here, the LF one three."""
+    lf = drafts(session, LOOP + "\n", len(LOOP))
+    crlf_loop = LOOP.replace("\n", "\r\n")
+    crlf = drafts(session, crlf_loop + "\r\n", len(crlf_loop))
+    assert lf
+    assert crlf == [t.replace("\n", "\r\n") for t in lf]
 
 
 def test_the_demos_first_case_shows_the_memorys_other_matches(
