@@ -3,21 +3,24 @@
 ``answer(session, request, cancel)`` is what the server runs on its engine thread
 (model_calls.py), and what ``superposed-lsp complete`` (cli.py) and the demo call directly, so
 the three answer alike. In order: the stores that apply to the file (looked up once), the
-n-gram source over them, the memory's matches (setting ``memory``), then
-``completion.decode``. It raises what decode raises (Cancelled, EngineError): the caller says
-what they mean to its user.
+n-gram source over them, the memory's matches (setting ``memory``), then ``completion.decode``;
+all on the request made plain (lsp_server/plain.py: LF line breaks, the usual indentation),
+the drafts then put back in the document's. It raises what decode raises (Cancelled,
+EngineError): the caller says what they mean to its user.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from lsprotocol import types
 
 from lsp_server.completion import Answer, decode
 from lsp_server.match_sources import PendingSource
+from lsp_server.plain import plain_request
 from lsp_server.request import Request
 from lsp_server.session import Session
 from lsp_server.store_failures import explain
@@ -57,13 +60,16 @@ def answer(
     memory's indexing of the open documents, started when the request came (``start_memory``);
     started here when the setting is on and none is given.
     """
+    request, plain = plain_request(request)  # LF and the usual indentation (plain.py)
     decoding = request.settings.decoding
     here = stores_here(session, request, report)
     ngram = session.stores.source_of(here, decoding.lambdas)
     matches = None
     if decoding.memory:
         matches = memory_matches(session, request, here, pending or start_memory(session, request))
-    return decode(session.engine, request.context, decoding, ngram, cancel=cancel, memory=matches)
+    found = decode(session.engine, request.context, decoding, ngram, cancel=cancel, memory=matches)
+    back = [replace(s, text=plain.back(s.text)) for s in found.suggestions]
+    return replace(found, suggestions=back)  # in the document's line ending and indentation
 
 
 def stores_here(session: Session, request: Request, report: Report = logged) -> StoresHere:
@@ -83,7 +89,9 @@ def stores_here(session: Session, request: Request, report: Report = logged) -> 
 
 def start_memory(session: Session, request: Request) -> PendingSource:
     """Start indexing the open documents for the request's memory matches, on the memory's
-    own thread (while the request waits its turn and the engine prefills)."""
+    own thread (while the request waits its turn and the engine prefills); the documents
+    as ``answer`` reads them (plain.py)."""
+    request = plain_request(request)[0]
     where = request.where
     shared = partial(
         session.shareable.others, roots=where.roots, max_bytes=session.stores.max_file_bytes

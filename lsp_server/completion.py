@@ -11,10 +11,11 @@ model call, in steps each with its own module:
 3. ``Engine.complete`` with the settings' method, the n-gram source and the memory;
 4. the drafts' text clean-up (lsp_server/drafts.py ``postprocess``, in the document's line
    ending and indentation, lsp_server/layout.py), then ``rank``: this layer's ranking stages
-   (``rank_stages``, after the engine's; superposed/ranking.py owns them all): near
-   duplicates merged, a block's new first lines first, drafts that parse there
-   (lsp_server/wellformed.py), a long verbatim copy from the memory first
-   (lsp_server/evidence.py), k shown.
+   (``rank_stages``, after the engine's; superposed/ranking.py owns them all): drafts that
+   parse there (lsp_server/wellformed.py; a block cut to its first lines that do), near
+   duplicates merged, a block's new first lines first, a long verbatim copy from the memory
+   first (lsp_server/evidence.py), at a line start the last slot to another first word, k
+   shown. Drafts with text that was not UTF-8 never get there (``shown``).
 
 Typing along a draft just shown answers without the model (lsp_server/ahead.py
 ``TypingCache``). Models trained for fill-in-the-middle also see the text after the cursor
@@ -24,10 +25,18 @@ in their prompt (superposed/fim.py; the ``fim`` setting).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion, code_end, first_line_key, near_key, postprocess
+from lsp_server.drafts import (
+    Suggestion,
+    code_end,
+    first_line_key,
+    near_key,
+    postprocess,
+    unreadable,
+)
 from lsp_server.evidence import prompt_lead, says
 from lsp_server.models import testing_tiny
 from lsp_server.prompt_plan import PromptPlan
@@ -174,8 +183,9 @@ def rank_stages(
     only this layer knows passed in: what a near duplicate is (``distinctDrafts``:
     drafts.near_key), a block's first line (drafts.first_line_key), whether a draft parses at
     the cursor (tree-sitter, lsp_server/wellformed.py; off for the tiny test model, whose
-    drafts are noise) and what the memory's lead says (issue 38; ``evidence``:
-    evidence.prompt_lead, evidence.says)."""
+    drafts are noise), what a block that does not parse is cut to (``shorter_blocks``) and
+    what the memory's lead says (issue 38; ``evidence``: evidence.prompt_lead,
+    evidence.says)."""
     parsing = settings.well_formed and not testing_tiny()
     cursor = Cursor(context.before, context.following, context.language)
     return ranking.text_stages(
@@ -184,7 +194,21 @@ def rank_stages(
         block_key=first_line_key if kind == "block" else None,
         parses=parses(cursor) if parsing else None,
         says=(lambda text: says(text, evidence)) if evidence else None,
+        shorter=shorter_blocks if kind == "block" else None,
     )
+
+
+def shorter_blocks(text: str) -> Iterator[str]:
+    """A block draft's shorter forms, longest first: the draft without its last line, then
+    its last two, down to its first line (issue 51: every draft of a loop's body ended in
+    ``with open(os.path.join(dirpath, file))``, a line the model left without its ``:``, and
+    none was shown where their first three lines parsed)."""
+    end, last = len(text), text
+    while (end := text.rfind("\n", 0, end)) > 0:
+        form = text[:end].rstrip()
+        if form.strip() and form != last:
+            yield form
+        last = form
 
 
 def decode(
@@ -253,12 +277,17 @@ def shown(
     stop: StopCondition,
 ) -> list[Suggestion]:
     """The engine's drafts in the document's line ending and indentation (whatever another
-    document's copy brought), cleaned up (drafts.postprocess)."""
+    document's copy brought), cleaned up (drafts.postprocess), none with text that was not
+    UTF-8 (drafts.unreadable: whatever the settings; but for the tiny test model, whose
+    word salad of byte tokens the editor tests show)."""
     layout = context.layout
     drafts = [replace(d, text=layout.lines(d.text, context.line_before)) for d in completion.drafts]
-    return postprocess(
+    cleaned = postprocess(
         replace(completion, drafts=drafts),
         context.after,
         "multi" if kind == "block" else "single",
         stop=stop,
     )
+    if testing_tiny():
+        return cleaned
+    return [s for s in cleaned if not unreadable(s.text, context.before, context.following)]

@@ -13,10 +13,12 @@ default settings but ``k`` and ``method``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from lsp_server.session import Session
 from lsp_server.settings import DecodingSettings, ModelSettings, Settings, StoreSettings
 from lsp_server.stores import Stores
 from lsp_server.workspace import Where, doc_key
+from superposed.api import Engine
 from superposed.embedded import DEFAULT_MODEL
 
 SAMPLE_CODEBASE = Path(ngram_db.__file__).parent
@@ -73,23 +76,37 @@ def request(text: str, method: str, k: int, with_store: bool) -> Request:
     roots = [SAMPLE_CODEBASE] if with_store else []
     where = Where(uri, SNIPPET if with_store else None, roots, {uri: text})
     settings = Settings(decoding=DecodingSettings(k=k, method=method))
-    return Request(doc_key(uri), where, CursorContext(before=text, after=""), settings)
+    context = CursorContext(before=text, after="", language=SNIPPET.name)  # as an editor says
+    return Request(doc_key(uri), where, context, settings)
+
+
+@contextlib.contextmanager
+def sample_session(engine: Engine, tmp: Path) -> Iterator[tuple[Session, dict[str, Any]]]:
+    """A session over the sample codebase's store (indexed into ``tmp``), and the index
+    summary; the store closes on the way out."""
+    db = tmp / "demo.sqlite"
+    store, summary = index_sample(engine.tokenizer, db)
+    store.close()
+    # The demo's store alone: the user's own store is left out.
+    stores = Stores(engine.tokenizer, StoreSettings(codebase_db=str(db), user_store=False))
+    session = Session(engine, stores, MatchIndexes(engine.tokenizer))
+    try:
+        for indexed in stores.for_path(SNIPPET, [SAMPLE_CODEBASE]).present():
+            session.indexes.stores.store_index(indexed)  # the memory over the store, as a server
+        session.indexes.wait()
+        yield session, summary
+    finally:
+        stores.close()
 
 
 def run(model: str, k: int) -> dict[str, Any]:
     started = time.perf_counter()
     engine = load_engine(ModelSettings(model=model, compile="off"))  # a few requests
     load_s = time.perf_counter() - started
-    with tempfile.TemporaryDirectory(prefix="superposed-demo-") as tmp:
-        db = Path(tmp) / "demo.sqlite"
-        store, summary = index_sample(engine.tokenizer, db)
-        store.close()
-        # The demo's store alone: the user's own store is left out.
-        stores = Stores(engine.tokenizer, StoreSettings(codebase_db=str(db), user_store=False))
-        session = Session(engine, stores, MatchIndexes(engine.tokenizer))
-        for indexed in stores.for_path(SNIPPET, [SAMPLE_CODEBASE]).present():
-            session.indexes.stores.store_index(indexed)  # the memory over the store, as a server
-        session.indexes.wait()
+    with (
+        tempfile.TemporaryDirectory(prefix="superposed-demo-") as tmp,
+        sample_session(engine, Path(tmp)) as (session, summary),
+    ):
         results = []
         for title, text in CURSORS:
             for label, method, with_store in RUNS:
@@ -104,7 +121,6 @@ def run(model: str, k: int) -> dict[str, Any]:
                         "timing_ms": drafts.timing_ms,
                     }
                 )
-        stores.close()
     return {"model": engine.name, "load_s": load_s, "index": summary, "results": results}
 
 

@@ -3,7 +3,8 @@
 Each draft stops where it runs into the text after the cursor (``stop_at_suffix``), is cut to
 its first line (a line request) or by a block's end rules (``StopCondition.block_end``; a
 draft the token budget stopped mid-line goes back to its last whole line, ``whole_lines``);
-empty drafts and drafts that only repeat the text after the cursor are dropped. Which of the
+empty drafts, drafts that only repeat the text after the cursor and drafts with characters
+that stand for bytes that were not UTF-8 (``unreadable``) are dropped. Which of the
 rest are shown, and in what order, is ranking's (superposed/ranking.py, the stages listed in
 lsp_server/completion.py ``rank_stages``): from here it takes what a near duplicate is
 (``near_key``) and what a block's first line says (``first_line_key``). The document's line
@@ -30,6 +31,17 @@ class Suggestion:
     text: str
     score: float
     source: str = "model"
+
+
+def unreadable(text: str, *document: str) -> bool:
+    """Whether ``text`` holds a character that stands for bytes that were not UTF-8 and
+    that ``document`` (the texts before and after the cursor) does not hold: U+FFFD, what a
+    token cut inside a character and followed by another makes (a draft read ``def`` then
+    two of them, issue 52), or a lone surrogate (undecodable bytes read with
+    ``surrogateescape``). Such a draft is never shown; a document that holds U+FFFD itself
+    (text once decoded with replacement) may get drafts that copy it."""
+    odd = {ch for ch in text if ch == "\ufffd" or "\ud800" <= ch <= "\udfff"}
+    return any(all(ch not in part for part in document) for ch in odd)
 
 
 def first_line(text: str) -> str:

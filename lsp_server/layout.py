@@ -59,13 +59,14 @@ class Layout:
         unit = _unit([r.rstrip("\r") for r in rows if r.strip()], language)
         return cls(eol, unit, unit == "\t" and _ALIGNED.search(text) is not None)
 
-    def lines(self, draft: str, line: str) -> str:
+    def lines(self, draft: str, line: str, step: int | None = None) -> str:
         """``draft`` with LF line breaks and each line indented in the document's unit.
 
         ``line``: the cursor line's text before the cursor; where it is indentation only, the
-        draft's first line completes it, and is re-indented with it."""
+        draft's first line completes it, and is re-indented with it. ``step``: the spaces of
+        one level in the draft (None: read from its lines)."""
         text = draft.replace("\r\n", "\n").replace("\r", "\n")
-        step = _draft_step(text)
+        step = step or _draft_step(text)
         first, *later = text.split("\n")
         if not line.strip():
             whole = self._indent(line + first, step)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from lsp_server.plain import plain_request
 from lsp_server.prompt_plan import PromptPlan
 from lsp_server.request import Request
 from lsp_server.scheduler import Scheduler
@@ -107,6 +108,7 @@ class Warmer:
             self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return
         engine, decoding = session.engine, request.settings.decoding
+        request = plain_request(request)[0]  # the prompt as the request's own (plain.py)
         max_prompt = decoding.max_prompt_tokens or None
         plan = PromptPlan.of(engine, request.context, decoding)
         if resting:  # what a request would use now: the short window on a cold cache

@@ -11,8 +11,10 @@ inserted at the cursor:
   leaves open are fine (``foo(`` starts a call spread over lines), and so is a ``)`` that
   closes what the prefix opened;
 - the syntax tree (tree-sitter, the grammar ``syntax.py`` picks) has an error or missing node
-  on the draft's lines where the window without the draft parsed clean. The brackets that
-  the line leaves open are closed right after it (an open call is no error); the window is
+  on the draft's lines where the window without the draft parsed clean, with the cursor's
+  line or without it: a line already begun (``if ``, ``for ``) is judged as the draft
+  completes it, so ``if not:`` is malformed there (issue 52). The brackets that the line
+  leaves open are closed right after it (an open call is no error); the window is
   ``WINDOW_CHARS`` before the cursor and ``FOLLOWING_CHARS`` after it, not the whole file;
 - the draft stops inside a bracket its line opened, after a word, a string or a closer
   (``retries=_frob_frob``): the token budget cut the line (a line spread over lines breaks
@@ -21,12 +23,15 @@ inserted at the cursor:
   non-blank line of the document.
 
 ``parses`` tells the drafts that are none of these (the ranking stage ``ranking.kept`` keeps
-them, in their order, lsp_server/completion.py ``rank_stages``): the engine decodes spare
-drafts beyond k (completion.SPARE_DRAFTS), so the next one takes a malformed one's
-place. A language without a grammar gets the text rules only; inside a string or a comment,
-and in prose, nothing is judged. Cost: a parse of the window, then a scan and a parse per
-draft (the parse only where the text rules pass and the window parsed clean), a few
-ms a request (bench/results/replay_wellformed*.json: ``check_ms``).
+them, in their order, lsp_server/completion.py ``rank_stages``): a block draft that is not
+gives way to its longest run of first lines that is (completion.shorter_blocks), and the next
+candidate takes a dropped one's place: the spare drafts the engine decodes beyond k
+(completion.SPARE_DRAFTS), then the memory's reserves (superposed/memory.py ``reserves``).
+A language without a grammar gets the text rules only; inside a string or a comment, and in
+prose, nothing is judged. Cost: a parse of the window (two where it does not parse with the
+cursor's line), then a scan and a parse per draft (the parse only where the text rules pass
+and the window parsed clean) and per shorter form of a block tried, a few ms a request
+(bench/results/replay_wellformed*.json: ``check_ms``).
 """
 
 from __future__ import annotations
@@ -175,7 +180,9 @@ class Judge:
         self.open = scan(self.head, self.syntax, lenient=True).open
         self.base = scan(self.line + self.rest, self.syntax, self.open)
         self.tail = cursor.following[len(self.rest) : FOLLOWING_CHARS]
-        self.clean, self.in_text = False, False  # the cursor's line parses; in a string
+        # the window parses but for the cursor's line (which the draft completes); the
+        # cursor is in a string or comment
+        self.clean, self.in_text = False, False
         if self.parser is not None:
             self.clean, self.in_text = self._look("")
 
@@ -211,9 +218,12 @@ class Judge:
     def _look(self, draft: str) -> tuple[bool, bool]:
         """(no error or missing node on the cursor's lines, the cursor is inside a string or
         comment) with ``draft`` at the cursor, the brackets its line opens closed after it.
-        Without a draft, the whole window must parse: where the window starts inside a
-        bracket (a long dict literal) or the document is being edited elsewhere, errors land
-        anywhere and the syntax rule is off."""
+        Without a draft, the window must parse, with the cursor's line or without it: a
+        line already begun (``if ``, ``x = ``) breaks the window (tree-sitter may blame the
+        next line), and a draft is judged by the line it makes, so ``if not:`` is malformed
+        there. Where the window starts inside a bracket (a long dict literal) or the
+        document is being edited elsewhere, errors land anywhere and the syntax rule is
+        off."""
         assert self.parser is not None
         line = self.line + draft + self.rest
         state = scan(line, self.syntax)
@@ -225,7 +235,11 @@ class Judge:
         root = self.parser.parse(encode(self.head + line + closing(state.open) + self.tail))
         root = root.root_node
         b = start + len(encode(self.line))
-        clean = not _has_error(root, start, end) if draft else not root.has_error
+        if draft:
+            clean = not _has_error(root, start, end)
+        else:  # the whole window, or the window less the cursor's line (the draft's to mend)
+            rest = self.parser.parse(encode(self.head + self.tail)).root_node
+            clean = not root.has_error or not rest.has_error
         return clean, _in_text(root, b)
 
 

@@ -121,6 +121,36 @@ def seeds(match: Match | None, cfg: DecodeConfig, vocab: Vocab, finisher: Finish
     return found
 
 
+def reserves(
+    memory: MatchSource | None,
+    prompt_ids: list[int],
+    cfg: DecodeConfig,
+    vocab: Vocab,
+    finisher: Finisher,
+) -> list[Draft]:
+    """Up to cfg.memory_reserves drafts copied from the distinct continuations of the context
+    as typed: the prompt and the bytes token healing took back (after ``NgramStore.`` the
+    continuations of ``.``, where the prompt's own match stops before it). Each copy begins
+    with those bytes, as every draft does; its score is its memory evidence (``copy_score``).
+    None where the match is shorter than a seed's (memory_seed_length), or seeds are off."""
+    if memory is None or not cfg.memory_seed or cfg.memory_reserves == 0:
+        return []
+    healed = vocab.spell(finisher.heal) if finisher.heal else []
+    if healed is None:
+        return []
+    context = (prompt_ids + healed)[-LOOKUP_TOKENS:]
+    match = memory.match(context, follow=cfg.memory_follow, others=cfg.memory_reserves)
+    if match is None or match.length < cfg.memory_seed_length:
+        return []
+    found: list[Draft] = []
+    for continuation in [match.continuation, *match.others]:
+        draft = seed([*healed, *continuation], cfg, vocab, finisher)
+        if draft is not None and all(d.text != draft.text for d in found):
+            draft.score = copy_score(match, continuation, len(draft.token_ids), cfg)
+            found.append(draft)
+    return found[: cfg.memory_reserves]
+
+
 def copy_score(match: Match, continuation: list[int], tokens: int, cfg: DecodeConfig) -> float:
     """A seed's own score: the log-probability the memory's side of the mix (``mix``) gives
     its ``tokens`` copied from ``continuation``, in the decoded drafts' units.

@@ -17,14 +17,18 @@ A request's stages, in order:
 2. ``seeds``: the memory's copies (superposed/memory.py ``seeds``) placed at
    ``memory_seed_rank`` (the last of the k shown), unless a decoded draft says the same; a
    seed's own score is its memory evidence (``memory.copy_score``), settled to its place;
+   then ``reserves``: copies of the memory's other matches (``memory.reserves``) after all,
+   for the slots the text stages free;
 
 then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
 ``rank_stages`` passes in the keys and predicates only it knows; a stage without one is off):
 
-3. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
+3. ``kept(predicate, shorter)``: drafts that parse at the cursor (lsp_server/wellformed.py),
+   a block that does not cut to its lines that do; first, so that a malformed draft never
+   merges a good one away;
+4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
    is one guess: the better-scored stays, a spare takes the freed slot;
-4. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
-5. ``kept(predicate)``: drafts that parse at the cursor (lsp_server/wellformed.py);
+5. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
 6. ``led(predicate)``: the draft that says what a long memory match goes on with first
    (lsp_server/evidence.py);
 7. ``cut(k)``: the k shown.
@@ -36,8 +40,9 @@ then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Any, Protocol, TypeVar, cast
 
 from superposed.types import DecodeConfig, Draft
@@ -67,6 +72,11 @@ def apply(drafts: list[T], stages: Sequence[Stage[T]]) -> list[T]:
 def with_score(item: R, score: float) -> R:
     """A copy of ``item`` (a dataclass) with another score."""
     return cast(R, replace(cast(Any, item), score=score))
+
+
+def with_text(item: R, text: str) -> R:
+    """A copy of ``item`` (a dataclass) with another text."""
+    return cast(R, replace(cast(Any, item), text=text))
 
 
 def settle(items: list[R], moved: Collection[int]) -> list[R]:
@@ -115,10 +125,25 @@ def seeds(seeded: list[Draft], rank: int, k: int) -> Stage[Draft]:
     return lambda drafts: place_all(drafts, seeded, rank, k)
 
 
-def engine_stages(seeded: list[Draft], cfg: DecodeConfig) -> list[Stage[Draft]]:
-    """The superposed method's stages, in order: distinct drafts cut to k, then the memory's
-    seeds."""
-    return [distinct(cfg.k), seeds(seeded, cfg.memory_seed_rank, cfg.k)]
+def engine_stages(
+    seeded: list[Draft], cfg: DecodeConfig, reserve: Sequence[Draft] = ()
+) -> list[Stage[Draft]]:
+    """The superposed method's stages, in order: distinct drafts cut to k, the memory's
+    seeds, then its reserves."""
+    return [distinct(cfg.k), seeds(seeded, cfg.memory_seed_rank, cfg.k), reserves(reserve)]
+
+
+def reserves(reserve: Sequence[Draft]) -> Stage[Draft]:
+    """The memory's reserves (``memory.reserves``) after every draft, those that say what a
+    draft says left out, their scores settled below the last draft's (``settle``): they take
+    a slot only where the text stages leave fewer than k."""
+
+    def stage(drafts: list[Draft]) -> list[Draft]:
+        texts = {d.text for d in drafts}
+        extra = [replace(r, source="memory") for r in reserve if r.text not in texts]
+        return settle([*drafts, *extra], range(len(drafts), len(drafts) + len(extra)))
+
+    return stage
 
 
 def place_all(drafts: list[Draft], seeded: list[Draft], rank: int, k: int) -> list[Draft]:
@@ -180,10 +205,24 @@ def new_keys_first(key: Callable[[str], Hashable]) -> Stage[R]:
     return stage
 
 
-def kept(keep: Callable[[str], bool]) -> Stage[R]:
-    """The drafts whose text ``keep`` accepts, in their order (a spare takes a dropped one's
-    place)."""
-    return lambda drafts: [d for d in drafts if keep(d.text)]
+def kept(
+    keep: Callable[[str], bool], shorter: Callable[[str], Iterable[str]] | None = None
+) -> Stage[R]:
+    """The drafts whose text ``keep`` accepts, in their order. One it refuses gives way to
+    the first of its ``shorter`` texts that it accepts (a block cut to the lines before the
+    one that breaks it), with its score and place; else it goes, and the next candidate
+    moves up into its slot (a spare, or one of the memory's reserves)."""
+
+    def stage(drafts: list[R]) -> list[R]:
+        out: list[R] = []
+        for draft in drafts:
+            forms = chain([draft.text], shorter(draft.text) if shorter else ())
+            text = next((t for t in forms if keep(t)), None)
+            if text is not None:
+                out.append(draft if text == draft.text else with_text(draft, text))
+        return out
+
+    return stage
 
 
 def led(says: Callable[[str], bool]) -> Stage[R]:
@@ -214,16 +253,18 @@ def text_stages(
     block_key: Callable[[str], Hashable] | None = None,
     parses: Callable[[str], bool] | None = None,
     says: Callable[[str], bool] | None = None,
+    shorter: Callable[[str], Iterable[str]] | None = None,
 ) -> list[Stage[R]]:
-    """Stages 3-7 in order, on the drafts' cleaned-up texts: ``merged(same)``; a block's new
-    first lines first (``block_key``); those that ``parses`` keeps; the one that ``says`` what
-    the memory goes on with first; the k shown. A stage whose key or predicate is None is
-    off."""
-    stages: list[Stage[R]] = [merged(same)]
+    """Stages 3-7 in order, on the drafts' cleaned-up texts: those that ``parses`` keeps (or
+    the first of their ``shorter`` texts it keeps); ``merged(same)``; a block's new first
+    lines first (``block_key``); the one that ``says`` what the memory goes on with first;
+    the k shown. A stage whose key or predicate is None is off."""
+    stages: list[Stage[R]] = []
+    if parses is not None:
+        stages.append(kept(parses, shorter))
+    stages.append(merged(same))
     if block_key is not None:
         stages.append(new_keys_first(block_key))
-    if parses is not None:
-        stages.append(kept(parses))
     if says is not None:
         stages.append(led(says))
     stages.append(cut(k))

@@ -255,7 +255,8 @@ class SuperposedDecoder:
         ran_out = not settled(self.finished, alive, cfg.settle)  # the steps ran out first
         out = self._out_of_steps if ran_out else self.finisher.unfinished
         drafts = self.finished + [out(h) for h in alive]
-        return ranking.apply(drafts, ranking.engine_stages(seeded, cfg))
+        reserve = mem.reserves(self.memory, self.prompt.ids, cfg, self.vocab, self.finisher)
+        return ranking.apply(drafts, ranking.engine_stages(seeded, cfg, reserve))
 
 
 @torch.inference_mode()

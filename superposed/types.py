@@ -90,6 +90,12 @@ class DecodeConfig:
     # memory_seed_rank backwards. Two: on the replay's validation split (rich, 50 targets)
     # the second changed 7 of 200 answers, none for the worse (mid-line ES@3 61.3 -> 62.1%).
     memory_seeds: int = 2
+    # Reserves: copies of the memory's other matches of the context as typed (the prompt and
+    # the bytes token healing took back), after every decoded draft, at most this many. They
+    # show only where the ranking drops or merges drafts until fewer than k are left (issue
+    # 51: after ``return NgramStore.`` every draft followed a docstring and failed to parse,
+    # and ``open(`` followed the same text three times in the indexed package). 0: none.
+    memory_reserves: int = 4
     # Tokens of a match's continuation looked up (MatchSource.match's follow): what a seed can
     # copy. A seed's tokens are no model steps, so max_new_tokens does not cut it: a 70-character
     # line copied from an open document lost its closing ")" to 24 tokens (issue 23). A block

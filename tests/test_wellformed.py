@@ -49,6 +49,32 @@ def test_malformed_drafts_are_told_by_what_breaks(draft: str, reason: str) -> No
     assert why(draft) == reason
 
 
+@pytest.mark.parametrize(
+    "line, draft, reason",
+    [
+        # issue 52: the cursor's line is already begun, so the window does not parse
+        # without a draft; the line the draft makes is judged
+        ("if ", "not:", "syntax"),
+        ("if ", "data is None:", ""),
+        ("for ", "reasons def Meet En", "syntax"),
+        ("for ", "line in data:", ""),
+        ("data = ", "load(path)", ""),
+        ("data = ", "1 2", "syntax"),  # tree-sitter blames the next line without a draft
+    ],
+)
+def test_a_begun_line_is_judged_as_the_draft_completes_it(
+    line: str, draft: str, reason: str
+) -> None:
+    assert why(draft, BODY + line) == reason
+
+
+def test_the_syntax_rule_stays_off_where_the_window_breaks_away_from_the_cursor() -> None:
+    """An error on another line than the cursor's (the document edited elsewhere): drafts
+    are not blamed for it, and only the text rules apply."""
+    broken_above = "def read(path):\n    data = (]\n    x = 1\n    if "
+    assert why("not:", broken_above) == ""
+
+
 def test_a_draft_may_close_what_the_prefix_opened() -> None:
     assert why("b)", "x = foo(a, ", "\n") == ""
     assert why("b))", "x = foo(a, ", "\n") == "brackets"
