@@ -116,10 +116,19 @@ class EditLog:
             self._texts.pop(uri, None)
 
     def close(self, uri: str) -> None:
-        """didClose: the document's copy and its change being made go."""
+        """didClose: the document's copy, its change being made and its ended ones go."""
         self._texts.pop(uri, None)
         self._pending.pop(uri, None)
         self._last.pop(uri, None)
+        if any(change.uri == uri for change in self.ended):
+            self.ended = deque((c for c in self.ended if c.uri != uri), maxlen=self.ended.maxlen)
+
+    def clear(self) -> None:
+        """Next edits turned off: nothing is followed."""
+        self._texts.clear()
+        self._pending.clear()
+        self._last.clear()
+        self.ended.clear()
 
     def held(self) -> int:
         """Documents whose text is kept (tests)."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from lsp_server.next_edits import tokens
 from lsp_server.next_edits.log import Change, EditLog
 from lsp_server.next_edits.patterns import Derived, Pattern, derive
 from lsp_server.next_edits.sites import Site, find
@@ -113,16 +114,34 @@ class NextEdits:
                 kept = [p for p in kept if p is not last[1]]
             if derived.pattern is not None:
                 kept = [derived.pattern, *(p for p in kept if not _same(p, derived.pattern))]
-            self._patterns = deque(kept, maxlen=PATTERNS)
+            # the newest PATTERNS (a deque given more than its maxlen keeps the last ones:
+            # the oldest, and a fourth pattern never proposed)
+            self._patterns = deque(kept[:PATTERNS], maxlen=PATTERNS)
         return derived
 
     def closed(self, uri: str) -> None:
         """didClose: the log's copy goes, and the patterns made there (their sites in other
-        documents would quote a document no longer open)."""
+        documents would quote a document no longer open), its parse, the proposals given
+        there."""
         self.log.close(uri)
+        tokens.forget(uri)
         with self._lock:
             self._last.pop(uri, None)
             self._patterns = deque((p for p in self._patterns if p.uri != uri), maxlen=PATTERNS)
+            self._given = {
+                i: p for i, p in self._given.items() if uri not in (p.site.uri, p.site.pattern.uri)
+            }
+
+    def clear(self) -> None:
+        """Next edits turned off: the log, the patterns and the proposals given go (what
+        the user accepted and dismissed stays)."""
+        self.log.clear()
+        for uri in tokens.kept():
+            tokens.forget(uri)
+        with self._lock:
+            self._last.clear()
+            self._patterns.clear()
+            self._given.clear()
 
     def patterns(self) -> list[Pattern]:
         with self._lock:
