@@ -164,6 +164,33 @@ async def test_a_burst_of_changes_computes_the_newest_not_each(
     assert computed == [2, newest]
 
 
+async def test_a_burst_computes_nothing_until_it_settles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Changes that each compute fast still came one computation each: a burst is changes
+    that end less than SETTLE_S apart, and only its newest is computed, once it settles."""
+    monkeypatch.setattr(service_module, "PAUSE_S", 30.0)
+    monkeypatch.setattr(service_module, "SETTLE_S", 2.0, raising=False)  # far over a loop turn
+    sent: list[tuple[str, dict[str, Any]]] = []
+    service, workspace = _service(sent)
+    original, computed = service.edits.ended, list[int]()
+
+    def counted(change: Any, language: str) -> Any:
+        computed.append(change.version)
+        return original(change, language)
+
+    monkeypatch.setattr(service.edits, "ended", counted)
+    version = 1
+    for n in range(20):
+        version += 1
+        line, column = (1, 8 + n // 2) if n % 2 == 0 else (4, 8 + n // 2)
+        service.changed(_type(workspace, version, line, column, column, "x"))
+        if n == 1:  # the first change ended (a jump), alone: computed at once
+            await _until(lambda: computed, "the first change's computation")
+        await asyncio.sleep(0.01)  # the computations of the others would run meanwhile
+    assert computed == [2]
+    await _until(lambda: len(computed) == 2, "the burst's newest computation")
+    assert computed == [2, version - 1]
+
+
 async def test_a_request_never_waits_behind_an_ended_changes_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

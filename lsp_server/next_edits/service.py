@@ -11,14 +11,15 @@ EDIT: ``{id, textDocument: {uri, version}, range, newText, oldText, origin, labe
 (proposals.Proposal.to_json). Proposals are computed on a thread (the privacy verdicts may
 run git), then checked against the documents as they are by then: a stale one is dropped.
 
-Ended changes are computed one at a time, the newest first: one that ends while another is
-computed replaces any older one still waiting (a burst of changes, 127 in 3 s, costs its
-first computation and its newest, not one each), and while changes keep ending less than
-SETTLE_S apart none is computed; so the last proposals come at most SETTLE_S and two
-computations after a burst, and a burst keeps no thread busy for its length. A request
-never waits behind that work (a thread of its own). Documents over ``maxFileBytes`` are not
-followed, searched or parsed (a parse holds the GIL: 0.1 s for 400 KB); a closed one's
-state goes; a setting change applies to the documents open (``reconfigure``).
+Ended changes are computed one at a time, the newest only: one that ends replaces any older
+one still waiting. A change that ends alone is computed at once; one that ends less than
+SETTLE_S after the one before belongs to a burst, computed once SETTLE_S passed without
+another. A burst (127 changes in 3 s) costs its first computation and its newest, not one
+each; its last proposals come at most SETTLE_S and two computations after it, and it keeps
+no thread busy for its length. A request never waits behind that work (a thread of its
+own). Documents over ``maxFileBytes`` are not followed, searched or parsed (a parse holds
+the GIL: 0.1 s for 400 KB); a closed one's state goes; a setting change applies to the
+documents open (``reconfigure``).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class NextEditService:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._shown: dict[str, bool] = {}  # uri -> the last notification had edits
         self._newest: Change | None = None  # the newest ended change not computed yet
-        self._last_end = 0.0  # the event loop's time when a change last ended
+        self._last_end = float("-inf")  # the event loop's time when a change last ended
+        self._burst = False  # it ended less than SETTLE_S after the one before
         self._worker: asyncio.Task[None] | None = None  # computes the ended changes
         # Two threads: the worker uses one at a time (patterns derived in the order their
         # changes ended), a request the other.
@@ -159,26 +161,27 @@ class NextEditService:
     def _ended(self, change: Change) -> None:
         """A change ended: it waits for the worker, in place of any older one still waiting."""
         loop = asyncio.get_running_loop()
-        self._newest, self._last_end = change, loop.time()
+        now = loop.time()
+        self._newest, self._burst = change, now - self._last_end < SETTLE_S
+        self._last_end = now
         if self._worker is None:
             self._worker = loop.create_task(self._work())
 
     async def _work(self) -> None:
-        """Computes the newest ended change until none waits; after one, while changes keep
-        ending less than SETTLE_S apart, waits (see the module)."""
+        """Computes the newest ended change until none waits: at once when it ended alone,
+        else (a burst) once SETTLE_S passed without another (see the module)."""
         loop = asyncio.get_running_loop()
         try:
-            while (change := self._newest) is not None:
-                self._newest = None
+            while self._newest is not None:
+                while self._burst and (wait := self._last_end + SETTLE_S - loop.time()) > 0:
+                    await asyncio.sleep(wait)
+                change, self._newest = self._newest, None
+                if change is None:
+                    continue  # its document closed meanwhile
                 try:
                     await self._propose_after(change)
                 except Exception:  # a bug: logged (nothing awaits the worker), the next goes on
                     log.exception("next edits failed after a change")
-                while (
-                    self._newest is not None
-                    and (wait := self._last_end + SETTLE_S - loop.time()) > 0
-                ):
-                    await asyncio.sleep(wait)
         finally:
             self._worker = None
 
