@@ -2,7 +2,7 @@
 ends the change at once, and a failure after a change is logged while the server goes on;
 a burst of changes is computed once, not once a change, and a request never waits behind
 it; a document over maxFileBytes is never parsed; next edits turned on mid-session follow
-the documents open (issues 51 and 52)."""
+the documents open; a name half typed waits for the longer pause (issues 51 and 52)."""
 
 from __future__ import annotations
 
@@ -96,6 +96,7 @@ async def test_an_edit_elsewhere_ends_the_change_before_the_pause(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(service_module, "PAUSE_S", 30.0)  # no pause ends anything here
+    monkeypatch.setattr(service_module, "NAME_PAUSE_S", 30.0, raising=False)
     sent: list[tuple[str, dict[str, Any]]] = []
     service, workspace = _service(sent)
     service.changed(_type(workspace, 2, 0, 4, 7, "fetch"))
@@ -138,6 +139,7 @@ async def test_a_burst_of_changes_computes_the_newest_not_each(
     full, in order (349 in 10 s took 32 s to drain, issue 51 item 5). While one is
     computed, those that end replace each other: the newest alone is computed after it."""
     monkeypatch.setattr(service_module, "PAUSE_S", 30.0)  # only jumps end changes here
+    monkeypatch.setattr(service_module, "NAME_PAUSE_S", 30.0, raising=False)
     sent: list[tuple[str, dict[str, Any]]] = []
     service, workspace = _service(sent)
     original, gate, computed = service.edits.ended, threading.Event(), list[int]()
@@ -168,6 +170,7 @@ async def test_a_burst_computes_nothing_until_it_settles(monkeypatch: pytest.Mon
     """Changes that each compute fast still came one computation each: a burst is changes
     that end less than SETTLE_S apart, and only its newest is computed, once it settles."""
     monkeypatch.setattr(service_module, "PAUSE_S", 30.0)
+    monkeypatch.setattr(service_module, "NAME_PAUSE_S", 30.0, raising=False)
     monkeypatch.setattr(service_module, "SETTLE_S", 2.0, raising=False)  # far over a loop turn
     sent: list[tuple[str, dict[str, Any]]] = []
     service, workspace = _service(sent)
@@ -270,3 +273,24 @@ async def test_next_edits_turned_on_follow_a_document_edited_while_they_were_off
     settings.on = False
     service.reconfigure()  # off: nothing is followed, nothing kept
     assert service.edits.log.held() == 0 and service.edits.patterns() == []
+
+
+async def test_a_half_typed_name_waits_for_the_longer_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 52 item 10: a pause mid-rename proposed "rename words -> tok". A change whose
+    last keystroke left the caret right after a name's character ends after NAME_PAUSE_S
+    (or at a jump), not PAUSE_S: the user may be typing the name still."""
+    monkeypatch.setattr(service_module, "PAUSE_S", 0.0)
+    monkeypatch.setattr(service_module, "NAME_PAUSE_S", 30.0, raising=False)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    service, workspace = _service(sent)
+    service.changed(_type(workspace, 2, 0, 4, 7, "fet"))  # "get" typed over, half way
+    for _ in range(5):  # PAUSE_S (0 s) would have ended it at the first of these turns
+        await asyncio.sleep(0.01)
+    assert service.edits.patterns() == [] and sent == []
+    service.changed(_type(workspace, 3, 0, 7, 7, "ch"))
+    service.changed(_type(workspace, 4, 1, 8, 8, " "))  # a jump: the rename ended
+    await _settled(sent, 1)
+    assert [p.label for p in service.edits.patterns()] == ["rename get_user -> fetch_user"]
+    assert sent[0][1]["edits"][0]["newText"] == "fetch_user"

@@ -1,5 +1,6 @@
 """What next edits keep (issue 51 item 5): the newest patterns, no parse of a closed
-document or of a workspace file, no site on a line no edit would be made on."""
+document or of a workspace file, no site on a line no edit would be made on; and when a
+change is still being typed (issue 52 item 10: a pause mid-rename proposed "words -> tok")."""
 
 from __future__ import annotations
 
@@ -116,3 +117,19 @@ def test_a_line_no_edit_would_be_made_on_holds_no_site() -> None:
     long_line = "y = [" + "1, " * (MAX_LINE // 3) + "old_name]"
     text = f"{long_line}\nz = old_name\n"
     assert [s.row for s in find(pattern, B, text, "python", "open")] == [1]
+
+
+def test_the_log_says_when_the_caret_sits_after_a_name_being_typed() -> None:
+    """``words`` typed over with ``tok``: the user may be typing the name still, so the pause
+    that ends the change is the longer one (proposals.NAME_PAUSE_S)."""
+    log = EditLog()
+    log.open(A, "words = 1\nf(a)\n")
+    log.changed(A, "t = 1\nf(a)\n", 2)
+    assert log.in_name(A)
+    log.changed(A, "tok = 1\nf(a)\n", 3)
+    assert log.in_name(A)
+    log.changed(A, "tok = 1\nf(a, )\n", 4)  # elsewhere: ", " after an argument
+    assert not log.in_name(A)
+    log.changed(A, "tok = 1\nf(a, b)\n", 5)
+    assert log.in_name(A)
+    assert log.end(A) is not None and not log.in_name(A)  # ended: nothing being typed

@@ -28,6 +28,10 @@ from lsp_server.next_edits.patterns import Derived, Pattern, derive
 from lsp_server.next_edits.sites import Site, find
 
 PAUSE_S = 0.3  # NEXT_EDITS_PAUSE_S: a change ends this long after its last keystroke
+# ... or this long when that keystroke left the caret right after a name's character: the user
+# may be typing the name still (a pause mid-rename proposed "rename words -> tok", issue 52);
+# a keystroke elsewhere ends it at once as ever.
+NAME_PAUSE_S = 1.0
 PATTERNS = 3  # the last ended changes' patterns that propose
 # Edits in one answer at most, the nearest: a user reads the first few (bench/next_edits.py's
 # walk reads 3) and each accept brings the next ones; every one shown that is wrong costs

@@ -3,8 +3,9 @@
 - request ``superposed/nextEdits`` ``{textDocument: {uri}, position}`` -> ``{edits: [EDIT]}``,
   the best first; ``{edits: []}`` when the setting is off or the document is not open;
 - notification ``superposed/nextEditsReady`` ``{textDocument: {uri, version}, edits}``, sent
-  when a change ends (PAUSE_S after its last didChange, or at a change at another place) and
-  there are proposals, or there were and they went (then ``edits: []``);
+  when a change ends (PAUSE_S after its last didChange, NAME_PAUSE_S when that left the caret
+  right after a name's character, or at a change at another place) and there are
+  proposals, or there were and they went (then ``edits: []``);
 - commands ``superposed.nextEditAccepted`` / ``superposed.nextEditDismissed`` ``[{id}]``.
 
 EDIT: ``{id, textDocument: {uri, version}, range, newText, oldText, origin, label}``
@@ -36,7 +37,7 @@ from typing import Any
 from pygls.workspace import TextDocument, Workspace
 
 from lsp_server.next_edits.log import Change
-from lsp_server.next_edits.proposals import PAUSE_S, Doc, NextEdits, Proposal
+from lsp_server.next_edits.proposals import NAME_PAUSE_S, PAUSE_S, Doc, NextEdits, Proposal
 from lsp_server.next_edits.workspace import finder_for
 from lsp_server.settings import NextEditSettings
 from lsp_server.shareable import Shareable
@@ -111,7 +112,8 @@ class NextEditService:
         ended = self.edits.log.changed(uri, document.source, document.version or 0)
         if ended is not None:
             self._ended(ended)
-        self._timers[uri] = asyncio.get_running_loop().call_later(PAUSE_S, self._paused, uri)
+        pause = NAME_PAUSE_S if self.edits.log.in_name(uri) else PAUSE_S
+        self._timers[uri] = asyncio.get_running_loop().call_later(pause, self._paused, uri)
 
     def closed(self, uri: str) -> None:
         """didClose (or a document that grew over ``maxFileBytes``): its state goes."""
