@@ -5,9 +5,9 @@ Each case runs a server of its own over stdio (``lsp_server.cli``, the tiny mode
 wait only), with ``nextEdits`` on, scope ``open``:
 
 - **big documents**: a small document holding a rename's sites and ``--big`` documents of
-  ``--big-kb`` KB (Python, with sites of the rename every ~40 lines) are opened; the rename
-  is typed in the small one and its proposals awaited; then the big documents close.
-  Resident MiB (``superposed.stats``) once loaded, after opening, after the proposals, after
+  ``--big-kb`` KB (Python, each its own, with sites of the rename every ~40 lines) are
+  opened; the rename is typed in the small one and its proposals awaited; then the big
+  documents close. Resident MiB (``superposed.stats``) once loaded, after opening, after the proposals, after
   closing; ``--big-kb`` above ``maxFileBytes`` (1,000 KB) or below it;
 - **burst**: in a document of ``--burst-kb`` KB, ``--changes`` keystrokes typed at two lines
   in turn within ``--seconds`` (each ends the change before it: a jump), an inline
@@ -96,7 +96,11 @@ async def big_documents(tmp: Path, sources: Path | None, big: int, kb: int) -> d
         loaded = await resident(editor)
         small = editor.open(editor.workspace / "users.py", RENAME)
         text = big_text(kb)
-        uris = [editor.open(editor.workspace / f"big{i}.py", text) for i in range(big)]
+        # each its own text (a cache keyed by text would parse identical ones once)
+        uris = [
+            editor.open(editor.workspace / f"big{i}.py", f"# document {i}\n{text}")
+            for i in range(big)
+        ]
         opened = await resident(editor)
         proposals_ms = await rename(editor, small)
         proposed = await resident(editor)
