@@ -294,3 +294,27 @@ async def test_a_half_typed_name_waits_for_the_longer_pause(
     await _settled(sent, 1)
     assert [p.label for p in service.edits.patterns()] == ["rename get_user -> fetch_user"]
     assert sent[0][1]["edits"][0]["newText"] == "fetch_user"
+
+
+async def test_an_accepted_proposal_ends_its_change_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An accepted proposal is a whole edit: its change ends when the editor says it
+    accepted it, not a pause later (after a name, NAME_PAUSE_S: the next proposals came a
+    second after the accept, and VS Code's list met the older ones)."""
+    monkeypatch.setattr(service_module, "PAUSE_S", 300.0)  # no pause ends anything here
+    monkeypatch.setattr(service_module, "NAME_PAUSE_S", 300.0, raising=False)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    service, workspace = _service(sent)
+    service.changed(_type(workspace, 2, 0, 4, 7, "fetch"))
+    service.changed(_type(workspace, 3, 1, 8, 8, "  # done"))  # a jump ends the rename
+    await _settled(sent, 1)
+    first = sent[0][1]["edits"][0]
+    start, end = first["range"]["start"], first["range"]["end"]
+    applied = _type(workspace, 4, start["line"], start["character"], end["character"], "fetch_user")
+    service.changed(applied)  # the editor applies it, then says so
+    assert service.accepted(({"id": first["id"]},)) == {"accepted": True}
+    await _settled(sent, 2)
+    assert sent[1][1]["textDocument"]["version"] == 4
+    assert [e["range"]["start"]["line"] for e in sent[1][1]["edits"]] == [4]
+    assert service.accepted(({"id": "no-such-id"},)) == {"accepted": False}

@@ -236,13 +236,14 @@ class NextEdits:
                 out.append(proposal)
         return out
 
-    def accepted(self, edit_id: str) -> bool:
-        """The user accepted ``edit_id`` (the editor applied it): its kind ranks nearer."""
+    def accepted(self, edit_id: str) -> Proposal | None:
+        """The user accepted ``edit_id`` (the editor applied it): its kind ranks nearer.
+        The proposal, None for an id not given."""
         with self._lock:
             proposal = self._given.pop(edit_id, None)
             if proposal is not None:
                 self.accepts[proposal.site.pattern.kind] += 1
-        return proposal is not None
+        return proposal
 
     def dismissed(self, edit_id: str) -> bool:
         """The user dismissed ``edit_id``: never proposed again; its kind ranks farther."""

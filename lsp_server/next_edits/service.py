@@ -237,8 +237,14 @@ class NextEditService:
         return {"edits": self._json(self.edits.fresh(proposals, self._documents()))}
 
     def accepted(self, args: tuple[Any, ...]) -> dict[str, Any]:
+        """The editor applied a proposal (its didChange came first): that change is a whole
+        edit, never a name half typed, so it ends now and the next proposals follow."""
         edit_id = _edit_id(args)
-        return {"accepted": edit_id is not None and self.edits.accepted(edit_id)}
+        proposal = self.edits.accepted(edit_id) if edit_id is not None else None
+        if proposal is not None and (timer := self._timers.get(proposal.site.uri)) is not None:
+            timer.cancel()
+            self._paused(proposal.site.uri)
+        return {"accepted": proposal is not None}
 
     def dismissed(self, args: tuple[Any, ...]) -> dict[str, Any]:
         edit_id = _edit_id(args)
