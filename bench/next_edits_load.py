@@ -7,8 +7,8 @@ wait only), with ``nextEdits`` on, scope ``open``:
 - **big documents**: a small document holding a rename's sites and ``--big`` documents of
   ``--big-kb`` KB (Python, each its own, with sites of the rename every ~40 lines) are
   opened; the rename is typed in the small one and its proposals awaited; then the big
-  documents close. Resident MiB (``superposed.stats``) once loaded, after opening, after the proposals, after
-  closing; ``--big-kb`` above ``maxFileBytes`` (1,000 KB) or below it;
+  documents close. Resident MiB (``superposed.stats``) once loaded, after opening, after the
+  proposals, after closing; ``--big-kb`` above ``maxFileBytes`` (1,000 KB) or below it;
 - **burst**: in a document of ``--burst-kb`` KB, ``--changes`` keystrokes typed at two lines
   in turn within ``--seconds`` (each ends the change before it: a jump), an inline
   completion asked every half second meanwhile in another document; then one keystroke in a
