@@ -30,7 +30,8 @@ commit made, whichever group it belongs to.
 - false alarms (ordinary tasks): changes after which a proposal that is not right was shown,
   per 100 changes (and such proposals per 100 changes);
 - latency: from the last didChange to the notification, less the pause that ends a change
-  (``PAUSE_S``): the time from the change's end to the proposals; and the request's round trip.
+  (``PAUSE_S``, ``NAME_PAUSE_S`` when it left the caret after a name's character): the time
+  from the change's end to the proposals; and the request's round trip.
 
     python -m bench.next_edits                    # test split: bench/results/next_edits.json
     python -m bench.next_edits --split validation # bench/results/next_edits-validation.json
@@ -56,6 +57,7 @@ from typing import Any
 from bench.measure import ROOT, Stamp, write_json
 from bench.next_edits_score import (
     CHUNK,
+    NAME_PAUSE_S,
     PAUSE_S,
     Site,
     Step,
@@ -63,6 +65,7 @@ from bench.next_edits_score import (
     apply_sites,
     from_utf16,
     original_column,
+    pause_s,
     proposal_key,
     right_sites,
     shifted,
@@ -75,7 +78,7 @@ from bench.pipeline import Benchmark, run
 from bench.replay_driver import resolve_commit
 
 DATA = ROOT / "bench" / "data" / "next_edits.json.gz"
-WAIT_S = PAUSE_S + 1.0  # how long the user waits for the notification before asking
+WAIT_S = NAME_PAUSE_S + 1.0  # how long the user waits for the notification before asking
 TYPE_GAP_S = 0.03  # between two typed chunks (a fast typist; under the pause)
 TOP = 3  # proposals the user reads in a list
 QUICK_PER_KIND = 4  # --quick: the first tasks of each kind per repository
@@ -336,6 +339,7 @@ async def run_task(editor: Editor, task: Task, root: Path) -> Walk:
         sent = editor.change(uris[first.path], first.line, a, b, text)
     made.add(first)
     after = apply_sites(task.files[first.path], made).split("\n")[first.line]
+    pause = pause_s(after[: start + len(first.new)])
     cursor = (uris[first.path], first.line, utf16(after, start + len(first.new)))
     walk = Walk(task.id, task.kind, len(task.group) - 1)
     top1 = True
@@ -347,6 +351,7 @@ async def run_task(editor: Editor, task: Task, root: Path) -> Walk:
             for e, r in zip(edits, rights, strict=True)
         ]
         step = Step(edits, [r is not None for r in rights], keys, notified, request_ms)
+        step.pause_s = pause
         walk.steps.append(step)
         later = [s for s in task.group if s not in made]
         pick = next((i for i, r in enumerate(rights[:TOP]) if r), None)
@@ -369,6 +374,7 @@ async def run_task(editor: Editor, task: Task, root: Path) -> Walk:
         end_row = text_after.split("\n")[end_line]
         column = from_utf16(end_row, chosen["range"]["start"]["character"]) + len(chosen["newText"])
         cursor = (chosen["textDocument"]["uri"], end_line, utf16(end_row, column))
+        pause = pause_s(end_row[:column])
         if all(s in made for s in task.group):
             break
     for uri in uris.values():

@@ -16,6 +16,7 @@ from bench.measure import percentile
 from bench.metrics import bootstrap_ci, paired_ratio_ci
 
 PAUSE_S = 0.3  # the protocol's NEXT_EDITS_PAUSE_S: a change ends this long after its last edit
+NAME_PAUSE_S = 1.0  # ... or this long when it left the caret right after a name's character
 CHUNK = 3  # characters per didChange while the user types the first site
 MAX_SUBSET = 8  # sites on a proposal's lines beyond which only single sites and all are tried
 
@@ -136,6 +137,13 @@ def typing_changes(row: str, start: int, end: int, new: str) -> list[tuple[int, 
     return out
 
 
+def pause_s(before_caret: str) -> float:
+    """The pause that ends a change whose last edit left ``before_caret`` before the caret on
+    its line (lsp_server/next_edits/service.py: NAME_PAUSE_S after a name's character)."""
+    last = before_caret[-1:]
+    return NAME_PAUSE_S if last.isalnum() or last == "_" else PAUSE_S
+
+
 # ----- what a walk measures (pure) -------------------------------------------------------------
 
 
@@ -149,6 +157,7 @@ class Step:
     notified_ms: float | None  # from the last didChange to the notification (None: none came)
     request_ms: float
     accepted: int | None = None  # the rank (0-based) accepted, None: the walk stopped here
+    pause_s: float = PAUSE_S  # the pause that ended the change (pause_s)
 
 
 @dataclass
@@ -204,6 +213,7 @@ def walk_row(w: Walk) -> dict[str, Any]:
         "false_first": false_first,
         "false_alarm": float(false_first > 0),
         "notified_ms": [s.notified_ms for s in w.steps],
+        "pause_ms": [s.pause_s * 1e3 for s in w.steps],
         "request_ms": [s.request_ms for s in w.steps],
         "steps": [
             {
@@ -223,9 +233,16 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The split's numbers: recall, precision, false alarms, latency (pooled over tasks)."""
     rep = [r for r in rows if r["kind"] == "repetitive"]
     ordinary = [r for r in rows if r["kind"] == "ordinary"]
-    notified = [
-        ms - PAUSE_S * 1e3 for r in rows for ms in r["notified_ms"] if ms is not None
-    ]  # the change's end to the proposals
+    notified = [  # the change's end to the proposals (runs before pause_ms: PAUSE_S each)
+        ms - pause
+        for r in rows
+        for ms, pause in zip(
+            r["notified_ms"],
+            r.get("pause_ms") or [PAUSE_S * 1e3] * len(r["notified_ms"]),
+            strict=True,
+        )
+        if ms is not None
+    ]
     requests = [ms for r in rows for ms in r["request_ms"]]
     by_rewrite: dict[str, Any] = {}
     for kind in sorted({r.get("rewrite", "") for r in rep}):

@@ -124,6 +124,7 @@ class SuperposedServer(LanguageServer):
         old, self.settings = self.settings, settings
         if settings != old:
             self.drafts.clear()  # drafts shown under the old settings (k, method) are stale
+        self.next_edits.reconfigure()  # turned on or off: in the documents open too
         if self.loader.started and settings.model != old.model:
             await self.loader.start()  # runs after any load in progress (one engine thread)
         if settings.stores != old.stores:

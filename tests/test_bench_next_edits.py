@@ -158,6 +158,25 @@ def test_recall_at_1_stops_where_the_first_proposal_was_wrong_and_precision_coun
     assert summary["latency"]["change_end_p50_ms"] == pytest.approx(350.0 - 1e3 * S.PAUSE_S)
 
 
+def test_the_latency_leaves_out_the_pause_that_ended_the_change() -> None:
+    """A change that left the caret after a name's character ends after NAME_PAUSE_S, the
+    others after PAUSE_S (the server's rule, issue 52 item 10): each step subtracts its own."""
+    from lsp_server.next_edits import proposals
+
+    assert (S.PAUSE_S, S.NAME_PAUSE_S) == (proposals.PAUSE_S, proposals.NAME_PAUSE_S)
+    assert S.pause_s("x = fetch_user") == S.NAME_PAUSE_S
+    assert S.pause_s("f(a, ") == S.PAUSE_S and S.pause_s("") == S.PAUSE_S
+    walk = S.Walk("t", "repetitive", later=1)
+    walk.steps = [S.Step([], [], [], 1200.0, 2.0, None, S.NAME_PAUSE_S)]
+    summary = S.summarize([{**S.walk_row(walk), "rewrite": "rename"}])
+    assert summary["latency"]["change_end_p50_ms"] == pytest.approx(1200.0 - 1e3 * S.NAME_PAUSE_S)
+    saved = {**S.walk_row(walk), "rewrite": "rename"}
+    del saved["pause_ms"]  # a run saved before the field: PAUSE_S each
+    assert S.summarize([saved])["latency"]["change_end_p50_ms"] == pytest.approx(
+        1200.0 - 1e3 * S.PAUSE_S
+    )
+
+
 def test_the_default_stays_on_only_if_precise_and_quiet_on_the_test_split() -> None:
     from bench.report_next_edits import verdicts
 

@@ -77,6 +77,7 @@ class _Pending:
     base: str
     now: str
     version: int
+    caret: int  # where the last keystroke ended in ``now``
 
     def span(self) -> tuple[int, int]:
         """Where it differs from the base, in the text as it is now, with the word it is
@@ -116,10 +117,25 @@ class EditLog:
             self._texts.pop(uri, None)
 
     def close(self, uri: str) -> None:
-        """didClose: the document's copy and its change being made go."""
+        """didClose: the document's copy, its change being made and its ended ones go."""
         self._texts.pop(uri, None)
         self._pending.pop(uri, None)
         self._last.pop(uri, None)
+        if any(change.uri == uri for change in self.ended):
+            self.ended = deque((c for c in self.ended if c.uri != uri), maxlen=self.ended.maxlen)
+
+    def clear(self) -> None:
+        """Next edits turned off: nothing is followed."""
+        self._texts.clear()
+        self._pending.clear()
+        self._last.clear()
+        self.ended.clear()
+
+    def in_name(self, uri: str) -> bool:
+        """Whether the last keystroke of the change being made in ``uri`` left the caret
+        right after a name's character: the user may be typing (or deleting) that name."""
+        pending = self._pending.get(uri)
+        return pending is not None and pending.caret > 0 and _word(pending.now[pending.caret - 1])
 
     def held(self) -> int:
         """Documents whose text is kept (tests)."""
@@ -135,12 +151,12 @@ class EditLog:
         self._texts[uri] = text
         if old is None or old == text:
             return None
-        at, old_end, _ = differ(old, text)
+        at, old_end, caret = differ(old, text)
         pending = self._pending.get(uri)
         if pending is not None:
             start, end = pending.span()
             if at <= end and old_end >= start:  # touches the change being made: one change
-                pending.now, pending.version = text, version
+                pending.now, pending.version, pending.caret = text, version, caret
                 return None
         last = self._last.get(uri)
         low, high = word_span(old, last.start, last.new_end) if last else (0, -1)
@@ -148,9 +164,9 @@ class EditLog:
         if pending is None and last is not None and on_last and last.after == old:
             # typing on where a pause ended the last change (``data``, a pause,
             # ``_frame``): the same change goes on, from the text before it
-            self._pending[uri] = _Pending(last.before, text, version)
+            self._pending[uri] = _Pending(last.before, text, version, caret)
             return None
-        self._pending[uri] = _Pending(old, text, version)
+        self._pending[uri] = _Pending(old, text, version, caret)
         return self._finish(uri, pending)
 
     def end(self, uri: str) -> Change | None:

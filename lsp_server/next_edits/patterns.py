@@ -108,7 +108,7 @@ def derive(change: Change, language: str) -> Derived:
         return _refused("too large")
     row = change.after.count("\n", 0, a0)
     column = new[0].start if new else (ta[p].start if p < len(ta) else len(line_after))
-    prose = prose_of(change.after, language)
+    prose = prose_of(change.after, language, change.uri)
     where = prose.at(row, column)
     if where == "comment":
         return _refused("in a comment")

@@ -22,11 +22,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from lsp_server.next_edits import tokens
 from lsp_server.next_edits.log import Change, EditLog
 from lsp_server.next_edits.patterns import Derived, Pattern, derive
 from lsp_server.next_edits.sites import Site, find
 
 PAUSE_S = 0.3  # NEXT_EDITS_PAUSE_S: a change ends this long after its last keystroke
+# ... or this long when that keystroke left the caret right after a name's character: the user
+# may be typing the name still (a pause mid-rename proposed "rename words -> tok", issue 52);
+# a keystroke elsewhere ends it at once as ever.
+NAME_PAUSE_S = 1.0
 PATTERNS = 3  # the last ended changes' patterns that propose
 # Edits in one answer at most, the nearest: a user reads the first few (bench/next_edits.py's
 # walk reads 3) and each accept brings the next ones; every one shown that is wrong costs
@@ -113,16 +118,34 @@ class NextEdits:
                 kept = [p for p in kept if p is not last[1]]
             if derived.pattern is not None:
                 kept = [derived.pattern, *(p for p in kept if not _same(p, derived.pattern))]
-            self._patterns = deque(kept, maxlen=PATTERNS)
+            # the newest PATTERNS (a deque given more than its maxlen keeps the last ones:
+            # the oldest, and a fourth pattern never proposed)
+            self._patterns = deque(kept[:PATTERNS], maxlen=PATTERNS)
         return derived
 
     def closed(self, uri: str) -> None:
         """didClose: the log's copy goes, and the patterns made there (their sites in other
-        documents would quote a document no longer open)."""
+        documents would quote a document no longer open), its parse, the proposals given
+        there."""
         self.log.close(uri)
+        tokens.forget(uri)
         with self._lock:
             self._last.pop(uri, None)
             self._patterns = deque((p for p in self._patterns if p.uri != uri), maxlen=PATTERNS)
+            self._given = {
+                i: p for i, p in self._given.items() if uri not in (p.site.uri, p.site.pattern.uri)
+            }
+
+    def clear(self) -> None:
+        """Next edits turned off: the log, the patterns and the proposals given go (what
+        the user accepted and dismissed stays)."""
+        self.log.clear()
+        for uri in tokens.kept():
+            tokens.forget(uri)
+        with self._lock:
+            self._last.clear()
+            self._patterns.clear()
+            self._given.clear()
 
     def patterns(self) -> list[Pattern]:
         with self._lock:
@@ -213,13 +236,14 @@ class NextEdits:
                 out.append(proposal)
         return out
 
-    def accepted(self, edit_id: str) -> bool:
-        """The user accepted ``edit_id`` (the editor applied it): its kind ranks nearer."""
+    def accepted(self, edit_id: str) -> Proposal | None:
+        """The user accepted ``edit_id`` (the editor applied it): its kind ranks nearer.
+        The proposal, None for an id not given."""
         with self._lock:
             proposal = self._given.pop(edit_id, None)
             if proposal is not None:
                 self.accepts[proposal.site.pattern.kind] += 1
-        return proposal is not None
+        return proposal
 
     def dismissed(self, edit_id: str) -> bool:
         """The user dismissed ``edit_id``: never proposed again; its kind ranks farther."""

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsp_server.next_edits.patterns import DEFINERS, Pattern, arity, callee_of, matching_close
+from lsp_server.next_edits.patterns import (
+    DEFINERS,
+    MAX_LINE,
+    Pattern,
+    arity,
+    callee_of,
+    matching_close,
+)
 from lsp_server.next_edits.tokens import Token, lex, prose_of
 
 MAX_SITES = 200  # sites per text at most: a pattern that matches more is not a next edit
@@ -44,11 +51,13 @@ def anchor(pattern: Pattern) -> str:
 
 
 def find(pattern: Pattern, uri: str, text: str, language: str, origin: str) -> list[Site]:
-    """The sites of ``pattern`` in ``text`` (the document ``uri``), in order."""
+    """The sites of ``pattern`` in ``text`` (the document ``uri``), in order. An open
+    document's parse is kept for the next reader; a workspace file's is not (no close
+    would free it)."""
     if pattern.rows is not None and uri != pattern.uri:
         return []  # a local's rename: its function only
     needle, sites = anchor(pattern), list[Site]()
-    prose = prose_of(text, language)
+    prose = prose_of(text, language, None if origin == "workspace" else uri)
     row, counted = 0, 0  # the row of offset ``counted``, moved forward line by line
     at = text.find(needle)
     while at >= 0 and len(sites) < MAX_SITES:
@@ -56,10 +65,13 @@ def find(pattern: Pattern, uri: str, text: str, language: str, origin: str) -> l
         last = text.find("\n", at)
         last = len(text) if last < 0 else last
         row, counted = row + text.count("\n", counted, first), first
-        line = text[first:last]
-        if pattern.rows is not None and not pattern.rows[0] <= row <= pattern.rows[1]:
+        # a line of generated or minified text is no site, as it is no edit (MAX_LINE): it
+        # would cost its lexing and keep a long line in lex's cache
+        outside = pattern.rows is not None and not pattern.rows[0] <= row <= pattern.rows[1]
+        if outside or last - first > MAX_LINE:
             at = text.find(needle, last)
             continue
+        line = text[first:last]
         for start, end, new_text in _in_line(pattern, lex(line), line):
             if _edited(pattern, uri, row, start, end) or prose.at(row, start) != pattern.where:
                 continue

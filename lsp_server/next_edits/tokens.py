@@ -30,10 +30,14 @@ _LEXER = re.compile(
     |(?P<op>==|!=|<=|>=|->|=>|::|\*\*|//|<<|>>|&&|\|\||\+=|-=|\*=|/=|:=|\.\.\.|\S)""",
     re.VERBOSE,
 )
-# Parsed texts kept (the edited document and the open ones that hold sites): a parse of a
-# 2,000-line file costs about 8 ms here, and an ended change's pattern and its sites, then
-# the request that follows, read the same texts (bench/results/next_edits_speed.json).
+# Parsed texts kept, one per open document (the edited one and those that hold sites): a
+# parse of a 2,000-line file costs about 8 ms here, and an ended change's pattern and its
+# sites, then the request that follows, read the same texts
+# (bench/results/next_edits_speed.json). A tree costs about 24 bytes a character (a 1 MB
+# file: +24 MB resident, 0.25 s, holding the GIL): at most PROSE_KEPT documents and
+# PROSE_KEPT_CHARS characters of them, and a closed document's goes (``forget``).
 PROSE_KEPT = 8
+PROSE_KEPT_CHARS = 2_000_000
 # tree-sitter's functions (Python, JavaScript/TypeScript, Go, Rust, Java, C, Ruby, ...): a
 # local name's rename stays inside the one that binds it (scope.py).
 FUNCTIONS = frozenset(
@@ -133,7 +137,7 @@ class Prose:
 
     def __init__(self, text: str, language: str) -> None:
         self.text = text
-        self._language = language
+        self.language = language
         self._tree: Any = None
         self._parsed = False
         self._lines: list[str] | None = None
@@ -147,7 +151,7 @@ class Prose:
     def _parse(self) -> Any:
         with self._lock:
             if not self._parsed:
-                grammar = grammar_name(self._language)
+                grammar = grammar_name(self.language)
                 parser = parser_for(grammar) if grammar else None
                 if parser is not None:
                     self._tree = parser.parse(self.text.encode("utf-8", "surrogatepass"))
@@ -189,24 +193,40 @@ class Prose:
         return None
 
 
-_kept: OrderedDict[tuple[str, int], Prose] = OrderedDict()
+_kept: OrderedDict[str, Prose] = OrderedDict()  # uri -> its text's Prose, the newest last
 _kept_lock = threading.Lock()
 
 
-def prose_of(text: str, language: str) -> Prose:
-    """The Prose of ``text``, parsed once while it is among the last PROSE_KEPT asked for."""
-    key = (language, hash(text))
-    with _kept_lock:
-        found = _kept.get(key)
-        if found is not None and found.text == text:
-            _kept.move_to_end(key)
-            return found
+def prose_of(text: str, language: str, uri: str | None = None) -> Prose:
+    """The Prose of ``text``; that of an open document (``uri``) is kept (see PROSE_KEPT) in
+    place of its earlier texts', so that the next reader of the same text parses nothing."""
+    if uri is not None:
+        with _kept_lock:
+            found = _kept.get(uri)
+            if found is not None and found.text == text and found.language == language:
+                _kept.move_to_end(uri)
+                return found
     prose = Prose(text, language)
-    with _kept_lock:
-        _kept[key] = prose
-        while len(_kept) > PROSE_KEPT:
-            _kept.popitem(last=False)
+    if uri is not None:
+        with _kept_lock:
+            _kept[uri] = prose
+            _kept.move_to_end(uri)
+            total = sum(len(p.text) for p in _kept.values())
+            while len(_kept) > PROSE_KEPT or (total > PROSE_KEPT_CHARS and len(_kept) > 1):
+                total -= len(_kept.popitem(last=False)[1].text)
     return prose
+
+
+def forget(uri: str) -> None:
+    """didClose: the document's parse goes."""
+    with _kept_lock:
+        _kept.pop(uri, None)
+
+
+def kept() -> list[str]:
+    """The documents whose parse is kept, the least recent first (tests)."""
+    with _kept_lock:
+        return list(_kept)
 
 
 def _line_prose(line: str, column: int) -> str | None:

@@ -129,3 +129,34 @@ async def test_next_edits_off_answers_nothing(workspace: Path) -> None:
         _edit(client, uri, 2, 0, 4, 7, "fetch")
         await asyncio.sleep(1.0)  # past the pause that would end the change
         assert await _ask(client, uri, 0) == []
+
+
+async def test_next_edits_turned_on_mid_session_propose_in_a_document_edited_before(
+    workspace: Path,
+) -> None:
+    """Issue 52 item 5: turned on after the document was edited, next edits kept its text
+    from its opening; every change after spanned the edit made while off ("spans lines"),
+    and nothing was ever proposed there until the file was opened again."""
+    async with session(workspace, {"nextEdits": False}, wait_ready=False) as client:
+        ready: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        @client.feature("superposed/nextEditsReady")
+        def on_ready(params: Any) -> None:
+            ready.put_nowait(_plain(params))
+
+        uri = open_doc(client, workspace / "users.py", SOURCE)
+        _edit(client, uri, 2, 6, 0, 0, "third = get_user(3)\n")  # typed while off
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"superposed": {"nextEdits": True}})
+        )
+        while not (await command(client, "superposed.stats"))["settings"]["nextEdits"]:
+            await asyncio.sleep(0.1)
+        _edit(client, uri, 3, 0, 4, 7, "")
+        for i, char in enumerate("fetch"):
+            _edit(client, uri, 4 + i, 0, 4 + i, 4 + i, char)
+        pushed = await _pushed(ready, 8)
+        assert [(e["range"]["start"]["line"], e["newText"]) for e in pushed["edits"]] == [
+            (4, "fetch_user"),
+            (5, "fetch_user"),
+            (6, "fetch_user"),
+        ]

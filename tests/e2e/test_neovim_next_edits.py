@@ -99,11 +99,11 @@ timer:start(100, 100, vim.schedule_wrap(function()
     accepted_row = cursor()[1]
     phase = 'accept'
     step('accept')
+    accepted_at = proposals -- the accept ends its change at once: proposals may come first
     feed('<M-y>')
   elseif phase == 'accept' and lines()[accepted_row + 1] ~= out.after_rename[accepted_row + 1] then
     out.after_accept = lines()
     out.cursor_after_accept = cursor()
-    accepted_at = proposals
     phase = 'proposed again'
     step('proposed again')
   elseif phase == 'proposed again' and proposals > accepted_at and #v.sites > 0 then
