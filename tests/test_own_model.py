@@ -20,6 +20,7 @@ from superposed.fim import FimTokens, fim_tokens
 from superposed.gguf_convert import convert, gguf_tokenizer, open_gguf
 from superposed.own_model import OwnModelError, content_key, gguf_model, is_own_model
 from superposed.tokenizer import load_tokenizer
+from superposed.vocab import byte_level
 from tests.gguf_harness import ARCHITECTURES, convert_here, fake_ollama, truncated_copy, write_tiny
 
 
@@ -244,3 +245,18 @@ def test_fim_markers_are_found_in_a_gguf_tokenizer_and_only_there(ggufs: dict[st
         vocab["<|fim_prefix|>"], vocab["<|fim_suffix|>"], vocab["<|fim_middle|>"]
     )
     assert fim_tokens(gguf_tokenizer(ggufs["llama"])) is None  # left to right
+
+
+def test_deepseek_markers_are_found_in_their_byte_level_spelling(tmp_path: Path) -> None:
+    """A GGUF byte-level vocabulary, as transformers reads it, spells DeepSeek-Coder's
+    markers in GPT-2's stand-ins for their bytes; they are found all the same."""
+    markers = (
+        "<\uff5cfim\u2581begin\uff5c>",
+        "<\uff5cfim\u2581hole\uff5c>",
+        "<\uff5cfim\u2581end\uff5c>",
+    )
+    shapes = tiny("qwen2", specials=("<\uff5cend\u2581of\u2581sentence\uff5c>", *markers))
+    tokenizer = gguf_tokenizer(write_gguf(shapes, tmp_path / "deepseek.gguf"))
+    assert markers[0] not in tokenizer.get_vocab()
+    vocab = tokenizer.get_vocab()
+    assert fim_tokens(tokenizer) == FimTokens(*(vocab[byte_level(m)] for m in markers))
