@@ -1,13 +1,18 @@
 """The user's own model loaded: each architecture the fast runner implements runs on it, with
 greedy and superposed drafts equal to the transformers runner's on the same weights; any
 other runs on the transformers runner with one notice; the size is said before the weights
-are read, and a model that cannot fit is refused."""
+are read, and a model that cannot fit is refused; a model that cannot be used leaves the
+server on the default model, saying why."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
 
+from lsp_server import models
+from lsp_server.settings import ModelSettings
 from superposed import fits
 from superposed.api import Engine
 from superposed.fast_gemma import GemmaRunner
@@ -112,3 +117,18 @@ def test_the_estimate_follows_the_precision(converted: dict[str, str], cache: No
     assert sizes["int4"] < sizes["int8"] < sizes["bf16"]
     hf, how = fits.resident_bytes(skeleton, "hf", "int4", torch.float32)
     assert hf == 4 * parameters and how == "in float32"
+
+
+def test_a_model_that_cannot_be_used_leaves_the_server_on_the_default(
+    converted: dict[str, str], cache: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's loader: a GGUF file that is not there (or is damaged, or too big) loads
+    the default model instead, the reason the first notice; other names fail as before."""
+    monkeypatch.setattr(models, "device_default_model", lambda device: converted["llama"])
+    missing = str(tmp_path / "qwen2.5-coder-1.5b.gguf")
+    engine = models.load_engine(ModelSettings(model=missing, device="cpu", compile="off"))
+    assert engine.name == converted["llama"]
+    assert engine.notices[0].startswith(f"model {missing!r}: there is no such file")
+    assert engine.notices[0].endswith(f"The default model {converted['llama']} runs instead.")
+    with pytest.raises(Exception, match="cannot load model"):
+        models.load_engine(ModelSettings(model=str(tmp_path / "no-folder"), device="cpu"))
