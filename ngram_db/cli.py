@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"skip larger files (default {DEFAULT_MAX_FILE_BYTES})")  # fmt: skip
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"whose tokenizer: {' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), "
-                   "a model folder or a hub id")  # fmt: skip
+                   "a GGUF file, ollama:NAME, a model folder or a hub id")  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="delete the store and start over")
     p.add_argument("--stats", action="store_true", help="print the store's statistics and exit")
     p.add_argument("--forget", action="store_true",
