@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 # A message for the editor and a percentage (None: unknown) while a model gets ready.
 Progress = Callable[[str, int | None], None]
 
-SHARD_BYTES = 512 * 2**20  # the fp32 bytes of one safetensors shard, at most (one tensor more)
+SHARD_BYTES = 512 * 2**20  # the fp32 bytes of one safetensors shard, at most (or one tensor)
+DEQUANTIZE_BYTES = 32 * 2**20  # fp32 output de-quantized at a time (dequantized)
 REPORT_STEP = 5  # percent of the tensors between two progress messages
 FAILED = 2  # the child's exit status for a problem the user must fix (stderr's last line says)
 # GGUF architectures whose blocks the fast runner implements (a Mistral file says "llama").
@@ -229,10 +230,11 @@ class Shards:
         self.total = 0
 
     def add(self, name: str, tensor: Any) -> None:
-        self.pending[name] = tensor.contiguous()
-        self.pending_bytes += tensor.numel() * tensor.element_size()
-        if self.pending_bytes >= SHARD_BYTES:
+        size = tensor.numel() * tensor.element_size()
+        if self.pending_bytes + size > SHARD_BYTES:  # written first: never a shard and a half
             self.flush()
+        self.pending[name] = tensor.contiguous()
+        self.pending_bytes += size
 
     def flush(self) -> None:
         from safetensors.torch import save_file
@@ -253,6 +255,24 @@ class Shards:
         return self.weight_map
 
 
+def dequantized(tensor: Any) -> Any:
+    """A GGUF tensor's values in fp32 [rows, ...], de-quantized DEQUANTIZE_BYTES of output at a
+    time into one array: gguf's de-quantization holds a few full-size temporaries of the
+    tensor it is given (the embedding's are the largest, 545 MB each for Qwen2.5-Coder-0.5B)."""
+    import numpy as np
+    from gguf import dequantize
+
+    data = tensor.data  # the file's bytes, mapped: [rows, bytes a row] where quantized
+    if data.ndim < 2:
+        return np.array(dequantize(data, tensor.tensor_type), dtype=np.float32)
+    first = dequantize(data[:1], tensor.tensor_type)
+    out = np.empty((data.shape[0], *first.shape[1:]), dtype=np.float32)
+    step = max(1, DEQUANTIZE_BYTES // max(1, first.nbytes))
+    for start in range(0, data.shape[0], step):
+        out[start : start + step] = dequantize(data[start : start + step], tensor.tensor_type)
+    return out
+
+
 def write_weights(
     reader: Any, arch: str, config: Any, folder: Path, report: Callable[[int, int], None]
 ) -> None:
@@ -261,7 +281,6 @@ def write_weights(
     import numpy as np
     import torch
     from accelerate import init_empty_weights
-    from gguf import dequantize
     from transformers import AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import (
         TENSOR_PROCESSORS,
@@ -282,13 +301,17 @@ def write_weights(
     parsed: dict[str, Any] = {"tensors": {}}  # where processors that merge tensors (MoE) put them
     shards = Shards(folder)
     for done, tensor in enumerate(reader.tensors, 1):
-        values = dequantize(tensor.data, tensor.tensor_type)
         result = processor.process(
-            weights=values, name=tensor.name, tensor_key_mapping=names, parsed_parameters=parsed
+            weights=dequantized(tensor),
+            name=tensor.name,
+            tensor_key_mapping=names,
+            parsed_parameters=parsed,
         )
         if result.name in names:
-            weights = np.asarray(result.weights, dtype=np.float32)
-            shards.add(names[result.name], torch.from_numpy(weights.copy()))
+            weights = np.ascontiguousarray(result.weights, dtype=np.float32)
+            if not (weights.flags.owndata and weights.flags.writeable):  # a view of the file
+                weights = weights.copy()
+            shards.add(names[result.name], torch.from_numpy(weights))
         report(done, len(reader.tensors))
     for name, merged in parsed["tensors"].items():
         shards.add(name, merged.float())

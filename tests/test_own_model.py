@@ -179,18 +179,27 @@ def test_a_disk_without_room_is_refused_with_the_numbers(
 # --- the conversion -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arch", ARCHITECTURES)
+QUANTIZED = [("qwen2", "Q8_0"), ("llama", "Q4_0")]
+
+
+@pytest.mark.parametrize(("arch", "quant"), [(a, "F32") for a in ARCHITECTURES] + QUANTIZED)
 def test_the_conversion_gives_transformers_own_gguf_weights(
-    ggufs: dict[str, Path], tmp_path: Path, arch: str
+    ggufs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    arch: str,
+    quant: str,
 ) -> None:
     """Tensor for tensor what from_pretrained(gguf_file=...) loads: llama.cpp's permuted q/k
-    rows (Llama), Gemma's 1 + w norms, Qwen2's biases, tied heads."""
+    rows (Llama), Gemma's 1 + w norms, Qwen2's biases, tied heads; quantized matrices
+    de-quantized a few rows at a time as transformers does them whole."""
     from transformers import AutoModelForCausalLM
 
+    path = ggufs[arch] if quant == "F32" else write_tiny(tmp_path / quant, arch, quant)
+    monkeypatch.setattr(gguf_convert, "DEQUANTIZE_BYTES", 1000)  # several chunks a matrix
     reports: list[tuple[int, int]] = []
-    convert(ggufs[arch], tmp_path / "out", lambda done, total: reports.append((done, total)))
+    convert(path, tmp_path / "out", lambda done, total: reports.append((done, total)))
     got = AutoModelForCausalLM.from_pretrained(tmp_path / "out", dtype=torch.float32)
-    path = ggufs[arch]
     want = AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, dtype=torch.float32
     )
