@@ -10,10 +10,12 @@ the conversions land there, not in the user's.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from superposed.embedded import SMOLLM2, cache_dir
@@ -25,6 +27,7 @@ from tests.e2e.lsp_harness import (
     inline,
     open_doc,
     session,
+    wait_for_counter,
     wait_until_ready,
 )
 from tests.gguf_harness import fake_ollama, truncated_copy, write_tiny
@@ -110,3 +113,48 @@ async def test_a_damaged_file_leaves_the_server_on_the_default_model(
         assert "truncated" in said[0] and "download it again" in said[0]
         assert said[0].endswith(f"The default model {SMOLLM2.name} runs instead.")
         assert await drafts_at_the_end(client, workspace)
+
+
+async def switch_to(client: LanguageClient, options: dict[str, Any], model: str) -> None:
+    """Set ``model`` (didChangeConfiguration) and wait until the server runs it."""
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"superposed": options | {"model": model}})
+    )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LOAD_S
+    while loop.time() < deadline:
+        stats = await command(client, "superposed.stats")
+        if stats["ready"] and stats["model"] == model:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{model} did not load in time")
+
+
+async def saved(client: LanguageClient, root: Path, name: str, count: int) -> None:
+    text = f"def {name}(request):\n    return {name}_handler(request)\n"
+    (root / f"{name}.py").write_text(text)
+    uri = open_doc(client, root / f"{name}.py", text)
+    client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    await wait_for_counter(client, "saves_indexed", count)
+
+
+async def test_switching_models_keeps_each_models_stores(workspace: Path, tmp_path: Path) -> None:
+    """Issue 56 item 5: a save learned under one model is there when the server comes back
+    to it after another model (each tokenizer has its store); no store is left unused."""
+    first = str(write_tiny(tmp_path / "models", "qwen2"))
+    second = str(write_tiny(tmp_path / "models", "llama"))
+    options = OPTIONS | {"model": first, "userStore": True}
+    async with session(workspace, options, wait_ready=False, **own_cache(tmp_path)) as client:
+        await ready(client)
+        await saved(client, workspace, "first", 1)
+        await switch_to(client, options, second)
+        await saved(client, workspace, "second", 2)
+        stats = await command(client, "superposed.stats")
+        assert stats["stores"]["user"]["files"] == 1  # the second model's own: "second.py"
+        await switch_to(client, options, first)
+        stats = await command(client, "superposed.stats")
+        user, (codebase,) = stats["stores"]["user"], stats["stores"]["codebase"].values()
+        assert user["files"] == 1 and codebase["files"] == 1  # "first.py", kept
+        assert [m.message for m in client.messages if "store" in m.message] == []
