@@ -100,13 +100,14 @@ def converted_dir(model: GgufModel, progress: Progress | None = None) -> Path:
 
 def _report(line: str, name: str, say: Progress, said: int) -> int:
     """The child's "tensors DONE TOTAL" line as a progress message, where its percentage
-    moved by REPORT_STEP since the one ``said`` last; returns the last one said."""
+    moved by REPORT_STEP since the one ``said`` last, or it is the last; returns the last
+    percentage said."""
     parts = line.split()
     if len(parts) != 3 or parts[0] != "tensors" or not (parts[1] + parts[2]).isdigit():
         return said
     done, total = int(parts[1]), max(1, int(parts[2]))
     percent = min(99, 100 * done // total)
-    if percent < said + REPORT_STEP:
+    if percent < said + REPORT_STEP and done < total:  # the last tensor is always said
         return said
     say(f"converting {name}: {done}/{total} tensors", percent)
     return percent

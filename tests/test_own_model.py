@@ -269,3 +269,21 @@ def test_deepseek_markers_are_found_in_their_byte_level_spelling(tmp_path: Path)
     assert markers[0] not in tokenizer.get_vocab()
     vocab = tokenizer.get_vocab()
     assert fim_tokens(tokenizer) == FimTokens(*(vocab[byte_level(m)] for m in markers))
+
+
+@pytest.mark.slow  # two conversions in child processes, as the server runs them
+def test_a_changed_file_converts_again_in_a_child_and_the_old_conversion_goes(
+    tmp_path: Path, cache: Path
+) -> None:
+    from superposed.gguf_convert import converted_dir
+
+    path = write_tiny(tmp_path, "llama")
+    said: list[tuple[str, int | None]] = []
+    first = converted_dir(gguf_model(str(path)), lambda m, p: said.append((m, p)))  # type: ignore[arg-type]
+    assert (first / "config.json").is_file() and said[0][1] == 0
+    assert said[-1] == (f"converting {path}: 21/21 tensors", 99)
+    assert converted_dir(gguf_model(str(path))) == first  # type: ignore[arg-type]
+    write_gguf(tiny("llama"), path, "Q8_0")  # the same name, other contents
+    second = converted_dir(gguf_model(str(path)))  # type: ignore[arg-type]
+    assert second != first and (second / "config.json").is_file()
+    assert not first.exists()  # the conversion of the file's earlier contents is gone
