@@ -388,7 +388,8 @@ def report(data: dict[str, Any]) -> str:
     stamp = data["stamp"]
     measured = data["llama_cpp"] == "measured"
     parts = [
-        "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)",
+        "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)"
+        + ("" if data.get("model", "SmolLM2-135M") == "SmolLM2-135M" else f": {data['model']}"),
         f"{stamp_header(stamp)}, {load_span(stamp)}, torch CPU capability"
         f" {data['cpu_capability']}, {data['rounds']} interleaved rounds "
         f"(medians of all but the first), {data.get('model', 'SmolLM2-135M')}, eager steps. "
