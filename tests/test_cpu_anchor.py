@@ -230,3 +230,33 @@ def test_the_first_load_report_tables_each_phase() -> None:
     assert "| convert through from_pretrained(gguf_file) | 2.0 | 900.0 |" in text
     assert "| a later start: Engine.load (FastRunner int4) | 1.5 | 300.0 |" in text
     assert "a 0.4 MiB GGUF file, converted into a 0.5 MiB folder" in text
+
+
+def test_the_readme_quotes_the_committed_runs_on_a_users_model() -> None:
+    """README's "Use your own model" (and docs/architecture.md's peaks) quote
+    bench/results/own_model.json and the 0.5B-shape side by side, number for number."""
+    from bench.measure import RESULTS, ROOT
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    side = json.loads((RESULTS / "cpu_anchor-qwen2.5-coder-0.5b-shapes.json").read_text())
+    ours, theirs = side["median_ms"]["int4 @1"], side["median_ms"]["llama.cpp @1"]
+    assert (
+        f"int4 decode step took {ours['step b1']:.0f} ms against llama.cpp's "
+        f"{theirs['step b1']:.0f} ms, its superposed k=3 step {ours['superposed k=3 step']:.0f} ms"
+    ) in readme
+    assert f"prefill {ours['prefill 256']:,.0f} ms against {theirs['prefill 256']:,.0f}" in readme
+    cold = "3 drafts x 24, cold 256"
+    assert f"prompt {ours[cold]:,.0f} ms against {theirs[cold]:,.0f}" in readme
+    first = json.loads((RESULTS / "own_model.json").read_text())
+    stream, whole, load = first["stream"], first["transformers"], first["load"]
+    assert (
+        f"converted it in {stream['seconds']:.0f} s at a peak of {stream['peak_mb']:,.0f} MiB"
+        in readme
+    )
+    assert f"{whole['seconds']:.0f} s at a peak of {whole['peak_mb']:,.0f} MiB" in readme
+    assert f"into a {first['folder_mb']:,.0f} MiB folder" in readme
+    assert f"then loaded it in {first['first_load']['seconds']:.0f} s" in readme
+    assert f"loads in {load['seconds']:.0f} s at a peak of {load['peak_mb']:,.0f} MiB" in readme
+    assert stream["peak_mb"] < whole["peak_mb"]  # what the streamed conversion is for
+    architecture = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
+    assert f"{stream['peak_mb']:,.0f} against {whole['peak_mb']:,.0f} MiB" in architecture
