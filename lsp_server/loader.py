@@ -58,12 +58,16 @@ class Loader:
         def open_stores(tokenizer: Callable[[], Any]) -> Stores | None:
             return learning.open(tokenizer, self._settings().stores)
 
+        def report(message: str, percent: int | None) -> None:  # a conversion, the size
+            progress.report(message, percent)
+            notifier.status("loading", message, percent)
+
         def run() -> None:
             progress.begin(f"loading {model.model}")
             notifier.status("loading", f"loading {model.model}")
             open_stores(partial(load_store_tokenizer, model))  # saves are learned meanwhile
             try:
-                session = load(model, learning.stores, open_stores)
+                session = load(model, learning.stores, open_stores, report)
             except EngineError as err:  # a problem the user must fix: say what to do
                 self.session = Failed(str(err))
                 notifier.error(str(err))
@@ -83,6 +87,8 @@ class Loader:
                 ).start()
             if (notice := terms_notice(engine.name)) is not None:
                 notifier.info(notice)  # the user who picked the model sees its terms
+            for notice in engine.notices:  # a slower runner, the default model instead
+                notifier.once(notice)
 
         self.session = self.session.reloading()
         learning.ready.clear()

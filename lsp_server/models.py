@@ -11,15 +11,22 @@ the editors' tests over this model need drafts to show.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 import torch
 
+from lsp_server.device_model import device_default_model
 from lsp_server.settings import ModelSettings
 from superposed.api import Engine
+from superposed.gguf_convert import Progress
 from superposed.model import LoadedModel, default_model_dir, resolve_device
+from superposed.own_model import is_own_model
+from superposed.types import EngineError
 from superposed.vocab import Vocab
+
+log = logging.getLogger(__name__)
 
 TINY_MODEL = "tiny-random"
 TINY_ENV = "SUPERPOSED_TEST_TINY_MODEL"
@@ -82,12 +89,29 @@ def load_store_tokenizer(settings: ModelSettings) -> Any:
     return load_tokenizer(DEFAULT_MODEL if tiny_requested(settings.model) else settings.model)
 
 
-def load_engine(settings: ModelSettings) -> Engine:
-    """The engine for the model settings (see the module docstring for ``tiny-random``)."""
+def load_engine(settings: ModelSettings, progress: Progress | None = None) -> Engine:
+    """The engine for the model settings (see the module docstring for ``tiny-random``).
+
+    A GGUF file or an Ollama model that cannot be used (a damaged file, a missing model, one
+    too big for the memory free) leaves the server on the default model, the reason its
+    first notice (``Engine.notices``)."""
     if tiny_requested(settings.model):
         return tiny_engine("cpu" if settings.device == "auto" else settings.device)
+    try:
+        return _engine(settings.model, settings, progress)
+    except EngineError as err:
+        if not is_own_model(settings.model):
+            raise
+        default = device_default_model(settings.device)
+        log.warning("model %s did not load (%s): loading %s instead", settings.model, err, default)
+        engine = _engine(default, settings, progress)
+        engine.notices.insert(0, f"{err}. The default model {default} runs instead.")
+        return engine
+
+
+def _engine(model: str, settings: ModelSettings, progress: Progress | None) -> Engine:
     return Engine.load(
-        settings.model,
+        model,
         settings.device,
         settings.dtype,
         threads=settings.threads,
@@ -95,4 +119,5 @@ def load_engine(settings: ModelSettings) -> Engine:
         precision=settings.precision,
         compile=settings.compile,
         prefill_copy=settings.prefill_copy,
+        progress=progress,
     )

@@ -28,6 +28,7 @@ from lsp_server.shareable import Shareable
 from lsp_server.stores import Stores
 from ngram_db.tokenizer import as_tokenizer
 from superposed.api import Engine
+from superposed.gguf_convert import Progress
 
 
 @dataclass(frozen=True)
@@ -126,13 +127,14 @@ def load(
     model: ModelSettings,
     stores: Stores | None,
     open_stores: Callable[[Callable[[], Any]], Stores | None],
+    progress: Progress | None = None,
 ) -> Session:
     """On the engine thread: the model's session (EngineError: the model cannot load).
 
     ``stores``: those open now; they are kept when they count with the model's tokenizer,
-    else ``open_stores`` opens them with it.
+    else ``open_stores`` opens them with it. ``progress`` hears how the load goes.
     """
-    engine = load_engine(model)
+    engine = load_engine(model, progress)
     if stores is None or stores.fingerprint != as_tokenizer(engine.tokenizer).fingerprint:
         stores = open_stores(lambda: engine.tokenizer)
     assert stores is not None  # the loaded model's tokenizer always opens them

@@ -48,9 +48,10 @@ NAME_MAX = 255
 class ModelSettings:
     """Which language model runs, and where."""
 
-    # An embedded model (superposed/embedded.py), a local directory, or "tiny-random". Not
-    # set: SmolLM2, or Gemma 3 on a GPU where a device run measured it fast enough there
-    # (lsp_server/device_model.py).
+    # An embedded model (superposed/embedded.py), a GGUF file's path, an Ollama model
+    # ("ollama:qwen2.5-coder:1.5b"; superposed/own_model.py), a local directory, or
+    # "tiny-random". Not set: SmolLM2, or Gemma 3 on a GPU where a device run measured it
+    # fast enough there (lsp_server/device_model.py).
     model: str = DEFAULT_MODEL
     device: str = "auto"  # auto | cpu | cuda | mps
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
@@ -268,7 +269,9 @@ def _non_finite(value: Any) -> bool:
 
 def _model_name(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise InvalidSetting("use a model name or a local model directory")
+        raise InvalidSetting(
+            "use a model name, a GGUF file's path, ollama:NAME or a local model directory"
+        )
     return value.strip()
 
 

@@ -50,6 +50,7 @@ from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, u
 from ngram_db.errors import NgramStoreError, StoreBusy, StoreClosed, StoreFull
 from ngram_db.suffix_store import FileId, file_id
 from ngram_db.tokenizer import as_tokenizer
+from ngram_db.tokenizer_stores import erase, for_tokenizer
 from superposed.ngram import MatchSource, NgramSource
 
 log = logging.getLogger(__name__)
@@ -257,12 +258,17 @@ class Stores:
         return True
 
     def _codebase_path(self, root: Path) -> Path:
+        """The setting's file, else the default one of this tokenizer (tokenizer_stores.py)."""
         configured = self._settings.codebase_db
-        return Path(configured) if configured else codebase_db_path(root)
+        return (
+            Path(configured)
+            if configured
+            else for_tokenizer(codebase_db_path(root), self.fingerprint)
+        )
 
     def _user_path(self) -> Path:
         configured = self._settings.user_db
-        return Path(configured) if configured else user_db_path()
+        return Path(configured) if configured else for_tokenizer(user_db_path(), self.fingerprint)
 
     def codebase(self, root: Path, create: bool = True) -> NgramStore | None:
         """The codebase store of ``root``; None if it cannot be used, or if it does not exist
@@ -390,6 +396,7 @@ class Stores:
         if path is None:
             if user is not None:
                 removed[str(user.path)] = self._use(user, user.clear) or 0
+                removed |= self._erase_elsewhere(None, None)
             return {"removed": removed}
         try:
             target = resolved(path)
@@ -400,7 +407,21 @@ class Stores:
         for store in stores:
             if store is not None:
                 removed[str(store.path)] = self._use(store, partial(store.forget, target)) or 0
-        return {"removed": removed}
+        return {"removed": removed | self._erase_elsewhere(target, root)}
+
+    def _erase_elsewhere(self, target: Path | None, root: Path | None) -> dict[str, int]:
+        """Forget ``target`` (None: everything) in the default stores other models'
+        tokenizers built too (tokenizer_stores.py): erased whichever model learned it."""
+        settings, removed = self._settings, dict[str, int]()
+        bases = [user_db_path()] if settings.user_store and not settings.user_db else []
+        if target is not None and root is not None and not settings.codebase_db:
+            bases.append(codebase_db_path(root))
+        for base in bases:
+            try:
+                removed |= erase(base, target, skip=for_tokenizer(base, self.fingerprint))
+            except NgramStoreError as err:
+                self._report(f"n-gram store not erased: {explain(err)}")
+        return removed
 
     def index_root(self, root: Path, progress: Progress | None = None) -> dict[str, Any]:
         """Index (incrementally) every file of ``root`` into its codebase store.

@@ -40,7 +40,8 @@ SchemaMismatch, BadOrders.
 
 Modules: ``keys`` (token tuples as 64-bit keys, vectorised counting), ``store`` (all SQL),
 ``tokenizer``, ``files`` (what to index),
-``indexer``, ``paths``, ``combined``, ``cli``.
+``indexer``, ``paths``, ``tokenizer_stores`` (a default store per tokenizer), ``combined``,
+``cli``.
 """
 
 from ngram_db.combined import CombinedSource

@@ -27,6 +27,8 @@ from ngram_db.infini import build_index
 from ngram_db.paths import codebase_db_path, user_db_path
 from ngram_db.store import NgramStore, parse_orders
 from ngram_db.store_files import drop_leftovers
+from ngram_db.tokenizer import as_tokenizer
+from ngram_db.tokenizer_stores import erase, for_tokenizer, tokenizer_stores
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
 from superposed.tokenizer import load_tokenizer as embedded_tokenizer
 
@@ -81,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"skip larger files (default {DEFAULT_MAX_FILE_BYTES})")  # fmt: skip
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"whose tokenizer: {' or '.join(EMBEDDED)} (default {DEFAULT_MODEL}), "
-                   "a model folder or a hub id")  # fmt: skip
+                   "a GGUF file, ollama:NAME, a model folder or a hub id")  # fmt: skip
     p.add_argument("--rebuild", action="store_true", help="delete the store and start over")
     p.add_argument("--stats", action="store_true", help="print the store's statistics and exit")
     p.add_argument("--forget", action="store_true",
@@ -132,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         db = user_db_path()
     else:
         db = codebase_db_path(root)
+    default = args.db is None  # a default store: one per tokenizer (tokenizer_stores.py)
+    if (args.forget or args.clear) and default:
+        return _forget_everywhere(Path(db), root, args.clear)
     if (args.forget or args.clear) and not Path(db).exists():
         drop_leftovers(db)  # an older version's file beside a store deleted by hand
         print(f"index-repo: nothing to forget: there is no store at {db}")
@@ -139,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         orders = None if args.orders is None else parse_orders(args.orders)
         tokenizer = load_tokenizer(args.model)
+        if default:
+            db = for_tokenizer(Path(db), as_tokenizer(tokenizer).fingerprint)
         with NgramStore.open(db, tokenizer, orders, rebuild=args.rebuild) as store:
             for notice in store.notices:
                 print(f"index-repo: note: {notice}", file=sys.stderr)
@@ -169,6 +176,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(summary.as_dict(), indent=2, default=str))
     else:
         print(summary.format())
+    return 0
+
+
+def _forget_everywhere(base: Path, path: Path | None, everything: bool) -> int:
+    """--forget / --clear on a default store: in every model's tokenizer's store of it
+    (ngram_db/tokenizer_stores.py), so no model keeps what the user forgets."""
+    if not tokenizer_stores(base):
+        drop_leftovers(base)  # an older version's file beside a store deleted by hand
+        print(f"index-repo: nothing to forget: there is no store at {base}")
+        return 0
+    target = None if everything or path is None else path.expanduser().resolve()
+    try:
+        removed = erase(base, target)
+    except NgramStoreError as err:
+        print(f"index-repo: error: {advised(err, ADVICE)}", file=sys.stderr)
+        return 1
+    for store, count in removed.items():
+        if target is None:
+            print(f"cleared {store}: {count} file(s) forgotten")
+        else:
+            print(f"forgot {count} file(s) at or under {target} in {store}")
     return 0
 
 

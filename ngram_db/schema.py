@@ -99,6 +99,22 @@ def init_or_read_meta(
     return stored
 
 
+def stored_tokenizer(file: Path) -> str | None:
+    """The fingerprint of the tokenizer the store at ``file`` was built with; None where no
+    readable store is there (opening it then says why)."""
+    if not file.is_file() or file.stat().st_size == 0:
+        return None
+    try:
+        conn = sqlite3.connect(str(file), timeout=5.0)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return None if row is None else str(row[0])
+
+
 def _migrate(conn: sqlite3.Connection, db: sqlite_utils.Database) -> dict[str, str]:
     """Bring a schema 1 or 2 store to this code's, in one transaction (another process may
     have migrated it while this one waited for the lock); returns the meta rows after it.

@@ -101,6 +101,21 @@ class ByteTokenizer:
         ]
 
 
+class FingerprintOnly:
+    """A tokenizer known by its fingerprint alone: it opens a store another model's tokenizer
+    built, to erase from it (forget, clear: stored ids, nothing encoded), never to count."""
+
+    def __init__(self, fingerprint: str) -> None:
+        self._fingerprint = fingerprint
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
+        raise TypeError(f"tokenizer {self._fingerprint} is not loaded: this store only erases")
+
+
 # One wrapper per tokenizer object: its fingerprint hashes the whole vocabulary (0.1-0.2 s for
 # 49,152 tokens), and a server wraps the model's tokenizer for every store it opens, for the
 # session and for the memory. Keyed weakly, and by size too: adding tokens makes a new one.

@@ -17,13 +17,15 @@ from superposed.cuda_graph import unsupported_reason as graphs_unsupported
 from superposed.embedded import DEFAULT_MODEL
 from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt
+from superposed.fits import check_fits, footprint
+from superposed.gguf_convert import Progress
 from superposed.model import LoadedModel, compact_loading, load_model, set_threads
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
 from superposed.request import DecodeRequest, Method
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
-from superposed.runner_choice import fast_runner_class, make_runner
+from superposed.runner_choice import default_precision, fast_runner_class, make_runner
 from superposed.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,28 @@ def find_method(name: str) -> Method:
         raise EngineError(f"unknown method {name!r}: use one of {', '.join(METHODS)}")
     module, function = METHOD_TABLE[name].function.split(":")
     return cast(Method, getattr(importlib.import_module(module), function))
+
+
+def slower_notice(name: str, reason: str) -> str:
+    """The notice for a model the fast runner does not implement."""
+    return (
+        f"model {name} runs on the transformers runner, slower than the fast one, which "
+        f"implements Llama, Mistral, Qwen2 and Gemma 3 ({reason})"
+    )
+
+
+def _check_size(
+    loaded: LoadedModel, kind: str, precision: str, name: str, progress: Progress | None
+) -> None:
+    """Say the weights' size against the free memory; ModelTooBig where they cannot fit."""
+    runs_on = "hf" if kind == "hf" else "fast"
+    if precision == "auto" and runs_on == "fast":
+        precision = default_precision(loaded.device, loaded.model.config)
+    size = footprint(loaded.model, runs_on, precision, loaded.dtype, loaded.device)
+    log.info("model %s: %s", name, size.sentence())
+    if progress is not None:
+        progress(f"loading {name}: {size.sentence()}", None)
+    check_fits(name, size)
 
 
 class PrefillClock:
@@ -79,6 +103,7 @@ class Engine:
         self.compiler: BackgroundCompiler | None = None  # see load(compile=...)
         self.compile_off_reason = ""  # why compile "background" left decoding eager
         self.fim_tokens = loaded.fim_tokens  # None: no fill-in-the-middle markers
+        self.notices: list[str] = []  # what the user is told once it is loaded (load())
 
     @classmethod
     def load(
@@ -91,8 +116,13 @@ class Engine:
         precision: str = "auto",
         compile: str = "off",
         prefill_copy: bool = False,
+        progress: Progress | None = None,
     ) -> Engine:
-        """Load a model and its runner: the fast one (Llama family, Gemma 3) where it applies.
+        """Load a model and its runner: the fast one (Llama family, Gemma 3) where it applies;
+        elsewhere the transformers one, with a notice (``notices``) that it is slower.
+
+        Before any weight is read, the weights' size against the free memory is said
+        (``progress``, the log) and a model that cannot fit is refused (fits.py).
 
         prefill_copy: an int8/int4 fast runner keeps a bf16 copy of its layers for prefills
         (FastRunner's ``prefill_copy``).
@@ -102,6 +132,8 @@ class Engine:
 
         compile "background": a child process compiles the fast runner's decode step
         (compiled.py), which the runner uses once it is ready; "off": always eager.
+
+        progress: hears how the load goes (a GGUF file's conversion, the size).
         """
         if compile not in COMPILE_MODES:
             raise EngineError(f"unknown compile mode {compile!r}: use {', '.join(COMPILE_MODES)}")
@@ -109,23 +141,30 @@ class Engine:
         # (quantized decode; a bf16 prefill copy with prefill_copy): an fp32 master (0.5 GB
         # for the default model) would only raise the peak, and take memory from then on.
         with compact_loading():
-            loaded = load_model(model, device, dtype, threads or None, skeleton=runner != "hf")
+            loaded = load_model(model, device, dtype, threads or None, True, progress)
             calibration = None
             if threads == 0 and loaded.device.type == "cpu":  # measured, once per CPU
                 calibration = calibrated(loaded.model.config.to_json_string())
                 set_threads(calibration.threads)
-            hf = runner == "auto" and fast_runner_class(loaded.model).unsupported(loaded.model)
-            if loaded.checkpoint is not None and hf:  # the transformers runner: all weights
+            slower = fast_runner_class(loaded.model).unsupported(loaded.model)
+            kind = "hf" if runner == "auto" and slower else runner
+            if kind != "llama.cpp":  # llama.cpp reads its own weights
+                _check_size(loaded, kind, precision, model, progress)
+            if (
+                loaded.checkpoint is not None and kind == "hf"
+            ):  # the transformers runner: all weights
                 loaded = load_model(model, device, dtype)
             chosen = make_runner(
                 loaded.model,
-                runner,
+                kind,
                 precision,
                 loaded.checkpoint,
                 prefill_copy=prefill_copy,
                 name=model,
             )
             engine = cls(loaded, runner=chosen)
+            if runner == "auto" and slower:
+                engine.notices.append(slower_notice(engine.name, slower))
             if runner == "llama.cpp":  # its own weights: the skeleton is not needed
                 loaded.model = loaded.checkpoint = None
             if isinstance(engine.runner, FastRunner):

@@ -3,7 +3,10 @@
 Code models trained for FIM (StarCoder/StarCoder2, Qwen2.5-Coder, DeepSeek-Coder, CodeGemma)
 read ``<prefix marker> before <suffix marker> after <middle marker>`` and continue with the
 text that goes between. Their tokenizers spell the three markers in one of a few known ways
-(``FIM_SPELLINGS``); ``fim_tokens`` finds them in the vocabulary.
+(``FIM_SPELLINGS``); ``fim_tokens`` finds them in the vocabulary, written as they are or in
+byte-level BPE's stand-ins for their bytes: a GGUF file's byte-level vocabulary, as
+transformers reads it, holds DeepSeek-Coder's "<｜fim▁begin｜>" so (its characters are
+not all stand-ins), where a tokenizer.json holds it as written.
 
 A tokenizer with FIM tokens does not prove that the model was trained to use them: small
 models that reuse StarCoder's tokenizer (the SmolLM family) carry ``<fim_prefix>`` and
@@ -28,7 +31,7 @@ from typing import Any
 
 from superposed.options import FIM_MODES
 from superposed.prompt import Prompt, adds_bos, encode_healed, truncate
-from superposed.vocab import Vocab
+from superposed.vocab import Vocab, byte_level
 
 # (prefix, suffix, middle) markers, in PSM order.
 FIM_SPELLINGS: tuple[tuple[str, str, str], ...] = (
@@ -55,12 +58,14 @@ class FimTokens:
 
 
 def fim_tokens(tokenizer: Any) -> FimTokens | None:
-    """The tokenizer's FIM markers by their known spellings; None when it has none."""
+    """The tokenizer's FIM markers by their known spellings (as written, or byte-level);
+    None when it has none."""
     vocab = tokenizer.get_vocab()
     for spelling in FIM_SPELLINGS:
-        if all(marker in vocab for marker in spelling):
-            prefix, suffix, middle = (int(vocab[marker]) for marker in spelling)
-            return FimTokens(prefix, suffix, middle)
+        for written in (spelling, tuple(byte_level(marker) for marker in spelling)):
+            if all(marker in vocab for marker in written):
+                prefix, suffix, middle = (int(vocab[marker]) for marker in written)
+                return FimTokens(prefix, suffix, middle)
     return None
 
 

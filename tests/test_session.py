@@ -89,7 +89,7 @@ def test_the_session_is_swapped_in_whole_once_loaded(
     loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
     seen: list[Any] = []
 
-    def load_engine(model: ModelSettings) -> Any:
+    def load_engine(model: ModelSettings, progress: Any = None) -> Any:
         seen.append((loader.session, learning.stores))  # while the model loads
         return engine_stub(tokenizer)
 
@@ -116,7 +116,7 @@ def test_a_failed_load_leaves_no_session_and_says_why(
 ) -> None:
     loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
 
-    def load_engine(model: ModelSettings) -> Any:
+    def load_engine(model: ModelSettings, progress: Any = None) -> Any:
         raise EngineError("no model named x: check superposed.model")
 
     monkeypatch.setattr(session_module, "load_engine", load_engine)

@@ -22,6 +22,7 @@ import pytest
 from lsp_server.settings import StoreSettings
 from lsp_server.stores import Stores
 from ngram_db import cli as index_repo_cli
+from ngram_db.paths import user_db_path
 from ngram_db.records import pack_ids
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import ByteTokenizer
@@ -148,6 +149,22 @@ def test_index_repo_forget_without_a_store_deletes_its_leftover(
     leftovers = write_old_knn_file(store, secret_path)
     assert index_repo_cli.main([secret_path, "--forget", "--db", str(store)]) == 0
     assert not any(p.exists() for p in leftovers) and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("with_store", [True, False], ids=["store", "store deleted by hand"])
+def test_index_repo_forget_on_the_default_user_store_deletes_its_leftover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_store: bool
+) -> None:
+    """``--forget --scope user`` without ``--db``: the default store (one per tokenizer since
+    issue 56) goes through another path than ``--db``; the leftover goes there too."""
+    monkeypatch.setattr(index_repo_cli, "load_tokenizer", lambda model: BYTES)
+    monkeypatch.setenv("SUPERPOSED_DATA_DIR", str(tmp_path / "data"))
+    store, secret_path = user_db_path(), str(tmp_path / "ws" / "secret.py")
+    store.parent.mkdir(parents=True)
+    leftovers = filled(store, secret_path) if with_store else write_old_knn_file(store, secret_path)
+    assert index_repo_cli.main([secret_path, "--forget", "--scope", "user"]) == 0
+    assert holders(store, secret_path) == []
+    assert not any(p.exists() for p in leftovers)
 
 
 def test_the_servers_forget_deletes_the_leftovers_of_both_stores(tmp_path: Path) -> None:

@@ -56,11 +56,20 @@ def test_corrupt_store_is_reported_and_kept(setup: tuple[Path, Path, dict[str, s
     assert db.read_bytes() == b"definitely not sqlite\n" * 50
 
 
-def test_another_tokenizer_is_refused(setup: tuple[Path, Path, dict[str, str]]) -> None:
+def test_another_tokenizer_gets_its_own_store_or_is_refused_a_named_one(
+    setup: tuple[Path, Path, dict[str, str]],
+) -> None:
+    """The default store is kept per tokenizer (issue 56): another model's tokenizer indexes
+    into its own file beside the first; a store named with --db serves the tokenizer that
+    built it alone."""
     project, model, env = setup
     assert run(project, "--model", model, env=env).returncode == 0
+    (first,) = (project.parent / "cache" / "ngrams").glob("*.sqlite")
     other = make_tokenizer(project.parent / "tok2", extra="def")
-    result = run(project, "--model", other, env=env)
+    assert run(project, "--model", other, env=env).returncode == 0
+    stores = sorted((project.parent / "cache" / "ngrams").glob("*.sqlite"))
+    assert len(stores) == 2 and first in stores
+    result = run(project, "--model", other, "--db", first, env=env)
     assert result.returncode == 1
     assert "tokenizer" in result.stderr and "--rebuild" in result.stderr
 
