@@ -68,7 +68,7 @@ vim.api.nvim_buf_set_lines(buf, last - 1, last - 1, false, { cfg.typed_line })
 local reply = client:request_sync('textDocument/completion', {
   textDocument = { uri = vim.uri_from_bufnr(buf) },
   position = { line = last - 1, character = #cfg.typed_line },
-}, 60000, buf)
+}, cfg.timeout_ms, buf)
 out.expected = vim.tbl_map(function(item) return item.command.arguments[1].text end,
   (reply and reply.result and reply.result.items) or {})
 
@@ -92,15 +92,14 @@ timer:start(100, 100, vim.schedule_wrap(function()
     out.selected = cmp.get_selected_entry():get_completion_item().command.arguments[1].text
     feed('<CR>')
   elseif phase == 'confirm' and line() ~= cfg.typed_line then
-    phase = 'done'
+    -- the draft went in; nvim-cmp runs the item's command after it
+    phase = 'accepted'
+    step('stats')
+  elseif phase == 'accepted' and ((stats().counters or {}).accepted or 0) >= 1 then
     timer:stop()
-    vim.defer_fn(function()
-      out.line = line()
-      step('stats')
-      vim.wait(10000, function() return (stats().counters or {}).accepted == 1 end, 200)
-      out.accepted = stats().counters.accepted
-      finish(nil)
-    end, 300)
+    out.line = line()
+    out.accepted = stats().counters.accepted
+    finish(nil)
   end
 end))
 vim.api.nvim_win_set_cursor(0, { last, 0 })

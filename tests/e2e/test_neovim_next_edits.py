@@ -77,7 +77,7 @@ end
 local function lines() return vim.api.nvim_buf_get_lines(buf, 0, -1, false) end
 local function cursor() local c = vim.api.nvim_win_get_cursor(0) return { c[1] - 1, c[2] } end
 
-local phase, since, accepted_row, accepted_at = 'rename', vim.uv.now(), nil, nil
+local phase, accepted_row, accepted_at = 'rename', nil, nil
 local proposals = 0 -- how many sets of proposals the plugin took (notifications, the list)
 vim.api.nvim_create_autocmd('User', { pattern = 'SuperposedNextEdits',
   callback = function() proposals = proposals + 1 end })
@@ -123,10 +123,12 @@ timer:start(100, 100, vim.schedule_wrap(function()
     feed('<M-e>')
   elseif phase == 'dismiss' and #v.sites < #out.after_list.sites then
     out.after_dismiss = v
-    since = vim.uv.now()
     phase = 'settle'
     step('settle')
-  elseif phase == 'settle' and vim.uv.now() - since > 1500 then
+  elseif phase == 'settle' and stats().ready ~= nil then
+    -- A round trip after the dismissal: the server handled it first, and the answer came
+    -- after every notification sent before it, so a proposal on its way meanwhile has been
+    -- handled by now.
     out.after_settle = view()
     out.final = lines()
     timer:stop()
