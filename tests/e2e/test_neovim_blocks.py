@@ -108,8 +108,8 @@ local function accepted() return (stats().counters or {}).accepted or 0 end
 local phase, before, seen = 'block', nil, nil
 out.parts = {}
 step('the block as ghost text')
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   local shown = ghost()
   if phase == 'block' and shown then
     out.ghost_block = shown
@@ -164,7 +164,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
     out.cursor = vim.api.nvim_win_get_cursor(0)
     finish(nil)
   end
-end))
+end)
 vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(buf), 0 })
 feed('A')
 """
@@ -191,15 +191,15 @@ vim.api.nvim_create_autocmd('CompleteChanged', {
     step('accept')
     -- Typed keys are read once this returns: look from a timer (vim.wait would not read them).
     vim.schedule(function() feed('<M-CR>') end)
-    local timer = vim.uv.new_timer()
-    timer:start(100, 100, vim.schedule_wrap(function()
+    local timer
+    timer = every(100, function()
       -- the first line goes in, then the rest of the block (CompleteDone, scheduled)
       if vim.api.nvim_buf_line_count(buf) < lines + cfg.block_lines - 1 then return end
       timer:stop()
       out.after_accept = text()
       out.cursor = vim.api.nvim_win_get_cursor(0)
       finish(nil)
-    end))
+    end)
   end,
 })
 vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(buf), 0 })

@@ -75,8 +75,8 @@ out.expected = vim.tbl_map(function(item) return item.command.arguments[1].text 
 local function line() return vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] end
 local phase, asked = 'menu', false
 step('menu')
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   if phase == 'menu' and vim.api.nvim_get_mode().mode == 'i' and not asked then
     asked = true
     cmp.complete() -- what <C-Space> does (cmp maps its keys only once in insert mode)
@@ -101,7 +101,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
     out.accepted = stats().counters.accepted
     finish(nil)
   end
-end))
+end)
 vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A')
 """

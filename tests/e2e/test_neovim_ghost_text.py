@@ -88,8 +88,8 @@ local function line() return vim.api.nvim_buf_get_lines(buf, last - 1, last, fal
 -- The steps run from a timer: typed keys are only read once this script returns.
 local phase, before = 'first', nil
 step('ghost text')
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   ns = ns or vim.api.nvim_get_namespaces()['nvim.lsp.inline_completion']
   local shown, hint
   if ns then shown, hint = ghost() end
@@ -131,7 +131,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
       finish(nil)
     end)
   end
-end))
+end)
 vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A')
 """
@@ -229,15 +229,15 @@ vim.api.nvim_create_autocmd('CompleteChanged', {
       vim.schedule(function()
         feed('<M-Right>')
         -- the word goes in (scheduled), then its accept command reaches the server
-        local timer = vim.uv.new_timer()
-        timer:start(100, 100, vim.schedule_wrap(function()
+        local timer
+        timer = every(100, function()
           local line = vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1]
           if line == cfg.typed_line or ((stats().counters or {}).accepted or 0) < 1 then return end
           timer:stop()
           out.line = line
           out.accepted = stats().counters.accepted
           finish(nil)
-        end))
+        end)
       end)
     end
   end,

@@ -103,8 +103,8 @@ vim.api.nvim_win_set_cursor(win, { last, 0 })
 vim.fn.winrestview({ topline = last - vim.api.nvim_win_get_height(win) + 1, lnum = last })
 out.bottom_before = { top = vim.fn.line('w0'), bottom = vim.fn.line('w$'), last = last }
 at_end_of(last)
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   local shown = ghost()
   if phase == 'bottom' and shown and #shown.lines > 0 then
     out.bottom = shown
@@ -146,7 +146,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
     out.after_word = shown.text
     finish(nil)
   end
-end))
+end)
 """
 )
 

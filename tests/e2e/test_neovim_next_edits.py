@@ -84,8 +84,8 @@ vim.api.nvim_create_autocmd('User', { pattern = 'SuperposedNextEdits',
 step('rename at the first call')
 vim.api.nvim_win_set_cursor(0, { cfg.rename_row + 1, 10 })
 feed('ciwfetch_user<Esc>', 'n')
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   local v = view()
   if phase == 'rename' and #v.sites > 0 then
     out.after_rename = lines()
@@ -134,7 +134,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
     timer:stop()
     finish()
   end
-end))
+end)
 """
 )
 
@@ -294,8 +294,8 @@ local phase = 'type'
 step('add an argument at the first call')
 vim.api.nvim_win_set_cursor(0, { 2, cfg.type_col })
 feed('i, None<Esc>', 'n')
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   if phase == 'type' and #marks(next_edits.ns) > 0 then
     out.sites = vim.tbl_map(function(m)
       return { row = m[2], col = m[3], end_col = m[4].end_col, hl = m[4].hl_group or vim.NIL }
@@ -320,7 +320,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
     timer:stop()
     finish()
   end
-end))
+end)
 """
 )
 

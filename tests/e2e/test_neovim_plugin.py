@@ -197,7 +197,7 @@ def test_popup_lists_drafts_next_accept_save(tmp_path: Path) -> None:
     # :checkhealth superposed finds the interpreter, the package and the running server; no
     # internal terms (the eager or compiled step) in what it says of the state.
     health = "\n".join(out["health"])
-    assert f"{sys.executable} imports lsp_server" in health
+    assert f"{sys.executable} has superposed-lsp installed" in health
     assert "superposed: ready (smollm2-135m, k=3)" in health
     assert "eager" not in health
     assert "ERROR" not in health

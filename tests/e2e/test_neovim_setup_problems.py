@@ -37,11 +37,11 @@ TIMEOUT_S = 120
 VERSIONS = {"0.11": nvim_011, "0.12": nvim_012}
 
 # Configures the plugin with cfg.cmd (setup() with python = when cfg.setup), opens a Python
-# file, and waits for a message; then :SuperposedStatus, :checkhealth superposed, and whether a
-# client was ever started (none: Neovim has nothing to report on its own).
+# file, and waits for a message in :messages (what a person sees: an error raised inside the
+# FileType autocommand would show there too); then :SuperposedStatus, :checkhealth superposed,
+# and whether a client was ever started (none: Neovim has nothing to report on its own).
 SCRIPT = (
     LUA_PRELUDE
-    + LUA_CAPTURE_NOTES
     + r"""
 vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
@@ -53,15 +53,23 @@ else
   vim.lsp.config('superposed', { cmd = cfg.cmd })
   vim.lsp.enable('superposed')
 end
+local function messages()
+  return vim.split(vim.trim(vim.fn.execute('messages')), '\n', { plain = true })
+end
 step('open a python file')
 vim.cmd.edit(cfg.file)
-if not vim.wait(cfg.timeout_ms, function() return #out.notes > 0 end, 50) then
+if not vim.wait(cfg.timeout_ms, function()
+  return vim.iter(messages()):any(function(m) return m:find('superposed: ', 1, true) end)
+end, 50) then
   return finish('no message')
 end
-out.first = vim.deepcopy(out.notes)
+out.first = messages()
 step('status')
 vim.cmd('SuperposedStatus')
-out.status = out.notes[#out.notes]
+if not vim.wait(cfg.timeout_ms, function() return #messages() > #out.first end, 50) then
+  return finish('no answer to :SuperposedStatus')
+end
+out.status = messages()[#messages()]
 step('health')
 vim.cmd('checkhealth superposed')
 out.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
@@ -79,14 +87,17 @@ def bare_python(tmp_path: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def run_case(tmp_path: Path, version: str, python: str, setup: bool) -> dict[str, Any]:
+def run_case(
+    tmp_path: Path, version: str, python: str, setup: bool, cwd: Path | None = None
+) -> dict[str, Any]:
+    """Neovim started in ``cwd`` (default: the workspace) opens a file of the workspace."""
     workspace = make_workspace(tmp_path / "workspace", "demo", {"demo.py": "import os\n"})
     env = {"PYTHONPATH": ""}  # the interpreter finds only what it has
     return run_nvim(
         tmp_path,
         VERSIONS[version](),
         SCRIPT,
-        workspace=workspace,
+        workspace=cwd or workspace,
         config={
             "file": str(workspace / "demo.py"),
             "cmd": [python, "-m", "lsp_server.cli"],
@@ -99,7 +110,7 @@ def run_case(tmp_path: Path, version: str, python: str, setup: bool) -> dict[str
 
 def assert_said_once_with_what_to_do(out: dict[str, Any], words: str) -> str:
     """The one message: it names the problem (``words``), `make setup` and the option."""
-    assert len(out["first"]) == 1, out["first"]
+    assert len(out["first"]) == 1, out["first"]  # nothing else: no error, no stack trace
     message = out["first"][0]
     assert words in message, message
     assert "make setup" in message and "python = " in message, message
@@ -131,9 +142,21 @@ def test_an_interpreter_without_the_package_is_said_with_what_to_do(
 ) -> None:
     python = bare_python(tmp_path)
     out = run_case(tmp_path, version, python, setup)
-    assert_said_once_with_what_to_do(out, f"{python} has no superposed-lsp (No module named")
+    assert_said_once_with_what_to_do(out, f"{python} has no superposed-lsp (it is not installed")
     # Neovim's own "quit with exit code 1" never came: the server was not started.
-    assert not [note for note in out["notes"] if "quit with exit code" in note]
+    assert not [line for line in out["first"] if "quit with exit code" in line]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_interpreter_without_the_package_is_said_in_a_checkout_too(
+    tmp_path: Path, version: str
+) -> None:
+    # Neovim started in a superposed-lsp checkout: the interpreter finds the package's source
+    # there (the current folder is on its path), not its dependencies; the server would stop
+    # at once ("quit with exit code 1"), as /usr/bin/python3 did when the README was tried.
+    python = bare_python(tmp_path)
+    out = run_case(tmp_path, version, python, True, cwd=ROOT)
+    assert_said_once_with_what_to_do(out, f"{python} has no superposed-lsp (it is not installed")
 
 
 # A model that does not load: the server says why (window/showMessage) and reports the error

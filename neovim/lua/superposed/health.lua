@@ -40,18 +40,20 @@ local function check_command(health, superposed)
     health.warn('could not check the server command: ' .. tostring(problem))
   elseif problem then
     health.error(problem)
+    return problem
   elseif problems.python_of(cmd) then
-    health.ok(('%s imports lsp_server'):format(cmd[1]))
+    health.ok(('%s has superposed-lsp installed'):format(cmd[1]))
   else
     health.ok(('%s is executable'):format(cmd[1]))
   end
 end
 
-local function check_server(health, superposed)
+--- The running server's state; `problem`: what check_command reported, not said twice.
+local function check_server(health, superposed, problem)
   local status = require('superposed.status')
   local clients = vim.lsp.get_clients({ name = superposed.name })
   if #clients == 0 then
-    if status.state.kind == 'failed' then
+    if status.state.kind == 'failed' and status.state.message ~= problem then
       health.error(status.state.message)
     else
       health.info(('no server running (open a %s file)'):format(
@@ -80,8 +82,7 @@ function M.check()
   local health = vim.health
   local superposed = require('superposed')
   check_neovim(health)
-  check_command(health, superposed)
-  check_server(health, superposed)
+  check_server(health, superposed, check_command(health, superposed))
 end
 
 return M

@@ -6,8 +6,10 @@
 --- quit with exit code 1". Here:
 --- - a FileType check (`watch`) says when the command's program is missing;
 --- - lsp/superposed.lua's root_dir calls `before_start`, which asks the interpreter of the
----   default command (`python -m lsp_server.cli`) whether it has the package, once per
----   interpreter and in the background, and starts the server only if it does.
+---   default command (`python -m lsp_server.cli`) whether the package is installed in it (its
+---   distribution, from `/`: a checkout in the current folder has the package's source and
+---   egg-info, not its dependencies), once per interpreter and in the background, and starts
+---   the server only if it is.
 --- The messages name `make setup` and the plugin's `python` option.
 local M = {}
 
@@ -15,11 +17,16 @@ M.FIX = "run `make setup` in the superposed-lsp checkout, then set python = "
   .. "'<checkout>/.venv/bin/python' in require('superposed').setup() "
   .. "(or cmd in vim.lsp.config('superposed'))"
 
--- Prints why the package cannot be imported and exits 3; exits 0 when it can be.
+-- Exits 0 when superposed-lsp is installed (pip's record of it, with its dependencies) and
+-- its server module is there; else prints why and exits 3.
 local CHECK = [[
-import importlib.util, sys
+import importlib.metadata, importlib.util, sys
 try:
+    importlib.metadata.distribution("superposed-lsp")
     found = importlib.util.find_spec("lsp_server.cli") is not None
+except importlib.metadata.PackageNotFoundError:
+    print("it is not installed there")
+    sys.exit(3)
 except ImportError as err:
     print(err)
     sys.exit(3)
@@ -27,6 +34,7 @@ if not found:
     print("No module named 'lsp_server.cli'")
     sys.exit(3)
 ]]
+local RUN = { text = true, cwd = '/' } -- not the current folder: it may be a checkout
 
 --- What each interpreter answered: true (it has the package) or the problem.
 local checked = {}
@@ -69,7 +77,7 @@ function M.check(cmd, on_done)
   elseif checked[python] ~= nil then
     return on_done(checked[python] ~= true and checked[python] or nil)
   end
-  local ok = pcall(vim.system, { python, '-c', CHECK }, { text = true }, function(out)
+  local ok = pcall(vim.system, { python, '-c', CHECK }, RUN, function(out)
     vim.schedule(function()
       checked[python] = answer_problem(python, out) or true
       on_done(checked[python] ~= true and checked[python] or nil)
@@ -87,7 +95,7 @@ function M.check_now(cmd)
   if problem or not python then
     return problem
   end
-  local ok, job = pcall(vim.system, { python, '-c', CHECK }, { text = true })
+  local ok, job = pcall(vim.system, { python, '-c', CHECK }, RUN)
   if not ok then
     return ('superposed: %s cannot run: %s'):format(python, M.FIX)
   end

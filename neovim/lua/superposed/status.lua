@@ -17,11 +17,15 @@ local said = {} -- messages already shown: each problem once
 
 local PROGRESS = vim.fn.has('nvim-0.12') == 1 -- nvim_echo's progress messages
 
---- Shows `message` unless it was shown already (by this module or the server's showMessage).
+--- Shows `message` unless it was shown already (by this module or the server's showMessage);
+--- scheduled: an error-level message shown from inside an autocommand (FileType) would be
+--- reported as that autocommand's error, with a stack trace.
 function M.say(message, level)
   if not said[message] then
     said[message] = true
-    vim.notify(message, level)
+    vim.schedule(function()
+      vim.notify(message, level)
+    end)
   end
 end
 
