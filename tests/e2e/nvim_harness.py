@@ -71,19 +71,6 @@ LUA_CAPTURE_NOTES = r"""
 vim.notify = function(msg) out.notes[#out.notes + 1] = msg end
 """
 
-# Collects what is echoed (nvim_echo: progress messages, on 0.12 their kind, status and
-# percent) in ``out.echoes`` as { text, kind, status, percent, history }, and echoes it too.
-LUA_CAPTURE_ECHOES = r"""
-out.echoes = {}
-local nvim_echo = vim.api.nvim_echo
-vim.api.nvim_echo = function(chunks, history, opts)
-  local text = table.concat(vim.tbl_map(function(c) return c[1] end, chunks))
-  out.echoes[#out.echoes + 1] = { text = text, kind = opts and opts.kind, history = history,
-    status = opts and opts.status, percent = opts and opts.percent }
-  return nvim_echo(chunks, history, opts)
-end
-"""
-
 # Once the server is configured: opens ``cfg.file`` as ``buf`` and waits until the server's
 # ``client`` for it exists and its superposed.stats says ready; ``stats()`` asks it again.
 LUA_OPEN_AND_WAIT_READY = r"""

@@ -138,9 +138,9 @@ timer = every(100, function()
   elseif phase == 'ghost again' and shown then
     phase = 'whole'
     step('accept whole')
-    before = text()
+    before, seen = text(), accepted()
     feed('<M-CR>')
-  elseif phase == 'whole' and text() ~= before then
+  elseif phase == 'whole' and text() ~= before and accepted() > seen then
     out.after_whole = text()
     phase = 'pick'
   elseif phase == 'pick' then

@@ -7,10 +7,11 @@ next keystroke; :SuperposedStatus was 45 lines behind a pager, with "error: vim.
 
 The server is tests/e2e/hooked_server.py with a slow load (``--load-delay``), fixed drafts and
 the tiny model. The Lua enters Insert mode at the end of a line while the model loads and types
-nothing more: the loading is echoed, the ready said, and on 0.12 the ghost text appears once
-the model is in. Then a loading status with a percentage (as the server sends when it reports
-one) is echoed with it, :SuperposedStatus sums the state up in three lines and
-:SuperposedStatus! lists every counter in a scratch buffer.
+nothing more: the plugin's float at the bottom right says it loads (an echo would not show in
+Insert mode: "-- INSERT --" is drawn over it), then ready for a few seconds, and on 0.12 the
+ghost text appears once the model is in. Then a loading status with a percentage (as the
+server sends when it reports one) shows it, :SuperposedStatus sums the state up in three
+lines and :SuperposedStatus! lists every counter in a scratch buffer.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any
 import pytest
 
 from tests.e2e.nvim_harness import (
-    LUA_CAPTURE_ECHOES,
     LUA_CAPTURE_NOTES,
     LUA_PRELUDE,
     ROOT,
@@ -46,7 +46,6 @@ VERSIONS = {"0.11": nvim_011, "0.12": nvim_012}
 SCRIPT = (
     LUA_PRELUDE
     + LUA_CAPTURE_NOTES
-    + LUA_CAPTURE_ECHOES
     + r"""
 out.version = tostring(vim.version())
 vim.opt.rtp:prepend(cfg.plugin)
@@ -66,11 +65,22 @@ local function ghost()
   if not mark or not mark[4].virt_text then return nil end
   return table.concat(vim.tbl_map(function(c) return c[1] end, mark[4].virt_text))
 end
+local badge = require('superposed.badge')
+-- What the float said, and in which mode: each change of either, in order.
+out.badges = {}
+local function watch_badge()
+  local text, mode = badge.text(), vim.api.nvim_get_mode().mode
+  local last = out.badges[#out.badges]
+  if text and (not last or last.text ~= text or last.mode ~= mode) then
+    out.badges[#out.badges + 1] = { text = text, mode = mode }
+  end
+end
 local client
 local phase = 'attach'
 step('attach while the model loads')
 local timer
 timer = every(50, function()
+  watch_badge()
   client = client or vim.lsp.get_clients({ name = 'superposed', bufnr = buf })[1]
   if phase == 'attach' and client and client.initialized and superposed.state.kind == 'loading' then
     phase = 'ready'
@@ -87,8 +97,10 @@ timer = every(50, function()
     out.line = vim.api.nvim_get_current_line()
     phase = 'said'
     step('ready said')
-  elseif phase == 'said' and vim.iter(out.echoes):any(function(e)
-      return e.text:find('ready', 1, true) ~= nil end) then
+  elseif phase == 'said' and (badge.text() or ''):find('ready', 1, true) then
+    phase = 'closed'
+    step('the float closes')
+  elseif phase == 'closed' and not badge.text() then
     phase = 'percent'
     step('a loading status with a percentage')
     feed('<Esc>', 'n')
@@ -96,6 +108,7 @@ timer = every(50, function()
     vim.lsp.handlers['superposed/status'](nil,
       { state = 'loading', model = 'smollm2-135m', percent = 40 }, ctx)
     out.percent_line = superposed.status()
+    out.percent_badge = badge.text()
     vim.lsp.handlers['superposed/status'](nil, { state = 'ready', model = 'tiny-random' }, ctx)
     step('status')
     vim.cmd('SuperposedStatus')
@@ -144,27 +157,23 @@ def loading_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     return out
 
 
-def test_loading_and_ready_are_said_in_the_default_ui(loading_run: dict[str, Any]) -> None:
+def test_loading_and_ready_show_in_insert_mode(loading_run: dict[str, Any]) -> None:
     out = loading_run
     assert out["kind_at_insert"] == "loading"
-    echoes = out["echoes"]
-    loading = [e for e in echoes if e["text"].startswith("superposed: loading ")]
-    assert loading and loading[0]["text"] == out["loading_line"], echoes
-    assert not loading[0]["history"]  # progress, not kept in :messages
-    # Ready: said once after loading (the second "ready", when the percentage test ends,
-    # follows another loading status), kept in :messages.
-    ready = [e for e in echoes if e["text"].startswith("superposed: ready (")]
-    assert ready and ready[0]["text"].endswith(f", k={K})") and ready[0]["history"], echoes
-    if out["version"].startswith("0.12"):
-        # a progress message: statusline plugins get it as the Progress event
-        assert loading[0]["kind"] == "progress" and loading[0]["status"] == "running"
-        assert ready[0]["kind"] == "progress" and ready[0]["status"] == "success"
+    badges = out["badges"]
+    # loading, in Insert mode (typed before the model was in), then ready, in the float
+    loading = [b for b in badges if b["text"] == out["loading_line"]]
+    assert out["loading_line"] == "superposed: loading smollm2-135m"
+    assert loading and any(b["mode"] == "i" for b in loading), badges
+    ready = [b for b in badges if b["text"].startswith("superposed: ready (")]
+    assert ready and ready[0]["text"] == f"superposed: ready (tiny-random, k={K})", badges
+    assert badges.index(ready[0]) > badges.index(loading[-1])
 
 
-def test_a_loading_percentage_is_echoed(loading_run: dict[str, Any]) -> None:
+def test_a_loading_percentage_is_shown(loading_run: dict[str, Any]) -> None:
     out = loading_run
     assert out["percent_line"] == "superposed: loading smollm2-135m 40%"
-    assert any(e["text"] == out["percent_line"] for e in out["echoes"])
+    assert out["percent_badge"] == out["percent_line"]
 
 
 def test_ghost_text_comes_once_ready_without_a_keystroke(loading_run: dict[str, Any]) -> None:

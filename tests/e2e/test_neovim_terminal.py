@@ -4,8 +4,9 @@ as a person sees them (issue 52, items 5 and 7).
 Neovim runs in a detached tmux session ('termguicolors' off, as in a terminal without
 truecolor), with the 256-colour terminal type and with the 8-colour one (``screen``). It opens
 a file at the end of a ``return`` line in Insert mode before the model is in; the test reads
-the pane (``tmux capture-pane -e``: the characters and their colours) until the ghost text
-shows, then types ``:SuperposedStatus`` as a person would and reads the pane again. Before,
+the pane (``tmux capture-pane -e``: the characters and their colours) until the loading float
+shows, then until the ghost text shows, then types ``:SuperposedStatus`` as a person would and
+reads the pane again. Before,
 the drafts were drawn with ComplHint, which has no terminal colour: they had the code's.
 
 The captures are rendered to HTML (rich) and screenshotted with headless Chromium into
@@ -62,7 +63,8 @@ vim.cmd('filetype on')
 vim.cmd('syntax on')
 local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
 require('superposed').setup({
-  cmd = { cfg.python, cfg.hooked, '--drafts', cfg.drafts, '--', '--log-file', cfg.log },
+  cmd = { cfg.python, cfg.hooked, '--load-delay', '3', '--drafts', cfg.drafts, '--',
+    '--log-file', cfg.log },
   settings = { k = 3, compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 vim.cmd.edit(cfg.file)
@@ -222,6 +224,7 @@ def run_in_tmux(tmp_path: Path, term: str) -> dict[str, str]:
     }
     pane = Pane(tmp_path, term, ["-u", str(init), "-i", "NONE", "-n"], env)
     try:
+        loading = pane.wait_for("loading", lambda s: "superposed: loading" in s)
         ghost = pane.wait_for("ghost text", lambda s: TYPED + DRAFTS[0] in s)
         pane.tmux("send-keys", "-t", "0", "Escape")
         pane.tmux("send-keys", "-t", "0", ":SuperposedStatus", "Enter")
@@ -229,7 +232,7 @@ def run_in_tmux(tmp_path: Path, term: str) -> dict[str, str]:
         pane.tmux("send-keys", "-t", "0", "Enter", ":qa!", "Enter")
     finally:
         pane.close()
-    return {"ghost": ghost, "status": status}
+    return {"loading": loading, "ghost": ghost, "status": status}
 
 
 @pytest.mark.parametrize("term", ["screen-256color", "screen"], ids=["256-colour", "8-colour"])
@@ -241,11 +244,16 @@ def test_ghost_text_is_drawn_apart_from_the_code(tmp_path: Path, term: str) -> N
     assert ghost != code and ghost != "none", (ghost, code)
     plain = Text.from_ansi(screens["ghost"]).plain
     assert f"{TYPED}{DRAFTS[0]} (1/3)" in plain
+    # loading said in Insert mode (the float: "-- INSERT --" stays on the command line)
+    loading = Text.from_ansi(screens["loading"]).plain.splitlines()
+    assert any(line.rstrip().endswith("superposed: loading smollm2-135m") for line in loading)
+    assert loading[-1].startswith("-- INSERT --")
     status = Text.from_ansi(screens["status"]).plain
     assert "superposed: ready (tiny-random, k=3)" in status
     assert "vim.NIL" not in status
     suffix = "" if term == "screen-256color" else "-8-colour"
     shots = [screenshot(screens["ghost"], "neovim-ghost-text" + suffix)]
+    shots.append(screenshot(screens["loading"], "neovim-loading" + suffix))
     shots.append(screenshot(screens["status"], "neovim-status" + suffix))
     if os.environ.get("SUPERPOSED_UPDATE_DOCS") and not suffix:
         for shot in shots:

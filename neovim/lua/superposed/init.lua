@@ -53,6 +53,10 @@ M.defaults = {
     accept_line = '<M-C-Right>', -- accept the draft's next line
     drafts = '<M-d>', -- all k drafts in vim.ui.select (:SuperposedDrafts); the pick goes in
   },
+  -- Loading and ready in a small float at the bottom right (shown in Insert mode too, where
+  -- an echo is drawn over); false: no float (ready is said with vim.notify, and status()
+  -- still serves a statusline).
+  status_float = true,
   -- 0.12: "(1/3)" beside the ghost text: which of the k drafts is shown. The ghost text's
   -- highlight is SuperposedGhost (default: Comment, or a grey where Comment has no terminal
   -- colour), the hint's SuperposedGhostHint (default: ComplHintMore).

@@ -1,10 +1,10 @@
 --- superposed-lsp for Neovim: what the server is doing, said in Neovim's own UI.
 ---
 --- From the server's superposed/status notification (docs/architecture.md, "Status"): loading
---- and indexing are echoed as progress (with `percent` when the server sends one; on 0.12 a
---- progress message, which statusline plugins also get as the Progress event), ready is said
---- once per server start, and a model that does not load is said once, in the server's words
---- (which say what to do). A server that cannot start (problems.lua) or that stops is kept
+--- and indexing show in a small float at the bottom right (badge.lua; with `percent` when the
+--- server sends one), ready shows there for a few seconds once per load (or, with
+--- `status_float = false`, is said with vim.notify), and a model that does not load is said
+--- once, in the server's words (which say what to do). A server that cannot start (problems.lua) or that stops is kept
 --- here too. :SuperposedStatus sums it up in a few lines; :SuperposedStatus! lists every
 --- counter in a scratch buffer.
 local M = {}
@@ -15,16 +15,26 @@ M.state = { kind = 'stopped' }
 
 local said = {} -- messages already shown: each problem once
 
-local PROGRESS = vim.fn.has('nvim-0.12') == 1 -- nvim_echo's progress messages
+local badge = require('superposed.badge')
+local READY_S = 4 -- how long "ready" stays in the float
+local PROBLEM_S = 15 -- how long a problem said in Insert mode stays in the float
+
+local function floating()
+  return require('superposed').options.status_float ~= false
+end
 
 --- Shows `message` unless it was shown already (by this module or the server's showMessage);
---- scheduled: an error-level message shown from inside an autocommand (FileType) would be
---- reported as that autocommand's error, with a stack trace.
+--- in Insert mode, where "-- INSERT --" is drawn over it, in the float too. Scheduled: an
+--- error-level message shown from inside an autocommand (FileType) would be reported as that
+--- autocommand's error, with a stack trace.
 function M.say(message, level)
   if not said[message] then
     said[message] = true
     vim.schedule(function()
       vim.notify(message, level)
+      if floating() and vim.api.nvim_get_mode().mode:match('^i') then
+        badge.show(message, PROBLEM_S)
+      end
     end)
   end
 end
@@ -58,25 +68,6 @@ function M.line()
   return 'superposed: ' .. s.kind
 end
 
---- Echoes `text` as progress: on 0.12 a progress message (`status` running, success or
---- failed), else a plain echo; `history`: kept in :messages.
-local function progress(text, percent, status, history)
-  if PROGRESS then
-    local ok = pcall(vim.api.nvim_echo, { { text } }, history, {
-      kind = 'progress',
-      id = 'superposed.status',
-      source = 'superposed',
-      title = 'superposed',
-      status = status,
-      percent = percent,
-    })
-    if ok then
-      return
-    end
-  end
-  vim.api.nvim_echo({ { text } }, history, {})
-end
-
 --- The model is ready after loading: said (with the model and k, from superposed.stats), and
 --- ghost text asked for at the cursor (the requests made while it loaded were answered empty).
 local function announce(client)
@@ -86,8 +77,12 @@ local function announce(client)
       if not err and type(result) == 'table' then
         M.state.stats = result
       end
-      if M.state.kind == 'ready' then
-        progress(M.line(), 100, 'success', true)
+      if M.state.kind ~= 'ready' then
+        return
+      elseif floating() then
+        badge.show(M.line(), READY_S)
+      else
+        vim.notify(M.line())
       end
     end)
 end
@@ -105,15 +100,21 @@ function M.on_status(_, status, ctx)
   if status.state == 'ready' then
     local before = M.state.kind -- ready again (the compiled step is in), or after indexing: quiet
     M.state = { kind = 'ready', model = model, step = status.step, stats = M.state.stats }
-    if before ~= 'ready' and before ~= 'indexing' then
+    if before == 'indexing' then
+      badge.close() -- :SuperposedIndex says how it went
+    elseif before ~= 'ready' then
       announce(client)
     end
   elseif status.state == 'error' then
-    M.state = { kind = 'error', model = model, message = 'superposed: ' .. (message or 'the model did not load') }
+    local said_by_server = 'superposed: ' .. (message or 'the model did not load')
+    M.state = { kind = 'error', model = model, message = said_by_server }
+    badge.close()
     M.say(M.state.message, vim.log.levels.ERROR)
   elseif status.state == 'loading' or status.state == 'indexing' then
     M.state = { kind = status.state, model = model, percent = percent, stats = M.state.stats }
-    progress(M.line(), percent, 'running', false)
+    if floating() then
+      badge.show(M.line())
+    end
   end
   vim.api.nvim_exec_autocmds('User', { pattern = 'SuperposedStatus', modeline = false })
 end
@@ -127,6 +128,7 @@ end
 --- on_exit of lsp/superposed.lua: a server that stopped on its own is kept as failed (Neovim
 --- says "quit with exit code"; :SuperposedStatus says what to do).
 function M.on_exit(code, signal)
+  badge.close()
   if code ~= 0 or (signal ~= 0 and signal ~= 15) then
     if M.state.kind ~= 'failed' then
       M.state = {
