@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the editor tests need, idempotently; big installs are cached outside the repo.
 #
-#   - Debian: chromium (headless browser for code-server) and libkrb5-dev (code-server's kerberos build)
+#   - Debian: chromium (headless browser for code-server) and libkrb5-dev (code-server's kerberos build),
+#     tmux (Neovim in a terminal, for its colours and screenshots)
 #   - code-server 4.139.1 (a real VS Code in the browser), under $EDITORS_CACHE/code-server
 #   - the VS Code extension: npm ci, type check, unit tests, bundle, .vsix
 #
@@ -39,6 +40,7 @@ need_apt=()
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 dpkg -s libkrb5-dev >/dev/null 2>&1 || need_apt+=(libkrb5-dev)
 command -v g++ >/dev/null || need_apt+=(g++)  # torch.compile (AOTInductor): the decode step
+command -v tmux >/dev/null || need_apt+=(tmux)  # Neovim in a terminal: tests/e2e/test_neovim_terminal.py
 if [ ${#need_apt[@]} -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO=sudo

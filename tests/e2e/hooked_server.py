@@ -1,16 +1,17 @@
 """The language server with test hooks: a slow model load, slow decoding steps, fixed drafts.
 
-    python tests/e2e/hooked_server.py [--load-delay S] [--step-delay S] [--drafts FILE]
-        -- [superposed-lsp args]
+    python tests/e2e/hooked_server.py [--load-delay S] [--load-error MESSAGE] [--step-delay S]
+        [--drafts FILE] -- [superposed-lsp args]
 
 Test-only: timing tests run the real server through this entry point so that production code
 reads no test switches. ``--load-delay`` waits before the model loads (requests that come
-before it is ready); ``--step-delay`` sleeps at every cancellation check, so that
-cancellation and warm-up tests do not depend on the machine's speed. ``--drafts`` names a
-JSON list of ``{"after": TEXT, "drafts": [DRAFT, ...]}``: a model call whose text before the
-cursor ends with ``TEXT`` answers those drafts instead of decoding (first rule that fits;
-elsewhere the model decodes), so that editor tests of how drafts are shown and accepted (a
-multi-line block, say) do not depend on what a model happens to draft.
+before it is ready); ``--load-error`` makes the load fail with ``MESSAGE`` (an EngineError,
+as a model the settings name that cannot load); ``--step-delay`` sleeps at every cancellation
+check, so that cancellation and warm-up tests do not depend on the machine's speed.
+``--drafts`` names a JSON list of ``{"after": TEXT, "drafts": [DRAFT, ...]}``: a model call
+whose text before the cursor ends with ``TEXT`` answers those drafts instead of decoding
+(first rule that fits; elsewhere the model decodes), so that editor tests of how drafts are
+shown and accepted (a multi-line block, say) do not depend on what a model happens to draft.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lsp_server import answer, cli, server, session
 from lsp_server.completion import Answer
 from lsp_server.cursor import CursorContext
 from lsp_server.drafts import Suggestion
+from superposed.types import EngineError
 
 
 def fixed_drafts(rules: list[dict[str, Any]], decode: Any) -> Any:
@@ -46,15 +48,18 @@ def fixed_drafts(rules: list[dict[str, Any]], decode: Any) -> Any:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="hooked_server")
     parser.add_argument("--load-delay", type=float, default=0.0, metavar="S")
+    parser.add_argument("--load-error", default=None, metavar="MESSAGE")
     parser.add_argument("--step-delay", type=float, default=0.0, metavar="S")
     parser.add_argument("--drafts", default=None, metavar="FILE")
     hooks, rest = parser.parse_known_args(argv)
-    if hooks.load_delay:
+    if hooks.load_delay or hooks.load_error:
         load_engine = session.load_engine
 
         @functools.wraps(load_engine)
         def slow_load(*args: Any, **kwargs: Any) -> Any:
             time.sleep(hooks.load_delay)
+            if hooks.load_error:
+                raise EngineError(hooks.load_error)
             return load_engine(*args, **kwargs)
 
         session.load_engine = slow_load  # type: ignore[assignment]

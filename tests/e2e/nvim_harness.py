@@ -29,7 +29,8 @@ NVIM_012 = EDITORS_CACHE / "neovim-0.12" / "bin" / "nvim"
 
 # The start of every test script. ``finish`` writes ``out`` and quits; a timer finishes with
 # the last step's name if the script never gets there; ``feed`` types keys (remapped unless
-# told ``'n'``), which Neovim only reads once the script (or callback) feeding them returns.
+# told ``'n'``), which Neovim only reads once the script (or callback) feeding them returns;
+# ``every`` runs a step function from a timer, one turn at a time.
 LUA_PRELUDE = r"""
 local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
 local out = { notes = {}, steps = {} }
@@ -44,6 +45,24 @@ vim.defer_fn(function() finish('timed out in step ' .. tostring(out.steps[#out.s
 local function feed(keys, mode)
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(keys, true, false, true), mode or 'm',
     false)
+end
+-- Runs `fn` every `ms` from a timer (stop it with the returned timer:stop()), never inside
+-- itself: a request_sync in `fn` runs the event loop, and with it the timer's next turns,
+-- which on a loaded machine then saw the same state and did the same step again. An error
+-- in `fn` finishes the test with it.
+local function every(ms, fn)
+  local timer, busy = vim.uv.new_timer(), false
+  timer:start(ms, ms, vim.schedule_wrap(function()
+    if busy then return end
+    busy = true
+    local ok, err = pcall(fn)
+    busy = false
+    if not ok then
+      timer:stop()
+      finish('error in a step: ' .. tostring(err))
+    end
+  end))
+  return timer
 end
 """
 

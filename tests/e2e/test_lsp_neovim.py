@@ -59,7 +59,7 @@ out.inline_advertised = client.server_capabilities.inlineCompletionProvider ~= n
 
 vim.api.nvim_win_set_cursor(0, { 9, 4 })  -- 1-based line 9, byte column 4: after the indent
 local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-local res = vim.lsp.buf_request_sync(buf, 'textDocument/completion', params, 60000)
+local res = vim.lsp.buf_request_sync(buf, 'textDocument/completion', params, cfg.timeout_ms)
 local items = (res[id].result or {}).items or res[id].result or {}
 out.completion = vim.tbl_map(function(i)
   return { label = i.label, new_text = i.textEdit.newText, sort = i.sortText,
@@ -67,7 +67,7 @@ out.completion = vim.tbl_map(function(i)
 end, items)
 
 local inline = vim.lsp.buf_request_sync(buf, 'textDocument/inlineCompletion',
-  vim.tbl_extend('force', params, { context = { triggerKind = 1 } }), 60000)
+  vim.tbl_extend('force', params, { context = { triggerKind = 1 } }), cfg.timeout_ms)
 out.inline = vim.tbl_map(function(i) return i.insertText end, (inline[id].result or {}).items or {})
 
 -- Through Neovim's own completion: the popup lists the drafts (asked for with get()); then,

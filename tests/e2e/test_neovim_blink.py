@@ -114,8 +114,8 @@ local places = {
 }
 local place, phase, before, seen = 0, 'next', nil, nil
 out.results = {}
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   local p = places[place]
   -- What the menu holds, for a timeout's message.
   out.menu_state = { visible = blink.is_menu_visible(), items = #(blink.get_items() or {}),
@@ -160,7 +160,7 @@ timer:start(100, 100, vim.schedule_wrap(function()
     out.results[p.name].cursor = vim.api.nvim_win_get_cursor(0)
     phase = 'next'
   end
-end))
+end)
 """
 )
 

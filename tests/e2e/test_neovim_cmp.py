@@ -68,15 +68,15 @@ vim.api.nvim_buf_set_lines(buf, last - 1, last - 1, false, { cfg.typed_line })
 local reply = client:request_sync('textDocument/completion', {
   textDocument = { uri = vim.uri_from_bufnr(buf) },
   position = { line = last - 1, character = #cfg.typed_line },
-}, 60000, buf)
+}, cfg.timeout_ms, buf)
 out.expected = vim.tbl_map(function(item) return item.command.arguments[1].text end,
   (reply and reply.result and reply.result.items) or {})
 
 local function line() return vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] end
 local phase, asked = 'menu', false
 step('menu')
-local timer = vim.uv.new_timer()
-timer:start(100, 100, vim.schedule_wrap(function()
+local timer
+timer = every(100, function()
   if phase == 'menu' and vim.api.nvim_get_mode().mode == 'i' and not asked then
     asked = true
     cmp.complete() -- what <C-Space> does (cmp maps its keys only once in insert mode)
@@ -92,17 +92,16 @@ timer:start(100, 100, vim.schedule_wrap(function()
     out.selected = cmp.get_selected_entry():get_completion_item().command.arguments[1].text
     feed('<CR>')
   elseif phase == 'confirm' and line() ~= cfg.typed_line then
-    phase = 'done'
+    -- the draft went in; nvim-cmp runs the item's command after it
+    phase = 'accepted'
+    step('stats')
+  elseif phase == 'accepted' and ((stats().counters or {}).accepted or 0) >= 1 then
     timer:stop()
-    vim.defer_fn(function()
-      out.line = line()
-      step('stats')
-      vim.wait(10000, function() return (stats().counters or {}).accepted == 1 end, 200)
-      out.accepted = stats().counters.accepted
-      finish(nil)
-    end, 300)
+    out.line = line()
+    out.accepted = stats().counters.accepted
+    finish(nil)
   end
-end))
+end)
 vim.api.nvim_win_set_cursor(0, { last, 0 })
 feed('A')
 """

@@ -43,12 +43,20 @@ end
 step('save both files')
 vim.cmd('write')
 vim.cmd.edit(cfg.second)
+-- the client attaches to the new buffer on the next turn of the loop: then its save is sent
+local client
+if not vim.wait(cfg.timeout_ms, function()
+  client = vim.lsp.get_clients({ name = 'superposed', bufnr = 0 })[1]
+  return client ~= nil
+end, 50) then
+  return finish('the server never attached to the second file')
+end
 vim.cmd('write')
 local saved = vim.wait(cfg.timeout_ms, function()
-  superposed.show_status()
-  vim.wait(500)
-  return (out.notes[#out.notes] or ''):find('saves_indexed: 2') ~= nil
-end, 500)
+  local r = client:request_sync('workspace/executeCommand',
+    { command = 'superposed.stats', arguments = {} }, 10000)
+  return vim.tbl_get(r or {}, 'result', 'counters', 'saves_indexed') == 2
+end, 300)
 if not saved then return finish('the saves were never learned') end
 
 step('forget')

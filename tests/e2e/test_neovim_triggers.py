@@ -58,7 +58,7 @@ local function popup(kind)
     textDocument = { uri = vim.uri_from_bufnr(buf) },
     position = { line = cfg.line, character = 0 },
     context = { triggerKind = kind, triggerCharacter = kind == 2 and ' ' or nil },
-  }, 30000, buf)
+  }, cfg.timeout_ms, buf)
   return r and r.result and #(r.result.items or {}) or -1
 end
 out.automatic = popup(2)

@@ -57,8 +57,10 @@ end
 --- replace it. The pick goes in there as drafted and the server's accept command runs with it,
 --- as after accepting ghost text (the user store learns it). The drafts come from a completion
 --- request (Invoked), whose items carry the scores; the server answers it from the drafts it
---- just showed when the user only typed along them.
-function M.show(name)
+--- just showed when the user only typed along them. `hold(bufnr)`, if given, stops other
+--- requests for the buffer until the function it returns is called (the server answers only a
+--- document's newest request: a ghost-text request sent meanwhile would leave this one empty).
+function M.show(name, hold)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = vim.lsp.get_clients({ name = name, bufnr = bufnr })[1]
   if not client then
@@ -80,7 +82,9 @@ function M.show(name)
     context = { triggerKind = 1 }, -- Invoked: asked for, the full k
   }
   local tick = vim.api.nvim_buf_get_changedtick(bufnr)
-  client:request('textDocument/completion', params, function(err, result)
+  local release = hold and hold(bufnr) or function() end
+  local sent = client:request('textDocument/completion', params, function(err, result)
+    release()
     if err then
       vim.notify('superposed: no drafts: ' .. tostring(err.message or err), vim.log.levels.ERROR)
       return
@@ -112,6 +116,9 @@ function M.show(name)
       end
     end)
   end, bufnr)
+  if not sent then
+    release()
+  end
 end
 
 return M

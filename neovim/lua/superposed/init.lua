@@ -13,7 +13,11 @@
 ---   vim.lsp.config('superposed', { cmd = { '/path/to/.venv/bin/python', '-m', 'lsp_server.cli' } })
 ---   vim.lsp.enable('superposed')
 local drafts = require('superposed.drafts')
+local ghost = require('superposed.ghost')
 local next_edits = require('superposed.next_edits')
+local popup = require('superposed.popup')
+local problems = require('superposed.problems')
+local status = require('superposed.status')
 
 local M = {}
 
@@ -49,7 +53,13 @@ M.defaults = {
     accept_line = '<M-C-Right>', -- accept the draft's next line
     drafts = '<M-d>', -- all k drafts in vim.ui.select (:SuperposedDrafts); the pick goes in
   },
-  -- 0.12: "(1/3)" after the ghost text: which of the k drafts is shown.
+  -- Loading and ready in a small float at the bottom right (shown in Insert mode too, where
+  -- an echo is drawn over); false: no float (ready is said with vim.notify, and status()
+  -- still serves a statusline).
+  status_float = true,
+  -- 0.12: "(1/3)" beside the ghost text: which of the k drafts is shown. The ghost text's
+  -- highlight is SuperposedGhost (default: Comment, or a grey where Comment has no terminal
+  -- colour), the hint's SuperposedGhostHint (default: ComplHintMore).
   hint = true,
   -- Next edits (superposed/next_edits.lua): normal- and insert-mode keys; false disables one.
   next_edits = {
@@ -58,9 +68,6 @@ M.defaults = {
 }
 
 M.options = vim.deepcopy(M.defaults)
-
---- What the server is doing, for :SuperposedStatus and statuslines.
-M.state = { kind = 'stopped', percent = nil, title = nil, stats = nil }
 
 local function has_inline()
   return vim.lsp.inline_completion ~= nil
@@ -109,246 +116,54 @@ local function map(bufnr, lhs, rhs, desc)
   end
 end
 
---- The popup entry of a draft. Neovim 0.11 inserts a plain-text item only up to its first
---- space ("2 * side" would insert "2"); a draft is inserted whole. The popup inserts one line:
---- a block's first line is the word, the built-in completion expands only that line, and the
---- rest of the block goes in below it on accept (CompleteDone, see `insert_rest`), as drafted:
---- a snippet would re-indent every line by the cursor line's indentation. The label is the
---- block's first line with text, the info popup shows the whole block.
-function M.complete_item(item)
-  local text = (item.textEdit and item.textEdit.newText) or item.insertText or item.label
-  local lines = vim.split(text, '\n', { plain = true })
-  if #lines == 1 then
-    return { word = lines[1] }
+--- What a command says when no server runs: why (the setup problem), else how to start one.
+local function not_running()
+  local state = status.state
+  if state.kind == 'failed' then
+    return state.message
   end
-  local text_of = drafts.draft_text(item)
-  local draft = vim.split(text_of, '\n', { plain = true })
-  local one_line = vim.deepcopy(item)
-  if one_line.textEdit then
-    one_line.textEdit.newText = lines[1]
-  end
-  if one_line.insertText then
-    one_line.insertText = vim.split(one_line.insertText, '\n', { plain = true })[1]
-  end
-  local client = client_for(vim.api.nvim_get_current_buf())
-  return {
-    word = draft[1],
-    abbr = drafts.first_line(text_of),
-    menu = ('%s, %d lines'):format(item.detail or 'superposed', drafts.line_count(text_of)),
-    info = (text_of:gsub('^\n+', '')),
-    user_data = {
-      nvim = { lsp = { completion_item = one_line, client_id = client and client.id } },
-      superposed = { rest = vim.list_slice(draft, 2) },
-    },
-  }
+  return ('superposed: the server is not running: open a %s file (:checkhealth superposed says'
+    .. ' what keeps it from starting)'):format(table.concat(M.options.filetypes, '/'))
 end
 
---- After a block's first line went in from the popup: its other lines below it, as drafted
---- (no re-indenting), and the cursor at the end of the last.
-function M.insert_rest(bufnr, rest)
-  local win = vim.api.nvim_get_current_win()
-  if vim.api.nvim_win_get_buf(win) ~= bufnr or #rest == 0 then
-    return
-  end
-  local row, col = unpack(vim.api.nvim_win_get_cursor(win))
-  vim.api.nvim_buf_set_text(bufnr, row - 1, col, row - 1, col, vim.list_extend({ '' }, rest))
-  vim.api.nvim_win_set_cursor(win, { row + #rest, #rest[#rest] })
-end
-
---- Keymaps for the popup (0.11): the drafts are completion items.
-local function attach_completion(client, bufnr)
-  local keys = M.options.keys
-  vim.lsp.completion.enable(true, client.id, bufnr, {
-    autotrigger = M.options.autotrigger,
-    convert = M.complete_item,
-  })
-  map(bufnr, keys.trigger, function()
-    vim.lsp.completion.get()
-  end, 'superposed: drafts')
-  vim.api.nvim_create_autocmd('CompleteDone', {
-    buffer = bufnr,
-    group = vim.api.nvim_create_augroup('superposed.block.' .. bufnr, { clear = true }),
-    callback = function()
-      local rest = vim.tbl_get(vim.v.completed_item, 'user_data', 'superposed', 'rest')
-      if type(rest) == 'table' and vim.v.event.reason == 'accept' then
-        vim.schedule(function()
-          M.insert_rest(bufnr, rest)
-        end)
-      end
-    end,
-    desc = 'superposed: the rest of an accepted block',
-  })
-  local function pum(key, fallback)
-    return function()
-      return vim.fn.pumvisible() == 1 and key or fallback
-    end
-  end
-  if keys.accept then
-    vim.keymap.set('i', keys.accept, pum('<C-y>', '<CR>'), { buffer = bufnr, expr = true })
-  end
-  if keys.next then
-    vim.keymap.set('i', keys.next, pum('<C-n>', ''), { buffer = bufnr, expr = true })
-  end
-  if keys.prev then
-    vim.keymap.set('i', keys.prev, pum('<C-p>', ''), { buffer = bufnr, expr = true })
-  end
-  -- Partial accept of the selected draft (the first if none is): close the popup (<C-e> takes
-  -- back what selecting inserted), insert the part, and run the accept command with it.
-  local function partial(cut)
-    return function()
-      if vim.fn.pumvisible() == 0 then
-        return ''
-      end
-      local info = vim.fn.complete_info({ 'items', 'selected' })
-      local item = info.items[math.max(info.selected, 0) + 1]
-      local lsp_item = item and vim.tbl_get(item, 'user_data', 'nvim', 'lsp', 'completion_item')
-      local command = lsp_item and lsp_item.command
-      local text = command and vim.tbl_get(command, 'arguments', 1, 'text')
-      if type(text) ~= 'string' then
-        return ''
-      end
-      local part = cut(text)
-      vim.schedule(function()
-        vim.api.nvim_put(vim.split(part, '\n', { plain = true }), 'c', false, true)
-        client:exec_cmd(partial_command(command, part), { bufnr = bufnr })
-      end)
-      return '<C-e>'
-    end
-  end
-  if keys.accept_word then
-    vim.keymap.set('i', keys.accept_word, partial(M.next_word), { buffer = bufnr, expr = true })
-  end
-  if keys.accept_line then
-    vim.keymap.set('i', keys.accept_line, partial(M.next_line), { buffer = bufnr, expr = true })
-  end
-end
-
-local hinting = false
-
---- 0.12: the ghost text of our drafts ends with "(1/3)" from the first answer on, not only after
---- cycling (the built-in shows the index then). Through the built-in's completor class, a private
---- API: where it is missing, no hint.
-local function hint_index()
-  local ok, capability = pcall(require, 'vim.lsp._capability')
-  local completor = ok and type(capability.all) == 'table' and capability.all.inline_completion
-  if hinting or type(completor) ~= 'table' or type(completor.handler) ~= 'function' then
-    return
-  end
-  hinting = true
-  local handler = completor.handler
-  completor.handler = function(self, err, result, ctx, ...)
-    handler(self, err, result, ctx, ...)
-    local current = self.current
-    local client = current and vim.lsp.get_client_by_id(current.client_id)
-    if M.options.hint and client and client.name == M.name and self:count_items() > 1 then
-      self:select(current._index, true)
-    end
-  end
-end
-
---- Keymaps for ghost text (0.12+): the drafts are inline completion items.
-local function attach_inline(_, bufnr)
-  hint_index()
-  local keys = M.options.keys
-  local inline = vim.lsp.inline_completion
-  -- Ghost text is requested as you type; keys.trigger is for the 0.11 popup only.
-  inline.enable(true, { bufnr = bufnr })
-  map(bufnr, keys.accept, function()
-    inline.get({ bufnr = bufnr })
-  end, 'superposed: accept draft')
-  map(bufnr, keys.next, function()
-    inline.select({ bufnr = bufnr, count = 1 })
-  end, 'superposed: next draft')
-  map(bufnr, keys.prev, function()
-    inline.select({ bufnr = bufnr, count = -1 })
-  end, 'superposed: previous draft')
-  -- Partial accept: the shown draft, cut to its next word or line; the accept command gets the
-  -- part. The next ghost text (the rest of the draft) comes from the server's typed-along cache.
-  local function partial(cut)
-    return function()
-      inline.get({
-        bufnr = bufnr,
-        on_accept = function(item)
-          if type(item.insert_text) ~= 'string' then
-            return item -- a snippet is accepted whole
-          end
-          local part = cut(item.insert_text)
-          item.insert_text = part
-          item.command = partial_command(item.command, part)
-          return item
-        end,
-      })
-    end
-  end
-  map(bufnr, keys.accept_word, partial(M.next_word), 'superposed: accept next word')
-  map(bufnr, keys.accept_line, partial(M.next_line), 'superposed: accept next line')
-  if vim.fn.maparg('<Tab>', 'i') == '' then
-    vim.keymap.set('i', '<Tab>', function()
-      if not inline.get({ bufnr = bufnr }) then
-        return '<Tab>'
-      end
-    end, { buffer = bufnr, expr = true, desc = 'superposed: accept draft' })
-  end
-end
-
---- :SuperposedDrafts: the k drafts at the cursor through vim.ui.select (superposed/drafts.lua).
+--- :SuperposedDrafts: the k drafts at the cursor through vim.ui.select (superposed/drafts.lua);
+--- on 0.12 the ghost text makes no request while the picker's is in flight.
 function M.show_drafts()
-  drafts.show(M.name)
+  drafts.show(M.name, ghost.hold)
 end
 
 --- Runs one of the server's commands; `on_result(err, result)` is called with its answer.
 function M.execute(command, on_result, bufnr, arguments)
   local client = client_for(bufnr or 0) or vim.lsp.get_clients({ name = M.name })[1]
   if not client then
-    vim.notify('superposed: the server is not running', vim.log.levels.WARN)
+    vim.notify(not_running(), vim.log.levels.WARN)
     return
   end
   client:request('workspace/executeCommand', { command = command, arguments = arguments or {} }, on_result)
 end
 
---- One line for a statusline: "superposed: loading smollm2-135m 40%", "superposed: ready (smollm2-135m, k=3)".
+--- One line for a statusline: "superposed: loading smollm2-135m 40%", "superposed: ready
+--- (smollm2-135m, k=3)", or what is wrong.
 function M.status()
-  local s = M.state
-  if s.kind == 'ready' then
-    local stats, settings = s.stats or {}, M.options.settings
-    local model = stats.model or settings.model or 'default model'
-    local k = (stats.settings and stats.settings.k) or settings.k or 3
-    -- until the compiled decode step is built (once per machine), drafts come slower
-    local eager = (s.step or stats.decodeStep) == 'eager' and ', eager step' or ''
-    return ('superposed: ready (%s, k=%d%s)'):format(model, k, eager)
-  end
-  local percent = s.percent and (' %d%%'):format(s.percent) or ''
-  return ('superposed: %s%s'):format(s.title or s.kind, percent)
+  return status.line()
 end
 
-local function flatten(stats, prefix, out)
-  for key, value in vim.spairs(stats) do
-    local name = prefix and (prefix .. '.' .. key) or key
-    if type(value) == 'table' and not vim.islist(value) then
-      flatten(value, name, out)
-    else
-      out[#out + 1] = ('%s: %s'):format(name, vim.inspect(value))
-    end
+--- :SuperposedStatus: the state (or what is wrong), key settings and the stores in a few lines;
+--- :SuperposedStatus! (`details`): every counter, in a scratch buffer.
+function M.show_status(details)
+  if not (client_for(0) or vim.lsp.get_clients({ name = M.name })[1]) then
+    return vim.notify(not_running(), vim.log.levels.WARN)
   end
-  return out
-end
-M.flatten_stats = flatten
-
---- :SuperposedStatus: the state and the store stats.
-function M.show_status()
   M.execute('superposed.stats', function(err, result)
-    local lines = { M.status() }
     if err then
-      lines[#lines + 1] = 'stats failed: ' .. tostring(err.message or err)
-    elseif type(result) == 'table' then
-      M.state.stats = result
-      for _, key in ipairs({ 'model', 'ready', 'error', 'decodeStep', 'compiledStep', 'counters', 'stores' }) do
-        if result[key] ~= nil then
-          vim.list_extend(lines, flatten({ [key] = result[key] }, nil, {}))
-        end
-      end
+      return vim.notify(M.status() .. '\nstats failed: ' .. tostring(err.message or err))
     end
-    vim.notify(table.concat(lines, '\n'))
+    status.state.stats = result
+    if details then
+      status.details(result)
+    else
+      vim.notify(table.concat(status.summary(result), '\n'))
+    end
   end)
 end
 
@@ -358,7 +173,7 @@ function M.index()
     if err then
       vim.notify('superposed: indexing failed: ' .. tostring(err.message or err), vim.log.levels.ERROR)
     else
-      local summary = type(result) == 'table' and table.concat(flatten(result, nil, {}), ', ') or ''
+      local summary = type(result) == 'table' and table.concat(status.flatten(result), ', ') or ''
       vim.notify('superposed: workspace indexed ' .. summary)
     end
   end)
@@ -390,42 +205,27 @@ function M.forget(opts)
   end, nil, args)
 end
 
---- :SuperposedRestart: a new server process for every attached buffer.
+--- :SuperposedRestart: a new server process for every buffer it serves, the interpreter asked
+--- again (the user may have fixed it).
 function M.restart()
-  for _, client in ipairs(vim.lsp.get_clients({ name = M.name })) do
+  local clients = vim.lsp.get_clients({ name = M.name })
+  for _, client in ipairs(clients) do
     client:stop(true)
   end
-  M.state = { kind = 'starting' }
-  vim.defer_fn(function()
+  problems.forget()
+  status.reset()
+  local function start()
     -- Start clients for the open buffers again (enable alone does so only after VimEnter).
     vim.lsp.enable(M.name)
     vim.cmd.doautoall('nvim.lsp.enable FileType')
-  end, 500)
-end
-
---- The handler of superposed/status, the server's notification of its state (docs/architecture.md,
---- "Status"): { state = loading | indexing | ready | error, model, message?, percent? }.
-function M.on_status(_, status, ctx)
-  local client = vim.lsp.get_client_by_id(ctx.client_id)
-  if not client or type(status) ~= 'table' then
-    return
   end
-  if status.state == 'ready' then
-    M.state = { kind = 'ready', stats = M.state.stats, step = status.step }
-    client:request('workspace/executeCommand', { command = 'superposed.stats', arguments = {} },
-      function(err, result)
-        if not err and type(result) == 'table' then
-          M.state.stats = result
-        end
-      end)
-  elseif status.state == 'error' then
-    M.state = { kind = 'error', title = status.message }
-  elseif status.state == 'loading' then
-    M.state = { kind = 'loading', title = 'loading ' .. tostring(status.model) }
-  else
-    M.state = { kind = status.state, title = status.state, percent = status.percent }
-  end
-  vim.api.nvim_exec_autocmds('User', { pattern = 'SuperposedStatus', modeline = false })
+  local timer = vim.uv.new_timer()
+  timer:start(0, 50, vim.schedule_wrap(function()
+    if vim.iter(clients):all(function(c) return c:is_stopped() end) and not timer:is_closing() then
+      timer:close()
+      start()
+    end
+  end))
 end
 
 --- Filetypes whose completions :SuperposedToggle turned off (this session).
@@ -438,7 +238,7 @@ local function enable_in(client, bufnr, on)
   elseif has_inline() then
     vim.lsp.inline_completion.enable(on, { bufnr = bufnr })
   elseif on then
-    attach_completion(client, bufnr)
+    popup.attach(client, bufnr, M.options, map, partial_command)
   else
     vim.lsp.completion.enable(false, client.id, bufnr)
   end
@@ -461,16 +261,20 @@ end
 
 local global_done = false
 
---- The user commands and the status handler, once (from setup() or the first attach).
-local function setup_global()
+--- The user commands, the notification handlers and the start checks, once (from setup(),
+--- lsp/superposed.lua or the first attach).
+function M.setup_global()
   if global_done then
     return
   end
   global_done = true
-  vim.lsp.handlers['superposed/status'] = M.on_status
+  vim.lsp.handlers['superposed/status'] = status.on_status
   vim.lsp.handlers['superposed/nextEditsReady'] = next_edits.on_ready
+  problems.watch()
   local command = vim.api.nvim_create_user_command
-  command('SuperposedStatus', M.show_status, { desc = 'superposed: status and store stats' })
+  command('SuperposedStatus', function(args)
+    M.show_status(args.bang)
+  end, { bang = true, desc = 'superposed: the state in short; ! every counter' })
   command('SuperposedIndex', M.index, { desc = 'superposed: index the workspace' })
   command('SuperposedRestart', M.restart, { desc = 'superposed: restart the server' })
   command('SuperposedForget', M.forget, {
@@ -500,9 +304,9 @@ end
 
 --- on_attach of lsp/superposed.lua: the keys, and ghost text (0.12+) or the popup (0.11).
 function M.attach(client, bufnr)
-  setup_global()
-  if M.state.kind == 'stopped' then
-    M.state = { kind = 'starting' }
+  M.setup_global()
+  if status.state.kind == 'stopped' or status.state.kind == 'failed' then
+    status.state = { kind = 'starting' }
   end
   vim.api.nvim_create_autocmd({ 'CursorHold', 'CursorHoldI' }, {
     buffer = bufnr,
@@ -522,9 +326,9 @@ function M.attach(client, bufnr)
   end
   map(bufnr, M.options.keys.drafts, M.show_drafts, 'superposed: pick one of the k drafts')
   if has_inline() then
-    attach_inline(client, bufnr)
+    ghost.attach(bufnr, M.options.keys, map, partial_command)
   else
-    attach_completion(client, bufnr)
+    popup.attach(client, bufnr, M.options, map, partial_command)
   end
   if M.disabled[vim.bo[bufnr].filetype] then
     enable_in(client, bufnr, false)
@@ -546,8 +350,16 @@ function M.setup(opts)
     init_options = settings,
     settings = { superposed = settings },
   })
-  setup_global()
+  problems.forget()
+  M.setup_global()
   vim.lsp.enable(M.name)
 end
 
-return M
+--- `require('superposed').state`: what the server is doing (superposed/status.lua).
+return setmetatable(M, {
+  __index = function(_, key)
+    if key == 'state' then
+      return status.state
+    end
+  end,
+})
