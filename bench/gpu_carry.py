@@ -17,6 +17,7 @@ time (the first device call, 2026-12-04, lost its run to one):
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,8 +39,6 @@ DEVICE_WHEELS = (
     "regex", "click", "typing_extensions", "pygls", "lsprotocol", "cattrs", "attrs",
     "sqlite-utils", "sqlite-fts4", "click-default-group", "platformdirs", "pydivsufsort",
     "pytest", "pluggy", "pytest-lsp", "pytest-asyncio", "tree-sitter", "tree-sitter-language-pack",
-    "tree-sitter-python", "tree-sitter-c-sharp", "tree-sitter-embedded-template",
-    "tree-sitter-yaml",
 )  # fmt: skip
 DEVICE_PYTHON = "3.12"  # the image's python3 (/opt/torch/.venv)
 # The image's own packages that our code or the wheels above import (its list, 2026-11-17),
@@ -72,10 +71,18 @@ def prepare(into: Path) -> dict[str, Path]:
 
 
 def wheel_pins() -> list[str]:
-    """``name==version`` of each of DEVICE_WHEELS, as installed here."""
-    from importlib.metadata import version
+    """``name==version`` of each of DEVICE_WHEELS and of the grammar wheels the language pack
+    requires, as installed here. The grammars are read from the pack's own metadata: a name
+    listed by hand here once failed CI on a fresh machine, where the pack no longer pulled it."""
+    from importlib.metadata import requires, version
 
-    return [f"{name}=={version(name)}" for name in DEVICE_WHEELS]
+    grammars = [
+        re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0]
+        for requirement in requires("tree-sitter-language-pack") or ()
+        if "extra ==" not in requirement
+    ]
+    names = dict.fromkeys([*DEVICE_WHEELS, *grammars])  # in order, once each
+    return [f"{name}=={version(name)}" for name in names]
 
 
 def pack(shapes: Path, carry: Path, python: str = DEVICE_PYTHON) -> int:

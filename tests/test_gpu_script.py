@@ -73,6 +73,9 @@ def test_the_carried_wheels_are_this_machines_versions_of_what_the_device_lacks(
     for needed in ("pygls", "lsprotocol", "sqlite-utils", "pydivsufsort", "pytest-lsp"):
         assert pins[needed] == version(needed)  # the server and the tests import them
     assert "torch" not in pins  # the image's CUDA build, never this machine's CPU wheel
+    # The grammars are whatever the installed pack requires: a fresh machine's pack no longer
+    # pulled tree-sitter-python, which a hand-written list still named (CI failed on it).
+    assert {"tree-sitter-yaml", "tree-sitter-language-pack"} <= pins.keys()
 
 
 def test_a_failed_step_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
