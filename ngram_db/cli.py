@@ -17,6 +17,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from time import perf_counter
 from typing import Any
 
 from ngram_db import errors
@@ -30,6 +31,7 @@ from ngram_db.store_files import drop_leftovers
 from ngram_db.tokenizer import as_tokenizer
 from ngram_db.tokenizer_stores import erase, for_tokenizer, tokenizer_stores
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
+from superposed.tokenizer import converts_first
 from superposed.tokenizer import load_tokenizer as embedded_tokenizer
 
 # What to do about each store error, with this command's flags (subclasses first).
@@ -143,7 +145,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         orders = None if args.orders is None else parse_orders(args.orders)
+        if converts_first(args.model):  # else the first run sits silent for 20-60 s
+            print(
+                f"index-repo: converting {args.model} once for its tokenizer (20-60 s; "
+                "later runs and the server reuse it)",
+                file=sys.stderr,
+                flush=True,
+            )
+        started = perf_counter()
         tokenizer = load_tokenizer(args.model)
+        tokenizer_seconds = perf_counter() - started
         if default:
             db = for_tokenizer(Path(db), as_tokenizer(tokenizer).fingerprint)
         with NgramStore.open(db, tokenizer, orders, rebuild=args.rebuild) as store:
@@ -163,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_file_bytes=args.max_file_bytes,
                 skip_secrets=not args.index_secrets,
             )
+            summary.tokenizer_seconds = tokenizer_seconds
     except NgramStoreError as err:
         print(f"index-repo: error: {advised(err, ADVICE)}", file=sys.stderr)
         return 1

@@ -56,6 +56,7 @@ class IndexSummary:
     tokens: int = 0  # tokens of the files (re)indexed in this run
     seconds: float = 0.0
     suffix_seconds: float = 0.0  # of which writing the suffix index
+    tokenizer_seconds: float = 0.0  # loading the model's tokenizer before (index-repo's)
     suffix_error: str | None = None  # why it could not be written (the server builds it)
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -83,7 +84,12 @@ class IndexSummary:
                 f"  distinct n-grams per order: {grams}",
                 f"  size on disk: {s.get('bytes', 0) / 1e6:.1f} MB ({per_token} bytes/token)",
                 f"  time: {self.seconds:.1f} s ({self.suffix_seconds:.1f} s of it: the suffix "
-                f"index{', not written: ' + self.suffix_error if self.suffix_error else ''})",
+                f"index{', not written: ' + self.suffix_error if self.suffix_error else ''})"
+                + (
+                    f", after {self.tokenizer_seconds:.1f} s loading the model's tokenizer"
+                    if self.tokenizer_seconds >= 0.1
+                    else ""
+                ),
             ]
         )
 

@@ -13,6 +13,16 @@ from superposed.embedded import cache_dir, embedded
 from superposed.own_model import GgufModel, OwnModelError, converted_folder, gguf_model
 
 
+def converts_first(model: str) -> bool:
+    """Whether loading ``model``'s tokenizer converts the model first: an embedded model not
+    yet in the cache (tens of seconds, once per machine), which a caller can say beforehand."""
+    named = embedded(model)
+    return (
+        named is not None
+        and not (cache_dir() / "models" / named.folder / "tokenizer.json").is_file()
+    )
+
+
 def load_tokenizer(model: str) -> Any:
     """The tokenizer of an embedded model, a GGUF file or an Ollama model, a local model
     folder or a hub id.
