@@ -19,7 +19,7 @@ from lsp_server.scheduler import Scheduler
 from lsp_server.session import Failed, Loading, Session, State, describe, load
 from lsp_server.settings import Settings
 from lsp_server.stores import Stores
-from superposed.embedded import terms_notice
+from superposed.embedded import cache_dir, terms_notice
 from superposed.types import EngineError
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ class Loader:
         learning: Learning,
         settings: Callable[[], Settings],
         ready: Callable[[], None],
+        failed: Callable[[], None] = lambda: None,
     ) -> None:
         self.session: State = Loading()
         self.started = False  # a load was asked for (the server is initialized)
@@ -48,6 +49,7 @@ class Loader:
         self._learning = learning
         self._settings = settings  # the settings now
         self._ready = ready  # on the event loop, once a session is in
+        self._failed = failed  # on the event loop, once a load failed
 
     async def start(self) -> None:
         """Load the model the settings name (and open the stores) on the engine thread."""
@@ -69,11 +71,11 @@ class Loader:
             try:
                 session = load(model, learning.stores, open_stores, report)
             except EngineError as err:  # a problem the user must fix: say what to do
-                self.session = Failed(str(err))
-                notifier.error(str(err))
-                progress.end(f"failed: {err}")
-                notifier.status("error", str(err))
-                learning.ready.set()
+                fail(str(err))
+                return
+            except Exception as err:  # anything else (a damaged file, a bug) ends loading too
+                log.exception("loading model %s failed", model.model)
+                fail(failure_message(err))
                 return
             self.session = session
             engine = session.engine
@@ -89,6 +91,14 @@ class Loader:
                 notifier.info(notice)  # the user who picked the model sees its terms
             for notice in engine.notices:  # a slower runner, the default model instead
                 notifier.once(notice)
+
+        def fail(message: str) -> None:
+            self.session = Failed(message)
+            notifier.error(message)
+            progress.end(f"failed: {message}")
+            notifier.status("error", message)
+            learning.ready.set()
+            notifier.call_soon(self._failed)
 
         self.session = self.session.reloading()
         learning.ready.clear()
@@ -110,3 +120,17 @@ class Loader:
     def status_now(self) -> None:
         """superposed/status with the model's state (after other work, e.g. indexing)."""
         self._notifier.status(*self.session.status())
+
+
+def failure_message(err: Exception) -> str:
+    """The one message for a load that failed with something other than an EngineError.
+
+    Those say what to do themselves; anything else (a SafetensorError from a model cache
+    damaged on disk, a RuntimeError from torch) left the server "loading" for ever, with no
+    message (issue 51). The caches are rebuilt when deleted, so that is the first thing to try.
+    """
+    return (
+        f"the model did not load ({type(err).__name__}: {err}). If a cache is damaged, "
+        f"delete the folder {cache_dir()} (it is rebuilt) and restart the server; if it "
+        "fails again, check the superposed.model, device and dtype settings and the log"
+    )

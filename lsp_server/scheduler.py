@@ -10,6 +10,8 @@
   is never sent after a newer one.
 - Warm-ups: at most one is queued or running; a newer warm-up or any request that needs the
   engine cancels it.
+- Held requests: an inline request made while the model loads waits for the load to end
+  (the newest per document), so that ghost text comes without another keystroke.
 
 No pygls and no model here: the server (server.py) says what to run, this says where and
 whether it still should.
@@ -135,6 +137,53 @@ class Scheduler:
         if self._warming is not None:
             self._warming.set()
             self._warming = None
+
+
+class HeldRequests:
+    """Inline requests made while the model loads, the newest per document, held until the
+    load ends (issue 52: they were answered empty, and no ghost text came after "ready" until
+    the user typed again).
+
+    Called on the event loop only. A held request is let go with True once a model is in
+    (it is answered then), with False when the load failed, a newer request for its document
+    came, or the document changed, closed or its cursor moved (it is answered empty then).
+    """
+
+    def __init__(self, counters: Counter[str] | None = None) -> None:
+        self.counters: Counter[str] = Counter() if counters is None else counters
+        self._held: dict[str, tuple[asyncio.Future[bool], Any]] = {}  # key -> (its end, where)
+
+    async def wait(self, key: str, where: Any = None) -> bool:
+        """Hold document ``key``'s request at ``where`` (its cursor) until the load ends:
+        whether it is to be answered (see the class)."""
+        self.release(key)  # an older one for the document is answered empty
+        future = asyncio.get_running_loop().create_future()
+        self._held[key] = (future, where)
+        self.counters["held_while_loading"] += 1
+        try:
+            return await future
+        finally:
+            if self._held.get(key, (None,))[0] is future:
+                del self._held[key]
+
+    def release(self, key: str, answer: bool = False) -> None:
+        """Let document ``key``'s held request go: answered (True) or empty (False)."""
+        future, _ = self._held.pop(key, (None, None))
+        if future is not None and not future.done():
+            future.set_result(answer)
+
+    def moved(self, key: str, where: Any) -> None:
+        """The cursor of document ``key`` rests at ``where``: a request held elsewhere goes."""
+        if key in self._held and self._held[key][1] != where:
+            self.release(key)
+
+    def end(self, loaded: bool) -> None:
+        """The load ended: every held request is answered (``loaded``) or answered empty."""
+        for key in list(self._held):
+            self.release(key, loaded)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._held
 
 
 def log_failure(future: Future[Any]) -> None:

@@ -7,7 +7,8 @@ A completion handler builds one ``Request`` (request.py) and hands it to ``Model
 the event loop and do no blocking work. What a loaded model serves with (engine, stores,
 memory) is ``server.session``, swapped in whole (session.py, loader.py fills it); until then
 it is Loading or Failed: a request answers nothing (ModelCalls says so), the place to warm
-is kept for when a session is in. Store writes
+is kept for when a session is in, and an inline request waits for it (scheduler.HeldRequests).
+Store writes
 go through ``server.learning``'s queue, which keeps and retries a write that meets another
 process's lock and learns saves made before the model is ready.
 
@@ -49,8 +50,8 @@ from lsp_server.next_edits.service import (
 from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.request import Request
-from lsp_server.scheduler import Scheduler
-from lsp_server.session import Session, State, model_stats, ready, resident_mb
+from lsp_server.scheduler import HeldRequests, Scheduler
+from lsp_server.session import Loading, Session, State, model_stats, ready, resident_mb
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
 from lsp_server.warmup import Warmer
@@ -89,8 +90,15 @@ class SuperposedServer(LanguageServer):
         self.learning = Learning(
             self.notifier, self.counters, lambda: roots_of(self.workspace), lambda: self.session
         )
+        # Inline requests made while the model loads, answered once it is in.
+        self.held = HeldRequests(self.counters)
         self.loader = Loader(
-            self.scheduler, self.notifier, self.learning, lambda: self.settings, self._warm_pending
+            self.scheduler,
+            self.notifier,
+            self.learning,
+            lambda: self.settings,
+            self._loaded,
+            lambda: self.held.end(loaded=False),
         )
         # Requests' model calls, with the session in when they run.
         self.calls = ModelCalls(lambda: self.session, self.scheduler, self.notifier, self.counters)
@@ -138,6 +146,7 @@ class SuperposedServer(LanguageServer):
         position: types.Position,
         automatic: bool = False,
         selected: types.SelectedCompletionInfo | None = None,
+        hold: bool = False,
     ) -> tuple[str, list[Suggestion]]:
         """The cursor line's text before the cursor, and the suggestions at the cursor.
 
@@ -145,7 +154,9 @@ class SuperposedServer(LanguageServer):
         ``automatic`` (the user did not ask) and the trigger rules refuse it (triggers.py).
         ``selected``: the completion item selected in the editor's suggest widget; the
         drafts continue the document as it will be once that item is accepted (its text in
-        its range, the cursor after it), and the line returned is that one.
+        its range, the cursor after it), and the line returned is that one. ``hold``: while
+        the model loads, wait for it (HeldRequests: an inline request, the newest of its
+        document) instead of answering nothing.
         """
         self.counters["requests"] += 1
         if (document := self.open_document(uri)) is None:
@@ -162,7 +173,21 @@ class SuperposedServer(LanguageServer):
         if automatic and (why := refusal(self.settings.triggers, line, context.after)):
             self.counters[f"not triggered: {why}"] += 1
             return line, []
+        if not await self._model_or_nothing(doc_key(uri), position, hold):
+            return line, []
         return line, await self._suggest(uri, context)
+
+    async def _model_or_nothing(self, key: str, position: types.Position, hold: bool) -> bool:
+        """Whether to go on to the model: False where a request ``hold``s while the model
+        loads and is let go empty (a newer request, an edit, a move, a failed load). Any
+        request lets an older held one of its document go: it answers instead."""
+        self.held.release(key)
+        if not (hold and self.loader.started and isinstance(self.session, Loading)):
+            return True
+        if await self.held.wait(key, position):
+            return True
+        self.counters["held_answered_empty"] += 1
+        return False
 
     def open_document(self, uri: str) -> TextDocument | None:
         """The document the client opened at ``uri``, however it percent-encodes the URI.
@@ -231,8 +256,14 @@ class SuperposedServer(LanguageServer):
             return
         self.warmer.warm(self.request(uri, context), resting)
 
+    def _loaded(self) -> None:
+        """The model is ready: answer the requests held while it loaded, warm where the
+        editor last opened, edited or rested (after: a request stops a warm-up)."""
+        self.held.end(loaded=True)
+        self._warm_pending()
+
     def _warm_pending(self) -> None:
-        """The model is ready: warm where the editor last opened, edited or rested."""
+        """Warm where the editor last opened, edited or rested, once."""
         waiting, self.warmer.waiting = self.warmer.waiting, None
         if waiting is not None:
             self.warm_document(*waiting)
@@ -311,6 +342,7 @@ def did_change(ls: SuperposedServer, params: types.DidChangeTextDocumentParams) 
     offset = None  # a whole-document change: its end
     if isinstance(change, types.TextDocumentContentChangePartial):
         offset = document.offset_at_position(change.range.start) + len(change.text)
+    ls.held.release(doc_key(params.text_document.uri))  # held for text that changed: empty
     ls.warm_document(params.text_document.uri, offset)
     ls.next_edits.changed(document)  # the edits log; a change that ends proposes next edits
 
@@ -325,6 +357,7 @@ def cursor_rest(ls: SuperposedServer, params: Any) -> None:
     except AttributeError:
         log.warning("ignored %s without textDocument.uri and position: %r", CURSOR_REST, params)
         return
+    ls.held.moved(doc_key(uri), position)  # a request held elsewhere is answered empty
     document = ls.open_document(uri)
     if document is not None:
         ls.warm_document(uri, document.offset_at_position(position), resting=True)
@@ -346,6 +379,7 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
     indexed of it."""
     key = doc_key(params.text_document.uri)
     ls.scheduler.supersede(key)
+    ls.held.release(key)
     ls.drafts.forget(key)
     if (session := ready(ls.session)) is not None:  # what the memory held of it goes
         session.indexes.close(key)
@@ -364,7 +398,8 @@ async def inline_completion(
     automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
     # With the suggest widget open, the drafts continue the item the user is about to accept.
     selected = params.context.selected_completion_info
-    line, suggestions = await ls.suggest(uri, pos, automatic, selected)
+    # While the model loads, the newest request of the document waits for it (HeldRequests).
+    line, suggestions = await ls.suggest(uri, pos, automatic, selected, hold=True)
     codec = ls.workspace.position_codec  # the negotiated encoding counts the accept's place
     items = inline_items(uri, pos, line, suggestions, selected, codec)
     return types.InlineCompletionList(items=items)

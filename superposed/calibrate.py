@@ -270,9 +270,14 @@ def calibrated(config_json: str, directory: Path | None = None) -> Calibration:
     shapes, counts = layer_shapes(config), thread_counts()
     path = (directory or cache_dir()) / "calibration" / f"{cpu_key(shapes, counts)}.json"
     try:
-        return Calibration(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        pass  # not measured here yet (or an unreadable file: measured again)
+        text = path.read_text()
+    except OSError:
+        text = None  # not measured here yet
+    if text is not None:
+        saved, problem = read_calibration(text, max(counts))
+        if saved is not None:
+            return saved
+        log.warning("ignored the calibration %s (%s): measuring again", path, problem)
     start = time.perf_counter()
     result = measure(shapes, counts)
     log.info(
@@ -290,3 +295,53 @@ def calibrated(config_json: str, directory: Path | None = None) -> Calibration:
     except OSError as error:  # a read-only cache: measured again next time
         log.warning("could not save the calibration to %s: %s", path, error)
     return result
+
+
+def read_calibration(text: str, max_threads: int) -> tuple[Calibration | None, str]:
+    """A saved calibration, checked field by field, or None and what is wrong with it.
+
+    The file is a hint, not an order: it is obeyed as written, so a damaged or hand-edited
+    one (issue 51) took the server down: ``"threads": 2.5`` or ``"2"`` raised in
+    ``set_num_threads``, ``100000`` crashed libgomp with SIGSEGV at every start, and an
+    unknown precision kept the model from loading at all. ``max_threads``: the most this
+    CPU's calibration may choose (thread_counts)."""
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        return None, f"not JSON: {error}"
+    if not isinstance(data, dict):
+        return None, "not a JSON object"
+    fields = {field.name for field in dataclasses.fields(Calibration)}
+    if unknown := sorted(set(data) - fields):
+        return None, f"unknown fields {unknown}"
+    problems = [
+        _one_of("precision", data.get("precision"), CANDIDATES),
+        _count("threads", data.get("threads"), max_threads),
+        _count("prefill_threads", data.get("prefill_threads", 1), max_threads),
+        _timings("ms", data.get("ms")),
+        _timings("prefill_ms", data.get("prefill_ms", {})),
+    ]
+    if problem := next((p for p in problems if p), None):
+        return None, problem
+    return Calibration(**data), ""
+
+
+def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str | None:
+    return None if value in allowed else f"{name} {value!r} is not one of {', '.join(allowed)}"
+
+
+def _count(name: str, value: Any, most: int) -> str | None:
+    """A thread count: a whole number (not a bool, not a string) in 1..most."""
+    if type(value) is int and 1 <= value <= most:
+        return None
+    return f"{name} {value!r} is not a whole number in 1..{most}"
+
+
+def _timings(name: str, value: Any) -> str | None:
+    """A {name: milliseconds} table of finite non-negative numbers."""
+    if isinstance(value, dict) and all(
+        isinstance(k, str) and type(v) in (int, float) and 0 <= v < float("inf")
+        for k, v in value.items()
+    ):
+        return None
+    return f"{name} {value!r} is not a table of milliseconds"

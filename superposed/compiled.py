@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -227,18 +228,14 @@ class BackgroundCompiler:
     def _run(self) -> None:
         start = time.perf_counter()
         try:
-            built = False
-            while not self.path.exists() and self.error is None:
-                if building(self.path):  # another server's build (it may outlive that server)
-                    time.sleep(POLL_S)
-                elif built:  # ours ran (or found another just starting) and left nothing
-                    self.error = f"the build left no package at {self.path}"
+            self._await_package()
+            if self.path.exists() and not self._install():  # a damaged package: once more
+                discard(self.path)
+                self._await_package()
+                if self.path.exists() and not self._install():
+                    self.error = f"the compiled step {self.path} does not load, even rebuilt"
                     log.warning("%s; decoding stays eager", self.error)
-                else:
-                    built = True
-                    self._build()
-            if self.path.exists():
-                self.runner.compiled_steps[self.rows] = load(self.path, self.runner)
+            if self.ready:
                 self.seconds = time.perf_counter() - start
                 log.info("compiled decode step ready after %.0f s: %s", self.seconds, self.path)
         except (OSError, RuntimeError) as error:
@@ -246,6 +243,36 @@ class BackgroundCompiler:
             log.warning("%s; decoding stays eager", self.error)
         finally:
             self.done.set()
+
+    def _await_package(self) -> None:
+        """Until the package is on disk: built by this server's child, or by another
+        server's (its lock held); ``error`` says so where none comes."""
+        built = False
+        while not self.path.exists() and self.error is None:
+            if building(self.path):  # another server's build (it may outlive that server)
+                time.sleep(POLL_S)
+            elif built:  # ours ran (or found another just starting) and left nothing
+                self.error = f"the build left no package at {self.path}"
+                log.warning("%s; decoding stays eager", self.error)
+            else:
+                built = True
+                self._build()
+
+    def _install(self) -> bool:
+        """Load the package on disk into the runner; False (logged) where it is damaged.
+
+        The package is a hint like every cache (issue 51): a truncated or corrupted one is
+        found by its zip's checksums before native code reads it, and one that passes them
+        but does not load is treated the same: removed and built again."""
+        why = package_problem(self.path)
+        if why is None:
+            try:
+                self.runner.compiled_steps[self.rows] = load(self.path, self.runner)
+                return True
+            except Exception as error:  # whatever the loader of a damaged package raises
+                why = f"{type(error).__name__}: {error}"
+        log.warning("the compiled step %s is damaged (%s): building it again", self.path, why)
+        return False
 
     def _build(self) -> None:
         log_path = self.path.with_suffix(".log")
@@ -265,6 +292,25 @@ class BackgroundCompiler:
         if code != 0:
             self.error = f"compiling the decode step failed (exit {code}); see {log_path}"
             log.warning("%s; decoding stays eager", self.error)
+
+
+def package_problem(path: Path) -> str | None:
+    """What is wrong with the package at ``path`` as a zip (None: every member's checksum
+    holds). A package is a zip archive (torch.export's format); read whole, a few MB."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None if bad is None else f"member {bad} fails its checksum"
+
+
+def discard(path: Path) -> None:
+    """Remove a damaged package (renamed aside first: another server may be opening it)."""
+    aside = path.with_suffix(f".{os.getpid()}.damaged")
+    with contextlib.suppress(OSError):
+        path.replace(aside)
+        aside.unlink()
 
 
 def _lock_path(path: Path) -> Path:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from superposed import model_cache
 from superposed.own_model import (
     OLLAMA,
     GgufModel,
@@ -67,7 +68,7 @@ def converted_dir(model: GgufModel, progress: Progress | None = None) -> Path:
     time (in a child process; ``progress`` hears how far it got) and found after."""
     key = content_key(model.path)
     target = converted_folder(model, key)
-    if (target / "config.json").is_file():
+    if model_cache.usable(target):  # a damaged one is removed and converted again
         return target
     say = progress or (lambda message, percent: None)
     target.parent.mkdir(parents=True, exist_ok=True)

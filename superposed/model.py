@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from superposed import model_cache
 from superposed.embedded import (
     DEFAULT_MODEL,
     EMBEDDED,
@@ -195,7 +196,7 @@ def embedded_model_dir(model: EmbeddedModel) -> Path:
     this process's high-water mark, the server's on a fresh machine's first run (issue 14).
     """
     target = cache_dir() / "models" / model.folder
-    if (target / "config.json").is_file():
+    if model_cache.usable(target):  # a damaged one is removed and converted again
         return target
     _package_dir(model)  # the missing-package error before any work
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,69 @@ def test_a_calibration_is_measured_once_and_then_read_from_the_cache(
     assert calibrate.calibrated.__wrapped__(config, tmp_path) == first and calls == [1]
     saved.write_text("{not json")  # a damaged file: measured again, not an error
     assert calibrate.calibrated.__wrapped__(config, tmp_path) == first and calls == [1, 1]
+
+
+GOOD = {"precision": "int8", "threads": 2, "ms": {"int8@1": 1.0}}
+DAMAGES = [
+    pytest.param('{"precision": "int8", "threads"', id="invalid-json"),
+    pytest.param("[1, 2]", id="not-an-object"),
+    pytest.param({**GOOD, "threads": 2.5}, id="threads-fraction"),
+    pytest.param({**GOOD, "threads": "2"}, id="threads-string"),
+    pytest.param({**GOOD, "threads": True}, id="threads-bool"),
+    pytest.param({**GOOD, "threads": 0}, id="threads-zero"),
+    pytest.param({**GOOD, "threads": 100000}, id="threads-huge"),  # SIGSEGV in libgomp
+    pytest.param({**GOOD, "threads": None}, id="threads-null"),
+    pytest.param({k: v for k, v in GOOD.items() if k != "threads"}, id="threads-missing"),
+    pytest.param({**GOOD, "precision": "int3"}, id="precision-unknown"),
+    pytest.param({**GOOD, "precision": 4}, id="precision-number"),
+    pytest.param({k: v for k, v in GOOD.items() if k != "precision"}, id="precision-missing"),
+    pytest.param({**GOOD, "ms": [1.0]}, id="ms-list"),
+    pytest.param({**GOOD, "ms": {"int8@1": "fast"}}, id="ms-string"),
+    pytest.param({k: v for k, v in GOOD.items() if k != "ms"}, id="ms-missing"),
+    pytest.param({**GOOD, "prefill_threads": 1.5}, id="prefill-threads-fraction"),
+    pytest.param({**GOOD, "prefill_threads": 100000}, id="prefill-threads-huge"),
+    pytest.param({**GOOD, "prefill_ms": {"1": -1.0}}, id="prefill-ms-negative"),
+    pytest.param({**GOOD, "prefill_ms": "1"}, id="prefill-ms-string"),
+    pytest.param({**GOOD, "turbo": True}, id="unknown-field"),
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_calibration_is_ignored_logged_and_measured_again(
+    damage: object,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The calibration file is a hint: a value of the wrong type or out of range (issue 51:
+    "threads": 2.5 raised in set_num_threads, 100000 crashed libgomp, an unknown precision
+    kept the model from loading) is measured again and the file rewritten."""
+    config = tiny().config.to_json_string()
+    calls: list[int] = []
+
+    def fake(shapes: list[tuple[int, int]], counts: list[int]) -> Calibration:
+        calls.append(1)
+        return Calibration(**GOOD)
+
+    monkeypatch.setattr(calibrate, "measure", fake)
+    monkeypatch.setattr(calibrate, "thread_counts", lambda: [1, 2])
+    calibrate.calibrated.__wrapped__(config, tmp_path)
+    (saved,) = (tmp_path / "calibration").glob("*.json")
+    saved.write_text(damage if isinstance(damage, str) else json.dumps(damage))
+    with caplog.at_level("WARNING", logger=calibrate.__name__):
+        assert calibrate.calibrated.__wrapped__(config, tmp_path) == Calibration(**GOOD)
+    assert calls == [1, 1]
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert str(saved) in warning.getMessage() and "measuring again" in warning.getMessage()
+    assert json.loads(saved.read_text()) == json.loads(json.dumps(asdict(Calibration(**GOOD))))
+    assert calibrate.calibrated.__wrapped__(config, tmp_path) == Calibration(**GOOD)
+    assert calls == [1, 1]  # the rewritten file is read
+
+
+def test_a_valid_calibration_reads_back_as_written() -> None:
+    full = {**GOOD, "prefill_threads": 2, "prefill_ms": {"1": 3.0, "2": 2}}
+    assert calibrate.read_calibration(json.dumps(full), 2) == (Calibration(**full), "")
+    assert calibrate.read_calibration(json.dumps(GOOD), 1)[0] is None  # 2 threads, 1 core
 
 
 def test_a_real_measurement_of_tiny_shapes_gives_a_candidate() -> None:

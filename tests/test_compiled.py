@@ -265,3 +265,75 @@ def test_a_server_waits_for_another_process_build_instead_of_starting_one(
     assert compiler.wait(30)
     assert compiler.error is not None and compiler.error.startswith("loading the compiled step")
     assert not path.with_suffix(".log").exists()  # the builder never ran
+
+
+def _zip_bytes() -> bytes:
+    """A small zip archive (a package's container) of one member."""
+    import io
+    import zipfile
+
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as archive:
+        archive.writestr("model/data/step.bin", bytes(range(256)) * 64)
+    return data.getvalue()
+
+
+def _flip_a_member_byte(data: bytes) -> bytes:
+    at = data.index(bytes(range(256))) + 100  # inside the stored member: its CRC fails
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+
+
+PACKAGE_DAMAGES = [
+    pytest.param(b"", id="empty"),
+    pytest.param(b"\x00garbage" * 100, id="not-a-zip"),
+    pytest.param(_zip_bytes()[: len(_zip_bytes()) // 2], id="truncated"),
+    pytest.param(_flip_a_member_byte(_zip_bytes()), id="corrupted-member"),
+]
+
+
+@pytest.mark.parametrize("damage", PACKAGE_DAMAGES)
+def test_a_damaged_package_on_disk_is_removed_and_built_again(
+    damage: bytes, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The package is a hint like every cache (issue 51): a damaged one was loaded as found,
+    failed, and the runner stayed eager for good; it is now logged, removed and rebuilt."""
+    runner = FastRunner(tiny(), "fp32")
+    path = compiled.package_path(runner, 1, tmp_path)
+    path.write_bytes(damage)
+    ran = tmp_path / "builder-ran"
+    builder = [sys.executable, "-c", f"open({str(ran)!r}, 'w').close()"]  # leaves no package
+    with caplog.at_level("WARNING", logger=compiled.__name__):
+        compiler = compiled.BackgroundCompiler(runner, builder, directory=tmp_path)
+        assert compiler.wait(60)
+    assert ran.exists() and not path.exists()  # removed, and the build ran
+    assert compiler.error is not None and "left no package" in compiler.error
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(str(path) in w and "building it again" in w for w in warnings)
+    assert not compiler.ready and runner.compiled_steps == {}
+
+
+def test_a_sound_zip_passes_the_package_check(tmp_path: Path) -> None:
+    path = tmp_path / "step.pt2"
+    path.write_bytes(_zip_bytes())
+    assert compiled.package_problem(path) is None
+    path.write_bytes(_flip_a_member_byte(_zip_bytes()))
+    assert "checksum" in (compiled.package_problem(path) or "")
+
+
+@pytest.mark.slow  # the package fixture: an AOTInductor build
+def test_a_truncated_package_is_rebuilt_and_loaded(
+    package: tuple[FastRunner, Path], tmp_path: Path
+) -> None:
+    runner, good = package
+    runner.compiled_steps = {}
+    path = compiled.package_path(runner, 1, tmp_path)
+    path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    rebuild = [
+        sys.executable,
+        "-c",
+        f"import shutil, sys; shutil.copy({str(good)!r}, sys.argv[-1])",
+    ]
+    compiler = compiled.BackgroundCompiler(runner, rebuild, directory=tmp_path)
+    assert compiler.wait(120)
+    assert compiler.error is None and compiler.ready and 1 in runner.compiled_steps
+    runner.compiled_steps = {}

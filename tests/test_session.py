@@ -128,3 +128,45 @@ def test_a_failed_load_leaves_no_session_and_says_why(
     assert notifier.statuses[-1] == ("error", failed.error)
     assert learning.ready.is_set() and ready == []  # shutdown does not wait for stores
     assert loader.describe() == ("tiny-random", None)
+
+
+def _safetensor_error() -> Exception:
+    from safetensors import SafetensorError
+
+    return SafetensorError("Error while deserializing header: MetadataIncompleteBuffer")
+
+
+LOAD_FAILURES = [
+    pytest.param(_safetensor_error, id="truncated-safetensors"),
+    pytest.param(lambda: RuntimeError("set_num_threads expects a positive integer"), id="torch"),
+    pytest.param(lambda: ValueError("Unrecognized model in /cache"), id="value"),
+    pytest.param(lambda: KeyError("model.embed_tokens.weight"), id="bug"),
+]
+
+
+@pytest.mark.parametrize("failure", LOAD_FAILURES)
+def test_a_load_failure_of_any_kind_ends_loading_with_one_message_that_says_what_to_do(
+    failure: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only EngineError was caught: a damaged model cache (SafetensorError) or torch's
+    RuntimeError left the server "loading" for ever with no message (issue 51)."""
+    from lsp_server import loader as loader_module
+
+    loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
+    failed_calls: list[str] = []
+    loader._failed = lambda: failed_calls.append("failed")
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise failure()
+
+    monkeypatch.setattr(session_module, "load_engine", fail)
+    monkeypatch.setattr(loader_module, "load_store_tokenizer", fail)  # the stores wait
+    monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path / "cache"))
+    load(loader, scheduler)
+    failed = loader.session
+    assert isinstance(failed, Failed) and failed.error is not None
+    assert type(failure()).__name__ in failed.error
+    assert f"delete the folder {tmp_path / 'cache'}" in failed.error  # what to do
+    assert notifier.errors == [failed.error]  # one message
+    assert notifier.statuses[-1] == ("error", failed.error)
+    assert learning.ready.is_set() and ready == [] and failed_calls == ["failed"]
