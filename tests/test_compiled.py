@@ -255,16 +255,19 @@ def test_a_server_waits_for_another_process_build_instead_of_starting_one(
     runner = FastRunner(tiny(), "fp32")
     monkeypatch.setattr(compiled, "POLL_S", 0.05)
     path = compiled.package_path(runner, 1, tmp_path)
-    never_run = [sys.executable, "-c", "raise SystemExit('the builder ran')"]
+    ours = [sys.executable, "-c", "raise SystemExit('the builder ran')"]
     with compiled.build_lock(path) as mine:  # another server's builder, still at work
         assert mine and compiled.building(path)
-        compiler = compiled.BackgroundCompiler(runner, never_run, directory=tmp_path)
+        compiler = compiled.BackgroundCompiler(runner, ours, directory=tmp_path)
         assert not compiler.wait(0.5)  # waiting for the package, not building a second one
+        assert not path.with_suffix(".log").exists()  # our builder has not run meanwhile
         path.write_bytes(b"not a package")  # what the other build leaves (here, a bad one)
     assert not compiled.building(path)
     assert compiler.wait(30)
-    assert compiler.error is not None and compiler.error.startswith("loading the compiled step")
-    assert not path.with_suffix(".log").exists()  # the builder never ran
+    # The damaged package is a hint: removed and built once more, by our builder this time.
+    assert not path.exists()
+    assert "the builder ran" in path.with_suffix(".log").read_text()
+    assert compiler.error is not None and compiler.error.startswith("compiling the decode step")
 
 
 def _zip_bytes() -> bytes:
