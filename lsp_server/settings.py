@@ -19,7 +19,6 @@ from pathlib import PurePath
 from typing import Any
 
 from lsp_server.device_model import device_default_model
-from lsp_server.next_edits.proposals import SCOPES as NEXT_EDIT_SCOPES
 from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from superposed.embedded import DEFAULT_MODEL
@@ -37,6 +36,8 @@ from superposed.types import DecodeConfig, Setting
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
+# Where next edits look for sites (lsp_server/next_edits/proposals.py reads it from here).
+NEXT_EDIT_SCOPES = ("file", "open", "workspace")
 DEFAULT_DEBOUNCE_MS = 0
 # Linux's limits (limits.h) on a path and on one of its names, in bytes: longer ones fail
 # with "File name too long" when a store opens.
