@@ -363,7 +363,6 @@ DOCS: tuple[Doc, ...] = (
         "lambdas",
         "Interpolation weight of each n-gram order, keyed by order (each order must be one of "
         "the orders the stores count).",
-        shown_default="per order",
     ),
     Doc("orders", "N-gram orders the stores count, from 2 to 8."),
     Doc(

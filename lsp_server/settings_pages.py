@@ -103,13 +103,15 @@ def _shown(doc: Doc) -> str:
         return "on" if value else "off"
     if isinstance(value, str):
         return f"`{value}`" if value else "empty"
-    if isinstance(value, list):
+    if isinstance(value, list | dict):
         return f"`{json.dumps(value)}`"
     return str(value)
 
 
 def _row(doc: Doc) -> str:
-    return f"| `{doc.key}` | {_shown(doc)} | {doc.readme or doc.text} |"
+    """A README row; without words of its own, the editor's sentence in the table's style."""
+    meaning = doc.readme or (doc.text[0].lower() + doc.text[1:]).removesuffix(".")
+    return f"| `{doc.key}` | {_shown(doc)} | {meaning} |"
 
 
 def readme_tables() -> str:
