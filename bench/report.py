@@ -4,9 +4,11 @@ python -m bench.report            # the full-size results where present, else th
 python -m bench.report --quick    # the quick results only
 
 The words live in bench/report_template.md; this module puts the sections in order and reads
-the files they need. The sections live by family: the replay's in bench/report_replay.py, the
-quality benchmarks' (and the hypotheses) in bench/report_quality.py, next edits' in
-bench/report_next_edits.py; the settled issues' sections are frozen in bench/results/sections/.
+the files they need. The first screen, what the defaults do today on each benchmark, comes
+from bench/report_summary.py. The sections live by family: the replay's in
+bench/report_replay.py, the quality benchmarks' (and the hypotheses) in bench/report_quality.py,
+next edits' in bench/report_next_edits.py; the settled issues' sections are frozen in
+bench/results/sections/.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from bench.measure import RESULTS, ROOT
 from bench.report_quality import IMAGES, hypotheses, quality_sections
 from bench.report_replay import replay_section
+from bench.report_summary import summary_table
 from bench.tables import generic, load, say, stamps_table
 
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -124,6 +127,8 @@ def document(quick: bool, plots: bool = True) -> str:
     q, h, c = (runs[n] for n in ("quality", "humaneval", "coherence"))
     doc = say(
         "document",
+        summary=summary_table(quick),
+        hypotheses_date=q["stamp"]["date"][:10] if q is not None else "an early date",
         hypotheses=hypotheses(q, h, c),
         stamps=stamps_table([d for d in runs.values() if d is not None]),
         sections="\n\n".join(s.rstrip("\n") for s in sections),

@@ -19,7 +19,6 @@ from pathlib import PurePath
 from typing import Any
 
 from lsp_server.device_model import device_default_model
-from lsp_server.next_edits.proposals import SCOPES as NEXT_EDIT_SCOPES
 from lsp_server.triggers import MID_LINE, TRIGGERS, TriggerSettings
 from ngram_db.files import DEFAULT_MAX_FILE_BYTES
 from superposed.embedded import DEFAULT_MODEL
@@ -37,6 +36,8 @@ from superposed.types import DecodeConfig, Setting
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
+# Where next edits look for sites (lsp_server/next_edits/proposals.py reads it from here).
+NEXT_EDIT_SCOPES = ("file", "open", "workspace")
 DEFAULT_DEBOUNCE_MS = 0
 # Linux's limits (limits.h) on a path and on one of its names, in bytes: longer ones fail
 # with "File name too long" when a store opens.
@@ -126,10 +127,9 @@ class DecodingSettings(DecodeConfig):
     # (a newer one replaces it unanswered); 0: decode at once. Measured by
     # bench/results/lsp_debounce.md (bench/results/README.md has its command): a debounce
     # saves model calls only when longer than the time between keystrokes (typing every
-    # 150 ms: 200 cut them from 56 to 1 per line, 150 only to 32), and the wait after the
-    # last keystroke did not improve
-    # (superseded decodes stop at their next step), while every answer after a pause comes
-    # that much later. So 0: set 150-200 to spend less CPU while typing.
+    # 150 ms: 200 cut them from 56 to 1 per line, 150 only to 32), the wait after the last
+    # keystroke did not improve (superseded decodes stop at their next step), and every
+    # answer after a pause comes that much later. So 0: 150-200 spends less CPU while typing.
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
 
 
@@ -208,29 +208,36 @@ class _Choice:
         return str(value)
 
 
-def _choice(options: tuple[str, ...]) -> _Choice:
-    return _Choice(options)
+@dataclass(frozen=True)
+class _Int:
+    """The parser of a whole number in [low, high]."""
 
+    low: int
+    high: int
 
-def _int(low: int, high: int) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise InvalidSetting(f"use a whole number from {low} to {high}")
+    def __call__(self, value: Any) -> int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if not ok or not self.low <= value <= self.high:
+            raise InvalidSetting(f"use a whole number from {self.low} to {self.high}")
         return value
 
-    return parse
 
+@dataclass(frozen=True)
+class _Float:
+    """The parser of a number in [low, high] (or (low, high] with ``open_low``)."""
 
-def _float(low: float, high: float, open_low: bool = False) -> Callable[[Any], float]:
-    def parse(value: Any) -> float:
+    low: float
+    high: float
+    open_low: bool = False
+
+    def __call__(self, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidSetting("use a number")
-        ok = (low < value if open_low else low <= value) and value <= high
+        ok = (self.low < value if self.open_low else self.low <= value) and value <= self.high
         if not ok:
-            raise InvalidSetting(f"use a number in {'(' if open_low else '['}{low}, {high}]")
+            bracket = "(" if self.open_low else "["
+            raise InvalidSetting(f"use a number in {bracket}{self.low}, {self.high}]")
         return float(value)
-
-    return parse
 
 
 def _bool(value: Any) -> bool:
@@ -301,15 +308,16 @@ def _lambdas(value: Any) -> dict[int, float]:
     return out
 
 
-def _prompt_tokens(zero: str) -> Callable[[Any], int]:
-    """A prompt size in tokens: at least 16, or 0, which means ``zero``."""
+@dataclass(frozen=True)
+class _PromptTokens:
+    """The parser of a prompt size in tokens: at least 16, or 0, which means ``zero``."""
 
-    def parse(value: Any) -> int:
+    zero: str
+
+    def __call__(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not (value == 0 or value >= 16):
-            raise InvalidSetting(f"use 0 ({zero}) or a whole number >= 16")
+            raise InvalidSetting(f"use 0 ({self.zero}) or a whole number >= 16")
         return value
-
-    return parse
 
 
 def _camel(name: str) -> str:
@@ -320,13 +328,13 @@ def _camel(name: str) -> str:
 def _parser(spec: Setting, default: Any) -> Callable[[Any], Any]:
     """The parser of a DecodeConfig field from its ``setting`` spec and its default's type."""
     if spec.choices:
-        return _choice(spec.choices)
+        return _Choice(spec.choices)
     if isinstance(default, bool):
         return _bool
     assert spec.low is not None and spec.high is not None, "a number setting needs its bounds"
     if isinstance(default, int):
-        return _int(int(spec.low), int(spec.high))
-    return _float(spec.low, spec.high, open_low=spec.open_low)
+        return _Int(int(spec.low), int(spec.high))
+    return _Float(spec.low, spec.high, open_low=spec.open_low)
 
 
 def _engine_rows() -> dict[str, tuple[str, str, Callable[[Any], Any]]]:
@@ -341,48 +349,48 @@ def _engine_rows() -> dict[str, tuple[str, str, Callable[[Any], Any]]]:
     return rows
 
 
-# camelCase key -> (group, field, parser)
+# camelCase key -> (group, field, parser); each key's words: lsp_server/settings_docs.py
 _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "model": ("model", "model", _model_name),
-    "device": ("model", "device", _choice(DEVICES)),
-    "dtype": ("model", "dtype", _choice(DTYPES)),
-    "precision": ("model", "precision", _choice(PRECISION_CHOICES)),
-    "runner": ("model", "runner", _choice(RUNNERS)),
-    "threads": ("model", "threads", _int(0, 64)),
-    "compile": ("model", "compile", _choice(COMPILE_MODES)),
+    "device": ("model", "device", _Choice(DEVICES)),
+    "dtype": ("model", "dtype", _Choice(DTYPES)),
+    "precision": ("model", "precision", _Choice(PRECISION_CHOICES)),
+    "runner": ("model", "runner", _Choice(RUNNERS)),
+    "threads": ("model", "threads", _Int(0, 64)),
+    "compile": ("model", "compile", _Choice(COMPILE_MODES)),
     "prefillCopy": ("model", "prefill_copy", _bool),
     **_engine_rows(),  # k, maxNewTokens, alpha, mix, temperature, memorySeed, branch, ...
-    "method": ("decoding", "method", _choice(METHODS)),
+    "method": ("decoding", "method", _Choice(METHODS)),
     "memory": ("decoding", "memory", _bool),
     "distinctDrafts": ("decoding", "distinct_drafts", _bool),
     "wellFormed": ("decoding", "well_formed", _bool),
     "lambdas": ("decoding", "lambdas", _lambdas),
-    "lineMode": ("decoding", "line_mode", _choice(LINE_MODES)),
-    "maxLines": ("decoding", "max_lines", _int(1, 64)),
-    "fim": ("decoding", "fim", _choice(FIM_MODES)),
-    "maxPromptTokens": ("decoding", "max_prompt_tokens", _prompt_tokens("all the model's context")),
-    "debounceMs": ("decoding", "debounce_ms", _int(0, 2000)),
+    "lineMode": ("decoding", "line_mode", _Choice(LINE_MODES)),
+    "maxLines": ("decoding", "max_lines", _Int(1, 64)),
+    "fim": ("decoding", "fim", _Choice(FIM_MODES)),
+    "maxPromptTokens": ("decoding", "max_prompt_tokens", _PromptTokens("all the model's context")),
+    "debounceMs": ("decoding", "debounce_ms", _Int(0, 2000)),
     "firstPromptTokens": (
         "decoding",
         "first_prompt_tokens",
-        _prompt_tokens("off: always the full window"),
+        _PromptTokens("off: always the full window"),
     ),
     "orders": ("stores", "orders", _orders),
     "codebaseDb": ("stores", "codebase_db", _optional_path),
     "userDb": ("stores", "user_db", _optional_path),
     "userStore": ("stores", "user_store", _bool),
-    "userWeight": ("stores", "user_weight", _float(0.0, 1.0)),
+    "userWeight": ("stores", "user_weight", _Float(0.0, 1.0)),
     "indexOnSave": ("stores", "index_on_save", _bool),
-    "maxFileBytes": ("stores", "max_file_bytes", _int(1_000, 100_000_000)),
+    "maxFileBytes": ("stores", "max_file_bytes", _Int(1_000, 100_000_000)),
     "sharedIndexes": ("stores", "shared_indexes", index_folders),
-    "sharedBudgetMs": ("stores", "shared_budget_ms", _int(1, 60_000)),
-    "sharedWeight": ("stores", "shared_weight", _float(0.0, 1.0)),
-    "trigger": ("triggers", "trigger", _choice(TRIGGERS)),
-    "minPrefixChars": ("triggers", "min_prefix_chars", _int(0, 200)),
-    "midLine": ("triggers", "mid_line", _choice(MID_LINE)),
+    "sharedBudgetMs": ("stores", "shared_budget_ms", _Int(1, 60_000)),
+    "sharedWeight": ("stores", "shared_weight", _Float(0.0, 1.0)),
+    "trigger": ("triggers", "trigger", _Choice(TRIGGERS)),
+    "minPrefixChars": ("triggers", "min_prefix_chars", _Int(0, 200)),
+    "midLine": ("triggers", "mid_line", _Choice(MID_LINE)),
     "triggerOnAccept": ("triggers", "on_accept", _bool),
     "nextEdits": ("next_edits", "on", _bool),
-    "nextEditsScope": ("next_edits", "scope", _choice(NEXT_EDIT_SCOPES)),
+    "nextEditsScope": ("next_edits", "scope", _Choice(NEXT_EDIT_SCOPES)),
 }
 KEYS = tuple(_FIELDS)
 # Settings retired with what they switched on, each measured without gain (its results stay:
@@ -394,15 +402,22 @@ RETIRED = {
     **dict.fromkeys(("distinctFirstLines", "firstWordCap"), "the slot caps"),
     "verify": "the verified drafts",
 }
+# Knobs the benchmarks turn to compare decoding choices, whose defaults are what they chose
+# (docs/benchmarks.md): a client may send them flat, as ever, or inside one "research" object,
+# the one entry VS Code's Settings UI shows for them (issue 53 item 5: at most 40 settings).
+RESEARCH = ("method", "alpha", "mix", "temperature", "lambdas", "orders", "memorySeed",
+            "branch", "distinctDrafts", "sharedWeight")  # fmt: skip
+RESEARCH_KEY = "research"
+# The editors' own settings, in the same section but never the server's: a client that sends
+# its whole section (them too) is not told they are unknown.
+CLIENT_KEYS = ("pythonPath", "languages", "trace.server", "trace")
 # The settings that take one of a few names, and those names (camelCase key -> names).
 CHOICES = {key: p.options for key, (_, _, p) in _FIELDS.items() if isinstance(p, _Choice)}
 
 
 def section_of(options: Any) -> Mapping[str, Any]:
-    """The ``superposed`` object from initializationOptions or didChangeConfiguration settings.
-
-    Accepts ``{"superposed": {...}}`` and the bare ``{...}``; anything else is empty.
-    """
+    """The ``superposed`` object of the client's options (``{"superposed": {...}}`` or the
+    bare ``{...}``, from initializationOptions or didChangeConfiguration); else empty."""
     if not isinstance(options, Mapping):
         return {}
     inner = options.get(SECTION)
@@ -411,12 +426,31 @@ def section_of(options: Any) -> Mapping[str, Any]:
     return options
 
 
+def _flat(section: Mapping[str, Any], errors: list[str]) -> list[tuple[str, Any]]:
+    """The section's (key, value) pairs with the research object's knobs among them (after
+    the flat keys: the object wins) and the editors' own keys left out."""
+    pairs = [(k, v) for k, v in section.items() if k not in (RESEARCH_KEY, *CLIENT_KEYS)]
+    research = section.get(RESEARCH_KEY) or {}  # null: the defaults
+    if not isinstance(research, Mapping):
+        errors.append(f"invalid {SECTION}.{RESEARCH_KEY} = {research!r}: use an object of "
+                      f"research knobs ({', '.join(RESEARCH)}); ignored")  # fmt: skip
+        return pairs
+    for key, value in research.items():
+        if key in RESEARCH or key in RETIRED:
+            pairs.append((key, value))
+        else:
+            errors.append(f"unknown setting {SECTION}.{RESEARCH_KEY}.{key} (research knobs: "
+                          f"{', '.join(RESEARCH)})")  # fmt: skip
+    return pairs
+
+
 def parse_settings(options: Any) -> tuple[Settings, list[str]]:
     """Settings from the client's options, and one message per invalid or unknown value."""
     settings = Settings()
     errors: list[str] = []
     section = section_of(options)
-    for key, value in section.items():
+    pairs = _flat(section, errors)
+    for key, value in pairs:
         if key in RETIRED:
             errors.append(
                 f"setting {SECTION}.{key} is retired with {RETIRED[key]}, which measured no "
@@ -435,12 +469,13 @@ def parse_settings(options: Any) -> tuple[Settings, list[str]]:
             setattr(getattr(settings, group), name, parse(value))
         except InvalidSetting as err:
             errors.append(f"invalid {SECTION}.{key} = {value!r}: {err}; using the default")
-    if section.get("model") is None:  # not set: the default follows the device (device_model)
+    given = {key: value for key, value in pairs}
+    if given.get("model") is None:  # not set: the default follows the device (device_model)
         settings.model.model = device_default_model(settings.model.device)
     # Cross-field check: weights for orders the stores do not count are meaningless.
     lambdas, orders = settings.decoding.lambdas, settings.stores.orders
     extra = sorted(set(lambdas) - set(orders))
-    if extra and "lambdas" in section:
+    if extra and "lambdas" in given:
         errors.append(
             f"invalid {SECTION}.lambdas: orders {extra} are not in {SECTION}.orders "
             f"{list(orders)}; using the weights of those orders only"

@@ -167,3 +167,12 @@ def test_every_end_to_end_module_is_out_of_the_fast_tier() -> None:
         if not any(tier in mark for mark in marks for tier in ("slow", "editor", "model")):
             unmarked.append(path.name)
     assert unmarked == []
+
+
+def test_settings_import_no_feature_package() -> None:
+    """lsp_server/settings.py is the plain table every room reads: it imports the ground floor
+    (plain modules at lsp_server's top) and the engine's data, never a feature's sub-package
+    (it imported next_edits.proposals for the scopes' names; they live in settings now)."""
+    graph = module_imports(ROOT, "lsp_server")
+    features = {m for m in graph["lsp_server.settings"] if m.count(".") > 1}
+    assert not features, features

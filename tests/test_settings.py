@@ -189,3 +189,39 @@ def test_a_retired_setting_is_named_in_one_line_and_ignored() -> None:
         assert settings.decoding.k == 2 and settings == parse_settings({"k": 2})[0]
         assert len(errors) == 1 and "\n" not in errors[0], errors
         assert f"superposed.{key} is retired" in errors[0] and "ignored" in errors[0]
+
+
+def test_research_knobs_apply_flat_or_inside_the_research_object() -> None:
+    """Issue 53 item 5: VS Code shows the research knobs as one ``research`` object; the
+    server takes them inside it (the object wins over a flat one) and flat, as before."""
+    from lsp_server.settings import RESEARCH
+
+    inside, errors = parse_settings({"research": {"alpha": 0.3, "method": "greedy"}, "k": 2})
+    assert errors == [] and inside.decoding.alpha == 0.3 and inside.decoding.method == "greedy"
+    assert inside == parse_settings({"alpha": 0.3, "method": "greedy", "k": 2})[0]
+    both, _ = parse_settings({"alpha": 0.1, "research": {"alpha": 0.2}})
+    assert both.decoding.alpha == 0.2
+    # The orders check reads lambdas sent inside the object too.
+    _, errors = parse_settings({"research": {"orders": [2, 3], "lambdas": {"2": 0.1, "5": 1}}})
+    assert len(errors) == 1 and "orders [5]" in errors[0]
+    assert set(RESEARCH) <= set(KEYS)
+
+
+def test_the_research_object_names_what_it_refuses_and_keeps_the_rest() -> None:
+    settings, errors = parse_settings({"research": {"k": 5, "alpha": 0.2}})
+    assert settings.decoding.k == Settings().decoding.k and settings.decoding.alpha == 0.2
+    assert len(errors) == 1 and "superposed.research.k" in errors[0] and "alpha" in errors[0]
+    settings, errors = parse_settings({"research": 3, "k": 2})
+    assert settings.decoding.k == 2 and len(errors) == 1 and "research = 3" in errors[0]
+    assert parse_settings({"research": None}) == (Settings(), [])
+    _, errors = parse_settings({"research": {"verify": True}})
+    assert len(errors) == 1 and "superposed.verify is retired" in errors[0]
+
+
+def test_the_editors_own_settings_are_not_reported() -> None:
+    """A client that sends its whole ``superposed`` section (VS Code's pythonPath, languages,
+    trace.server among the server's) is not told they are unknown."""
+    settings, errors = parse_settings(
+        {"pythonPath": "/usr/bin/python3", "languages": ["python"], "trace": {"server": "off"}}
+    )
+    assert errors == [] and settings == Settings()

@@ -1,7 +1,9 @@
 """The extension's settings (package.json) match the server's: same names, same defaults.
 
 package.json's contributes.configuration is the extension's one list of setting keys (its
-TypeScript reads SERVER_KEYS from it; vscode-extension/test checks that). VS Code sends only
+TypeScript reads SERVER_KEYS from it; vscode-extension/test checks that; the research knobs sit
+inside its one ``research`` object). lsp_server/settings_pages.py writes it from the server's
+table (tests/test_settings_pages.py); these tests read it as VS Code does. VS Code sends only
 the settings a user changed, so package.json's defaults are what the user reads in the
 Settings UI; they must be the server's. Fast: no editor runs.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lsp_server.settings import KEYS, Settings, to_dict
+from lsp_server.settings import KEYS, RESEARCH, RESEARCH_KEY, Settings, to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = json.loads((ROOT / "vscode-extension" / "package.json").read_text())
@@ -20,7 +22,13 @@ EXTENSION_ONLY = {"pythonPath", "languages", "trace.server"}
 
 
 def declared() -> dict[str, dict[str, object]]:
-    return {key.removeprefix("superposed."): value for key, value in PROPERTIES.items()}
+    """Every setting package.json declares, the research object's knobs among them."""
+    top = {key.removeprefix("superposed."): value for key, value in PROPERTIES.items()}
+    research = top.pop(RESEARCH_KEY)
+    assert isinstance(research, dict)
+    knobs = research["properties"]
+    assert isinstance(knobs, dict) and set(knobs) == set(RESEARCH)
+    return top | knobs
 
 
 def test_every_server_setting_is_declared_and_nothing_else() -> None:

@@ -48,6 +48,7 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ from bench.lsp_latency.cursor_rest import cursor_rest_text
 from bench.lsp_latency.first_request import first_request_text
 from bench.lsp_latency.footprint import footprint_cases, footprint_table
 from bench.lsp_latency.walks import prompt_1500_line, run, typing_target
-from bench.measure import RESULTS
+from bench.measure import RESULTS, git_commit
 from bench.tables import table
 
 __all__ = [  # what other scripts and the tests use of the cases' modules
@@ -199,6 +200,10 @@ def save(
     result["loadavg_before"] = loadavg_before
     result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
     result["command"] = f"python -m bench.{Path(script).stem} " + " ".join(argv or sys.argv[1:])
+    # When and at which commit (the report's first page names both; ``after`` where the run
+    # measured another commit's server).
+    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    result["commit"] = git_commit()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     report = markdown(result)

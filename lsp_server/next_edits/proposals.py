@@ -26,6 +26,7 @@ from lsp_server.next_edits import tokens
 from lsp_server.next_edits.log import Change, EditLog
 from lsp_server.next_edits.patterns import Derived, Pattern, derive
 from lsp_server.next_edits.sites import Site, find
+from lsp_server.settings import NEXT_EDIT_SCOPES
 
 PAUSE_S = 0.3  # NEXT_EDITS_PAUSE_S: a change ends this long after its last keystroke
 # ... or this long when that keystroke left the caret right after a name's character: the user
@@ -37,8 +38,8 @@ PATTERNS = 3  # the last ended changes' patterns that propose
 # walk reads 3) and each accept brings the next ones; every one shown that is wrong costs
 # precision (a rename's far sites are the most often wrong: other variables of that name).
 MAX_EDITS = 3
-SCOPES = ("file", "open", "workspace")
-_ORIGIN_RANK = {"file": 0, "open": 1, "workspace": 2}
+# A site in the edited document first, then the open ones, then the workspace's.
+_ORIGIN_RANK = {scope: rank for rank, scope in enumerate(NEXT_EDIT_SCOPES)}
 _DISMISSED_KEPT = 10_000
 
 

@@ -40,14 +40,14 @@ test('serverSettings sends only what the user set, the most specific level winni
 test('serverSettings keeps falsy values the user set', () => {
   const levels: Record<string, Inspected> = {
     indexOnSave: { globalValue: false },
-    alpha: { workspaceValue: 0 },
+    userWeight: { workspaceValue: 0 },
     codebaseDb: { globalValue: '' },
   };
   assert.deepEqual(
     serverSettings((key) => levels[key]),
     {
       indexOnSave: false,
-      alpha: 0,
+      userWeight: 0,
       codebaseDb: '',
     },
   );
@@ -139,6 +139,8 @@ test("the server settings are package.json's, less the extension's own", () => {
   const declared = Object.keys(properties).map((key) => key.replace(/^superposed\./, ''));
   assert.deepEqual([...SERVER_KEYS, ...EXTENSION_KEYS].sort(), declared.sort());
   assert.ok(SERVER_KEYS.includes('k') && !SERVER_KEYS.includes('pythonPath'));
+  // The research knobs reach the server inside one object (lsp_server/settings.py RESEARCH).
+  assert.ok(SERVER_KEYS.includes('research') && !SERVER_KEYS.includes('alpha'));
   for (const key of RESTART_KEYS) {
     assert.ok(declared.includes(key), `superposed.${key} (a restart key) is not declared`);
   }

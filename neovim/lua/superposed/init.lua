@@ -31,12 +31,14 @@ M.defaults = {
   cmd = nil,
   filetypes = { 'python' },
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
-  -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults:
-  -- model, device, dtype, precision, runner, threads, compile, prefillCopy, k, method,
-  -- maxNewTokens, alpha, temperature, mix, memory, memorySeed, distinctDrafts,
-  -- lambdas, orders,
-  -- codebaseDb, userDb, userStore, userWeight, indexOnSave, maxFileBytes, lineMode,
-  -- maxPromptTokens, firstPromptTokens, debounceMs, fim, trigger, minPrefixChars, midLine.
+  -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults.
+  -- settings: python -m lsp_server.settings_pages
+  -- model, k, lineMode, trigger, nextEdits, maxNewTokens, maxLines, midLine, minPrefixChars,
+  -- triggerOnAccept, nextEditsScope, indexOnSave, userStore, memory, wellFormed, fim,
+  -- debounceMs, device, dtype, runner, precision, threads, compile, prefillCopy,
+  -- maxPromptTokens, firstPromptTokens, userWeight, maxFileBytes, codebaseDb, userDb,
+  -- sharedIndexes, sharedBudgetMs; research = { method, alpha, mix, temperature, lambdas,
+  -- orders, memorySeed, branch, distinctDrafts, sharedWeight }.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
