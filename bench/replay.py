@@ -66,7 +66,7 @@ from bench.metrics import (
 from bench.replay_driver import BASE, REPO_FIELDS, Tasks, benchmark, cells, replay
 
 if TYPE_CHECKING:
-    from lsp_server.wellformed import Cursor
+    from lsp_server.completion.wellformed import Cursor
 
 DATA = ROOT / "bench" / "data" / "replay.json.gz"
 CURSORS = ("line-start", "mid-line")
@@ -240,9 +240,10 @@ def compare(rows: Sequence[Mapping[str, Any]], configs: Sequence[str]) -> list[d
 
 
 def cursor_of(p: Position) -> Cursor:
-    """The text around a position's cursor (lsp_server.wellformed's, imported here only: its
+    """The text around a position's cursor (lsp_server.completion.wellformed's, imported here only:
+    its
     parsers are not loaded before a row needs them)."""
-    from lsp_server.wellformed import Cursor
+    from lsp_server.completion.wellformed import Cursor
 
     rows = p.document.split("\n")
     offset = sum(len(r) + 1 for r in rows[: p.line]) + p.column
@@ -252,7 +253,7 @@ def cursor_of(p: Position) -> Cursor:
 def row_fields(p: Position, drafts: Sequence[str]) -> dict[str, Any]:
     """What a replay row says of its shown drafts: how many, how many malformed (as issue 38's
     bench/results/replay_wellformed.json judged two saved runs)."""
-    from lsp_server.wellformed import Judge
+    from lsp_server.completion.wellformed import Judge
 
     shown = [d for d in drafts if d.strip()]
     judge = Judge(cursor_of(p))

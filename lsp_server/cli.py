@@ -138,15 +138,16 @@ def cli_settings(args: argparse.Namespace) -> Settings:
 
 def run_complete(args: argparse.Namespace) -> dict[str, object]:
     """The drafts at the cursor as the JSON object ``complete --json`` prints: the server's
-    answer (lsp_server/answer.py) for one file, which is the only open document. The codebase
+    answer (lsp_server/completion/answer.py) for one file, which is the only open document. The
+    codebase
     store is ``--db`` (which must exist), else the file's git repository's if it has one."""
-    from lsp_server.answer import answer
-    from lsp_server.cursor import CursorContext
-    from lsp_server.match_indexes import MatchIndexes
+    from lsp_server.completion.answer import answer
+    from lsp_server.completion.cursor import CursorContext
+    from lsp_server.completion.request import Request
     from lsp_server.models import load_engine
-    from lsp_server.request import Request
     from lsp_server.session import Session
-    from lsp_server.stores import Stores
+    from lsp_server.stores.match_indexes import MatchIndexes
+    from lsp_server.stores.stores import Stores
     from lsp_server.workspace import Where, doc_key, root_for
 
     settings = cli_settings(args)

@@ -4,7 +4,8 @@ The sample codebase is this project's own ``ngram_db`` package (it ships with th
 the demo needs no network). The cursors sit in a new snippet that uses that package's API,
 as a user of it would write: superposed decoding with the codebase's store (its n-grams and
 the memory over it), the same without the store, and greedy decoding (one draft per pass) side
-by side. Each draft comes from the server's own path (lsp_server/answer.py) with the server's
+by side. Each draft comes from the server's own path (lsp_server/completion/answer.py) with the
+server's
 default settings but ``k`` and ``method``.
 
     python -m lsp_server.demo [--model NAME] [-k 3] [--json]
@@ -23,14 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import ngram_db
-from lsp_server.answer import answer
-from lsp_server.cursor import CursorContext
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.completion.answer import answer
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.request import Request
 from lsp_server.models import load_engine
-from lsp_server.request import Request
 from lsp_server.session import Session
 from lsp_server.settings import DecodingSettings, ModelSettings, Settings, StoreSettings
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.stores import Stores
 from lsp_server.workspace import Where, doc_key
 from superposed.api import Engine
 from superposed.embedded import DEFAULT_MODEL

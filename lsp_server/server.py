@@ -27,34 +27,34 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from lsp_server.ahead import Drafts, after_accept
-from lsp_server.answer import stores_here, unsaid
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
-from lsp_server.items import (
+from lsp_server.completion.answer import stores_here, unsaid
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.items import (
     CMD_ACCEPT,
     accepted_at,
     completion_items,
     inline_items,
     snippets_supported,
 )
-from lsp_server.learning import Learning
-from lsp_server.loader import Loader
-from lsp_server.model_calls import ModelCalls
+from lsp_server.completion.request import Request
 from lsp_server.next_edits.service import (
     CMD_NEXT_EDIT_ACCEPTED,
     CMD_NEXT_EDIT_DISMISSED,
     NEXT_EDITS,
     NextEditService,
 )
-from lsp_server.notifier import Notifier
 from lsp_server.protocol import SuperposedProtocol
-from lsp_server.request import Request
-from lsp_server.scheduler import HeldRequests, Scheduler
+from lsp_server.runtime.ahead import Drafts, after_accept
+from lsp_server.runtime.learning import Learning
+from lsp_server.runtime.loader import Loader
+from lsp_server.runtime.model_calls import ModelCalls
+from lsp_server.runtime.notifier import Notifier
+from lsp_server.runtime.scheduler import HeldRequests, Scheduler
+from lsp_server.runtime.warmup import Warmer
 from lsp_server.session import Loading, Session, State, model_stats, ready, resident_mb
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
-from lsp_server.warmup import Warmer
 from lsp_server.workspace import Where, doc_key, path_of, roots_of
 from ngram_db.tokenizer import clean_text
 

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import load_engine
 from lsp_server.settings import ModelSettings
-from lsp_server.shareable import Shareable
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shareable_documents import Shareable
+from lsp_server.stores.stores import Stores
 from ngram_db.tokenizer import as_tokenizer
 from superposed.api import Engine
 from superposed.gguf_convert import Progress

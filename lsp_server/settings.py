@@ -82,7 +82,8 @@ class DecodingSettings(DecodeConfig):
 
     method: str = "superposed"  # one of METHODS
     # Longest matches over the stores' files and the open documents propose and weigh
-    # candidates (lsp_server/match_indexes.py, superposed/memory.py). On the replay it lifts edit
+    # candidates (lsp_server/stores/match_indexes.py, superposed/memory.py). On the replay it lifts
+    # edit
     # similarity@3 at the line start and mid-line over the same server without it
     # (bench/results/replay.json, docs/benchmarks.md).
     memory: bool = True
@@ -92,12 +93,13 @@ class DecodingSettings(DecodeConfig):
     distinct_drafts: bool = True
     # A shown draft the language cannot go on from (brackets or a quote it breaks, a line
     # the budget cut, the next line repeated, a syntax error the cursor's line did not
-    # have: lsp_server/wellformed.py) is dropped and the next draft takes its slot; off:
+    # have: lsp_server/completion/wellformed.py) is dropped and the next draft takes its slot; off:
     # the drafts as decoded (a language or dialect the rules misjudge).
     well_formed: bool = True
     lambdas: dict[int, float] = field(default_factory=lambda: dict(DEFAULT_LAMBDAS))
     # single: each draft ends at the end of its first line; multi: every draft may be a
-    # block of lines; auto: the syntax at the cursor decides (lsp_server/syntax.py): a block
+    # block of lines; auto: the syntax at the cursor decides (lsp_server/completion/syntax.py): a
+    # block
     # after a block opener, in an empty body or on a blank line outside brackets, a line
     # mid-line or inside an unfinished expression. A block ends where its indentation leaves
     # the block, before a line that repeats the text after the cursor, at two blank lines,
@@ -118,7 +120,7 @@ class DecodingSettings(DecodeConfig):
     # When the KV cache lacks more than this many tokens of the prompt (a file just opened or
     # switched to), the request's prompt is only the most recent this many tokens, and the
     # engine extends the cache to the full window in the background between requests; the
-    # cache is also warmed on didOpen/didChange (lsp_server/warmup.py). 0: always the full
+    # cache is also warmed on didOpen/didChange (lsp_server/runtime/warmup.py). 0: always the full
     # window on the request path. 256: the first request's p50 about a third of the full
     # window's on one CPU thread (bench/results/lsp_latency.md, first-request case, both
     # settings side by side).
@@ -148,7 +150,7 @@ class StoreSettings:
     # (bench/results/save_cost.json: python -m bench.save_cost).
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     # Read-only infini-gram indexes of other repositories (index-repo --engine infini-gram),
-    # more memory sources beside the stores (lsp_server/shared.py); docs/scale.md.
+    # more memory sources beside the stores (lsp_server/stores/shared_indexes.py); docs/scale.md.
     shared_indexes: tuple[str, ...] = ()
     # Milliseconds one request's shared-index lookups may spend together; after it, the shared
     # indexes answer nothing for that request (the stores and documents still do). 50: one
@@ -349,7 +351,7 @@ def _engine_rows() -> dict[str, tuple[str, str, Callable[[Any], Any]]]:
     return rows
 
 
-# camelCase key -> (group, field, parser); each key's words: lsp_server/settings_docs.py
+# camelCase key -> (group, field, parser); each key's words: lsp_server/pages/settings_docs.py
 _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "model": ("model", "model", _model_name),
     "device": ("model", "device", _Choice(DEVICES)),

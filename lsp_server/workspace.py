@@ -129,7 +129,8 @@ def never_learned(
     workspace folder (``placed``: its name and the ignore files judged there), then its text
     is judged. Asked for a save of the file (``text``: its text), a draft accepted in it (the
     draft with its line), an open document that other documents' drafts would copy from
-    (lsp_server/shareable.py), a next edit made in it and a workspace file read for next
+    (lsp_server/stores/shareable_documents.py), a next edit made in it and a workspace file read
+    for next
     edits' sites. ``place``: ``placed(path, roots)`` judged before (kept, or asked before the
     file was read).
     """

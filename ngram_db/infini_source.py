@@ -21,7 +21,8 @@ sizes that agree with each other and the manifest), and the engine runs in a wor
 (ngram_db/infini_worker.py), one per source, kept for its lookups. A check that fails raises
 InfiniIndexError; a worker that dies (a crash, a file truncated under its map) or does not
 answer in ``LOOKUP_TIMEOUT_S`` makes that lookup and every later one raise InfiniIndexError,
-which the server reports once and then serves without the index (lsp_server/shared.py).
+which the server reports once and then serves without the index
+(lsp_server/stores/shared_indexes.py).
 A lookup through the worker costs a pipe's round trip more than in-process:
 bench/results/infini_worker.json.
 """

@@ -1,6 +1,7 @@
 """A file's language from its name, and which files' text the memory may propose where.
 
-The memory (lsp_server/match_indexes.py) matches a draft's context in every indexed file; a Python
+The memory (lsp_server/stores/match_indexes.py) matches a draft's context in every indexed file; a
+Python
 line once drew ``-the-world-is-a-local-clone-of-your-fork`` from a reStructuredText guide
 (issue 22). So each stream of a suffix index carries its file's language, and a request
 matches in two tiers (``tiers``):

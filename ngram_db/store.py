@@ -18,7 +18,7 @@ Store files hold every indexed file's tokens (they decode back to the text): the
 SQLite's errors become the named errors of ``ngram_db.errors``: StoreCorrupt (damaged inside),
 StoreBusy (locked longer than the busy timeout), StoreUnwritable (permissions, disk). Their
 messages state facts (the path, what is wrong); what the user can do differs between
-index-repo and the editor, so ngram_db/cli.py and lsp_server/stores.py say it.
+index-repo and the editor, so ngram_db/cli.py and lsp_server/stores/stores.py say it.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ _ACCESS_CODES = {3, 8, 10, 14, 23}  # PERM, READONLY, IOERR, CANTOPEN, AUTH
 
 def store_error(name: str, err: sqlite3.Error) -> NgramStoreError:
     """The named error for an SQLite error on store ``name`` (what to do is the caller's to
-    say: ngram_db.cli for index-repo, lsp_server.stores for the editor)."""
+    say: ngram_db.cli for index-repo, lsp_server.stores.stores for the editor)."""
     code = (getattr(err, "sqlite_errorcode", None) or 0) & 0xFF
     if code in _BUSY_CODES:
         return StoreBusy(

@@ -1,6 +1,7 @@
 """A store's suffix index on disk, beside the store: built when the store is written, mapped.
 
-The memory (lsp_server/match_indexes.py) matches each draft's context against every file of the
+The memory (lsp_server/stores/match_indexes.py) matches each draft's context against every file of
+the
 stores. Built from a 4.1M-token store at the first request, that index took 17.7 s and 270 MB
 (issue 21). So a store's index is built when the store is written (by ``index_repo`` at the end
 of a run, by the memory's background thread when it is missing or out of date) and kept in one

@@ -243,7 +243,7 @@ class Engine:
         """Decode drafts for the cursor at the end of ``prompt``.
 
         ``prompt``: built by the caller (``Engine.prompt``: its window, healing and FIM are
-        the caller's choice, lsp_server/completion.py's for a request), or the text before
+        the caller's choice, lsp_server/completion/decode.py's for a request), or the text before
         the cursor, for which ``Engine.prompt``'s defaults build it here.
         memory: longest matches over the user's code, for a method that takes them
         (``MethodEntry.takes_memory``); the caller decides whether the memory is on.

@@ -60,7 +60,8 @@ class Match:
     # What followed other occurrences, distinct, the most recent first (when asked for).
     others: list[list[int]] = field(default_factory=list)
     # Scales the memory's lambda for this match (superposed.memory.weight): a shared index's
-    # ``sharedWeight`` (lsp_server/shared.py); 1.0 for the stores and the open documents.
+    # ``sharedWeight`` (lsp_server/stores/shared_indexes.py); 1.0 for the stores and the open
+    # documents.
     weight: float = 1.0
 
     def distribution(self) -> dict[int, float]:

@@ -20,17 +20,18 @@ A request's stages, in order:
    then ``reserves``: copies of the memory's other matches (``memory.reserves``) after all,
    for the slots the text stages free;
 
-then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion.py
+then ``text_stages``, on the drafts' cleaned-up texts (lsp_server/completion/decode.py
 ``rank_stages`` passes in the keys and predicates only it knows; a stage without one is off):
 
-3. ``kept(predicate, shorter)``: drafts that parse at the cursor (lsp_server/wellformed.py),
+3. ``kept(predicate, shorter)``: drafts that parse at the cursor
+   (lsp_server/completion/wellformed.py),
    a block that does not cut to its lines that do; first, so that a malformed draft never
    merges a good one away;
-4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.drafts.near_key``),
+4. ``merged(key)``: the same text, or a near duplicate (``lsp_server.completion.cleanup.near_key``),
    is one guess: the better-scored stays, a spare takes the freed slot;
 5. ``new_keys_first(key)``: a block's drafts with a first line not shown yet first;
 6. ``led(predicate)``: the draft that says what a long memory match goes on with first
-   (lsp_server/evidence.py);
+   (lsp_server/completion/evidence.py);
 7. ``cut(k)``: the k shown.
 
 "Change how drafts are ranked" is a change here: the stages and both lists of them
@@ -168,7 +169,7 @@ def place(drafts: list[Draft], seeded: Draft | None, rank: int, k: int) -> list[
     return settle([*drafts[:at], placed, *drafts[at:]], {at})[:k]
 
 
-# --- the stages on the cleaned-up texts (lsp_server/completion.py) ----------------------------
+# --- the stages on the cleaned-up texts (lsp_server/completion/decode.py) -----------------
 
 
 def merged(key: Callable[[str], Hashable]) -> Stage[R]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from lsp_server.ahead import Ahead, TypingCache, after_accept
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.runtime.ahead import Ahead, TypingCache, after_accept
 
 DOC = "def area(side):\n    \n\nprint(1)\n"
 AT = DOC.index("    \n") + 4  # after the indentation of the blank body line

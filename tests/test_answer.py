@@ -1,4 +1,5 @@
-"""One answer for the server and the command line (lsp_server/answer.py): ``superposed-lsp
+"""One answer for the server and the command line (lsp_server/completion/answer.py):
+``superposed-lsp
 complete`` gives the drafts the server gives at the same place with the same settings.
 
 In process, on the tiny random model (``SUPERPOSED_TEST_TINY_MODEL=1``: its drafts are not
@@ -20,12 +21,12 @@ from lsprotocol import types
 from pygls.workspace import Workspace
 
 from lsp_server import cli, models
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.models import TINY_ENV
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Session
 from lsp_server.settings import Settings, parse_settings
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.stores import Stores
 from ngram_db import NgramStore, index_repo
 from superposed.api import Engine
 from superposed.model import LoadedModel

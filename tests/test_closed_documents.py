@@ -8,10 +8,10 @@ from typing import Any
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from lsp_server.drafts import Suggestion
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.completion.cleanup import Suggestion
 from lsp_server.server import SuperposedServer, did_close, did_open
 from lsp_server.session import Session
+from lsp_server.stores.match_indexes import MatchIndexes
 from lsp_server.workspace import Where
 
 DOCUMENTS = 200

@@ -7,17 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lsp_server.ahead import TypingCache
-from lsp_server.completion import (
-    BLOCK_FOLLOW_PER_LINE,
-    BLOCK_MAX_TOKENS,
-    block_budget,
-    block_stop,
-    decode,
-    line_kind,
-)
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import (
+from lsp_server.completion.cleanup import (
     Suggestion,
     first_line,
     first_line_key,
@@ -25,8 +15,18 @@ from lsp_server.drafts import (
     postprocess,
     whole_lines,
 )
-from lsp_server.layout import Layout
-from lsp_server.prompt_plan import prompt_text
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import (
+    BLOCK_FOLLOW_PER_LINE,
+    BLOCK_MAX_TOKENS,
+    block_budget,
+    block_stop,
+    decode,
+    line_kind,
+)
+from lsp_server.completion.layout import Layout
+from lsp_server.completion.prompt_plan import prompt_text
+from lsp_server.runtime.ahead import TypingCache
 from lsp_server.settings import DecodingSettings
 from superposed import ranking
 from superposed.api import Completion

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from lsp_server.completion import decode_config, rank
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode_config, rank
 from lsp_server.models import TINY_ENV
 from lsp_server.settings import DecodingSettings
 

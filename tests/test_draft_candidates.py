@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from lsp_server.completion import decode, rank, shorter_blocks
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode, rank, shorter_blocks
 from lsp_server.models import TINY_ENV
 from lsp_server.settings import DecodingSettings
 from ngram_db.suffix import SuffixIndex

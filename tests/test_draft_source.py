@@ -3,9 +3,9 @@ engine marks memory seeds, completion keeps the mark and adds the stores' share.
 
 from __future__ import annotations
 
-from lsp_server.ahead import TypingCache
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion, postprocess
+from lsp_server.completion.cleanup import Suggestion, postprocess
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.runtime.ahead import TypingCache
 from superposed.api import Completion
 from superposed.ranking import place
 from superposed.types import Draft

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from lsp_server import demo
-from lsp_server.answer import answer
-from lsp_server.cursor import CursorContext
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.completion.answer import answer
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.request import Request
+from lsp_server.completion.wellformed import Cursor, malformed
 from lsp_server.models import load_engine
-from lsp_server.request import Request
 from lsp_server.session import Session
 from lsp_server.settings import ModelSettings, Settings, StoreSettings
-from lsp_server.stores import Stores
-from lsp_server.wellformed import Cursor, malformed
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.stores import Stores
 from lsp_server.workspace import Where
 from superposed.api import Engine
 

@@ -1,4 +1,5 @@
-"""Drafts ranked by what they are (lsp_server/evidence.py): a long verbatim copy leads."""
+"""Drafts ranked by what they are (lsp_server/completion/evidence.py): a long verbatim copy
+leads."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from lsp_server.completion import decode
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
-from lsp_server.evidence import LEAD_TOKENS, leading_text, says
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
+from lsp_server.completion.evidence import LEAD_TOKENS, leading_text, says
+from lsp_server.completion.wellformed import Cursor, malformed
 from lsp_server.settings import DecodingSettings
-from lsp_server.wellformed import Cursor, malformed
+from lsp_server.stores.match_indexes import MatchIndexes
 from superposed import ranking
 from superposed.api import Engine
 from superposed.ngram import Match

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from lsp_server.warmup import WARM_CHUNK
+from lsp_server.runtime.warmup import WARM_CHUNK
 from superposed.api import Engine
 from superposed.fast_runner import FastRunner, UnsupportedModel
 from superposed.model import LoadedModel, load_model

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import torch
 
-from lsp_server.completion import decode
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import postprocess, stop_at_suffix
+from lsp_server.completion.cleanup import postprocess, stop_at_suffix
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
 from lsp_server.settings import DecodingSettings, parse_settings
 from superposed import fim
 from superposed.api import Completion, Engine

@@ -13,8 +13,8 @@ from typing import Any
 from lsprotocol import types
 
 from lsp_server import server as handlers
-from lsp_server.drafts import Suggestion
-from lsp_server.scheduler import HeldRequests
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.runtime.scheduler import HeldRequests
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Failed, Loading
 from lsp_server.workspace import doc_key

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.match_indexes import MatchIndexes
-from lsp_server.shared import SharedIndexes
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shared_indexes import SharedIndexes
 from ngram_db import infini_source
 from ngram_db.infini import MANIFEST, SHARDS, build_index
 from ngram_db.infini_check import InfiniIndexError
@@ -128,7 +128,7 @@ def _open_in_a_child(index: Path, timeout: float) -> subprocess.CompletedProcess
         f"""
         import resource, sys
         resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
-        from lsp_server.shared import SharedIndexes
+        from lsp_server.stores.shared_indexes import SharedIndexes
         from ngram_db.tokenizer import ByteTokenizer
         said = []
         print(SharedIndexes(said.append).sources([{str(index)!r}], ByteTokenizer().fingerprint))

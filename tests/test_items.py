@@ -9,8 +9,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import PositionCodec
 
-from lsp_server.drafts import Suggestion
-from lsp_server.items import accepted_at, inline_items
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.items import accepted_at, inline_items
 
 FRAKTUR = "𝔘𝔫𝔦𝔠𝔬𝔡𝔢"  # 7 astral characters: 14 UTF-16 units, 28 UTF-8 bytes
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.stores.match_indexes import MatchIndexes
 from ngram_db import NgramStore
 from ngram_db.languages import codes, language_of, tiers
 

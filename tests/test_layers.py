@@ -176,3 +176,185 @@ def test_settings_import_no_feature_package() -> None:
     graph = module_imports(ROOT, "lsp_server")
     features = {m for m in graph["lsp_server.settings"] if m.count(".") > 1}
     assert not features, features
+
+
+# --- lsp_server's rooms: one sub-package per job (docs/architecture.md's map) -----------------
+
+# Each room and the rooms it may import (a room imports the ground floor, ngram_db and the
+# engine freely). A completion needs the stores it decodes with; the runtime runs completions
+# and learns into the stores; next edits read the syntax and the shareable documents.
+ROOMS: dict[str, set[str]] = {
+    "stores": set(),
+    "pages": set(),
+    "completion": {"stores"},
+    "runtime": {"completion", "stores"},
+    "next_edits": {"completion", "stores"},
+}
+# The ground floor (lsp_server's top-level modules) and the rooms each may import: the plain
+# data imports none, the session is built from the stores, the doors (handlers, command line,
+# demo) put the rooms together. A ground module missing here fails the test below.
+GROUND: dict[str, set[str]] = {
+    "settings": set(),
+    "device_model": set(),
+    "models": set(),
+    "triggers": set(),
+    "workspace": set(),
+    "protocol": set(),
+    "session": {"stores"},
+    "demo": {"completion", "stores"},
+    "cli": {"completion", "stores", "runtime", "next_edits"},
+    "server": {"completion", "stores", "runtime", "next_edits"},
+}
+# A room's faces: the modules its siblings and the session may import. The rest are its
+# insides (the doors may still reach them: server.py turns drafts into items).
+FACES: dict[str, set[str]] = {
+    "stores": {
+        "stores",
+        "failures",
+        "match_sources",
+        "match_indexes",
+        "shareable_documents",
+        "write_queue",
+    },
+    "completion": {
+        "request",
+        "cursor",
+        "answer",
+        "decode",
+        "cleanup",
+        "plain",
+        "prompt_plan",
+        "syntax",
+    },
+    "runtime": set(),
+    "next_edits": set(),
+    "pages": set(),
+}
+DOORS = {"server", "cli", "demo"}
+MAX_TOP_MODULES = 12  # __init__.py included
+MAX_MODULE_LINES = 500
+
+
+def place(module: str) -> tuple[str, str]:
+    """``lsp_server.stores.failures`` -> ("stores", "failures"); a top module -> ("", name)."""
+    parts = module.split(".")[1:] or ["__init__"]
+    return (parts[0], ".".join(parts[1:]) or "__init__") if len(parts) > 1 else ("", parts[0])
+
+
+def room_of(module: str) -> str:
+    """The room a module of lsp_server lives in, its package's own ``__init__`` included."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else ""
+
+
+def test_every_room_and_ground_module_is_declared() -> None:
+    packages = {p.name for p in (ROOT / "lsp_server").iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(ROOMS) == set(FACES)
+    top = {p.stem for p in (ROOT / "lsp_server").glob("*.py")} - {"__init__"}
+    assert top == set(GROUND)
+    assert len(top) + 1 <= MAX_TOP_MODULES
+
+
+def room_faults(graph: Mapping[str, set[str]]) -> list[str]:
+    """Each import of ``graph`` (lsp_server's modules) against ROOMS, GROUND and FACES."""
+    wrong: list[str] = []
+    for module, targets in sorted(graph.items()):
+        here = room_of(module)
+        ground = "" if here else place(module)[1]
+        for target in sorted(targets):
+            there = room_of(target)
+            if not there or there == here:
+                continue
+            allowed = ROOMS[here] if here else GROUND.get(ground, set())
+            if there not in allowed:
+                wrong.append(f"{module} -> {target} (room {there} not allowed)")
+            elif ground not in DOORS and place(target)[1] not in FACES[there]:
+                wrong.append(f"{module} -> {target} (not a face of {there})")
+    return wrong
+
+
+def test_rooms_import_along_the_declared_directions_and_only_faces() -> None:
+    """A room imports the ground floor and the engine; a sibling room only where ROOMS says
+    and only through its faces. A ground module imports only the rooms GROUND gives it."""
+    assert room_faults(module_imports(ROOT, "lsp_server")) == []
+
+
+def test_the_room_check_names_a_made_up_wrong_import() -> None:
+    """Into a sibling's insides, against the direction, from the plain floor: each named; the
+    same imports from a door, or of a face, pass."""
+    graph = {
+        "lsp_server.runtime.x": {"lsp_server.completion.layout", "lsp_server.completion.answer"},
+        "lsp_server.stores.y": {"lsp_server.completion.request", "lsp_server.settings"},
+        "lsp_server.settings": {"lsp_server.stores.stores"},
+        "lsp_server.server": {"lsp_server.completion.layout", "lsp_server.runtime.loader"},
+    }
+    assert room_faults(graph) == [
+        "lsp_server.runtime.x -> lsp_server.completion.layout (not a face of completion)",
+        "lsp_server.settings -> lsp_server.stores.stores (room stores not allowed)",
+        "lsp_server.stores.y -> lsp_server.completion.request (room completion not allowed)",
+    ]
+
+
+def test_no_circle_between_rooms() -> None:
+    """The rooms, each taken as one node (the ground floor's modules as themselves), form no
+    circle: runtime -> completion -> stores, never back, not even through the session."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in module_imports(ROOT, "lsp_server").items():
+        node = room_of(module) or module
+        graph.setdefault(node, set()).update(room_of(t) or t for t in targets)
+    for node in graph:
+        graph[node].discard(node)
+    assert circles(graph) == set()
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_module_over_the_line_limit(package: str) -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+NAME_COLUMN = 28  # the map's descriptions start here
+
+
+def named_in_map(text: str, column_only: bool = False) -> set[str]:
+    """The modules docs/architecture.md's map (its first code block) names: a line that starts
+    with a folder (``lsp_server/stores/``) opens it, and each ``name.py`` after it, up to the
+    next folder, is that folder's module. ``column_only``: only those in the name column (the
+    descriptions may name a module of another folder, as ``shared with settings.py``)."""
+    block = text.split("```")[1]
+    folder, named = "", set()
+    for line in block.splitlines():
+        first = line.split(" ", 1)[0]
+        if first.endswith("/") and not line.startswith(" "):
+            folder = first
+        words = line[:NAME_COLUMN] if column_only else line
+        for word in (w.strip(":;()`") for w in words.replace(",", " ").split()):
+            if word.endswith(".py") and word[:-3].replace("_", "").replace("/", "").isalnum():
+                named.add(word if "/" in word else folder + word)
+    return named
+
+
+def test_the_architecture_map_names_every_product_module() -> None:
+    """Each module of the three packages is named under its folder; each module in the
+    map's name column exists (a moved or retired one is not left behind)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    modules = {
+        str(path.relative_to(ROOT))
+        for package in ALLOWED
+        for path in (ROOT / package).rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert sorted(modules - named_in_map(text)) == []
+    assert sorted(named_in_map(text, column_only=True) - modules) == []
+
+
+def test_the_map_reader_opens_folders() -> None:
+    rows = [("pkg/", "a"), ("   a.py, b.py", "c"), ("", "says d.py: (f.py)"), ("pkg/sub/", "")]
+    block = [name.ljust(NAME_COLUMN) + words for name, words in rows] + ["   e.py"]
+    text = "x\n```\n" + "\n".join(block) + "\n```\n"
+    assert named_in_map(text) == {"pkg/a.py", "pkg/b.py", "pkg/d.py", "pkg/f.py", "pkg/sub/e.py"}
+    assert named_in_map(text, column_only=True) == {"pkg/a.py", "pkg/b.py", "pkg/sub/e.py"}

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from lsp_server.completion import decode
-from lsp_server.cursor import CursorContext
-from lsp_server.layout import Layout
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
+from lsp_server.completion.layout import Layout
 from lsp_server.settings import DecodingSettings
 from tests.test_completion import _Recorder
 

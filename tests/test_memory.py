@@ -16,15 +16,15 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server import match_indexes as match_indexes_module
-from lsp_server.answer import memory_matches, start_memory
-from lsp_server.completion import decode
-from lsp_server.cursor import CursorContext
-from lsp_server.match_indexes import MatchIndexes
-from lsp_server.request import Request
+from lsp_server.completion.answer import memory_matches, start_memory
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
+from lsp_server.completion.request import Request
 from lsp_server.session import Session
 from lsp_server.settings import DecodingSettings, Settings, StoreSettings
-from lsp_server.stores import Stores, StoresHere
+from lsp_server.stores import match_indexes as match_indexes_module
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.stores import Stores, StoresHere
 from lsp_server.workspace import Where
 from ngram_db import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex, brute_force_longest, suffix_array

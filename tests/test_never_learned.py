@@ -1,5 +1,6 @@
 """What is never learned reaches no other document either (issue 34, item 1): open documents
-that a save would not learn feed only their own drafts (lsp_server/shareable.py), and drafts
+that a save would not learn feed only their own drafts (lsp_server/stores/shareable_documents.py),
+and drafts
 shown before a forget are not typed along after it (MatchIndexes.erasures, ahead.Drafts)."""
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Any
 import pytest
 from pygls.uris import from_fs_path
 
-from lsp_server import shareable as shareable_module
-from lsp_server.ahead import Drafts
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
-from lsp_server.match_indexes import MatchIndexes
-from lsp_server.shareable import Shareable
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.runtime.ahead import Drafts
+from lsp_server.stores import shareable_documents as shareable_module
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shareable_documents import Shareable
 from ngram_db import ByteTokenizer, NgramStore
 
 BYTES = ByteTokenizer()

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.next_edits import workspace as workspace_module
 from lsp_server.next_edits.log import EditLog
 from lsp_server.next_edits.proposals import Doc, NextEdits
 from lsp_server.next_edits.workspace import files_holding, finder
+from lsp_server.stores.match_indexes import MatchIndexes
 from ngram_db import NgramStore
 
 EDITED = "from app import get_user\n\nget_user(1)\nget_user(2)\n"
@@ -115,7 +115,7 @@ CHILD = textwrap.dedent(
     """
     import json, os, resource, sys
     from pathlib import Path
-    from lsp_server.match_indexes import MatchIndexes
+    from lsp_server.stores.match_indexes import MatchIndexes
     from lsp_server.next_edits.log import EditLog
     from lsp_server.next_edits.proposals import NextEdits
     from lsp_server.next_edits.workspace import finder

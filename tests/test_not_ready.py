@@ -15,8 +15,8 @@ from lsprotocol import types
 from pygls.workspace import Workspace
 
 from lsp_server import server as handlers
-from lsp_server.cursor import CursorContext
-from lsp_server.request import Request
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.request import Request
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Failed, Loading, NotReady, Session, describe
 from lsp_server.workspace import Where

@@ -10,7 +10,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from lsp_server.notifier import Notifier
+from lsp_server.runtime.notifier import Notifier
 
 
 class FakeServer:

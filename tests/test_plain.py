@@ -1,5 +1,6 @@
 """A CRLF or tab-indented document is read as LF and spaces and answered in its own layout
-(issue 51 item 7, lsp_server/plain.py): the model's prompt and the memory's documents are the
+(issue 51 item 7, lsp_server/completion/plain.py): the model's prompt and the memory's documents
+are the
 LF, space-indented twin's, and the drafts come back in the document's line ending and
 indentation."""
 
@@ -9,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.answer import answer
-from lsp_server.cursor import CursorContext
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.completion.answer import answer
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.plain import Plain, plain_request
+from lsp_server.completion.request import Request
 from lsp_server.models import TINY_ENV
-from lsp_server.plain import Plain, plain_request
-from lsp_server.request import Request
 from lsp_server.session import Session
 from lsp_server.settings import Settings, StoreSettings
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.stores import Stores
 from lsp_server.workspace import Where
 from superposed.api import Engine
 

@@ -19,15 +19,15 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 from pygls.workspace import Workspace
 
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.next_edits import service as next_edit_service
 from lsp_server.next_edits.log import EditLog
 from lsp_server.next_edits.proposals import Doc, NextEdits
 from lsp_server.next_edits.service import NextEditService
 from lsp_server.next_edits.workspace import finder
 from lsp_server.settings import NextEditSettings, StoreSettings
-from lsp_server.shareable import Shareable
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shareable_documents import Shareable
+from lsp_server.stores.stores import Stores
 from ngram_db import ByteTokenizer, NgramStore, index_repo
 from ngram_db.files import SECRET_FILES
 

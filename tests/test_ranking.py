@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lsp_server.drafts import Suggestion
+from lsp_server.completion.cleanup import Suggestion
 from ngram_db.suffix import SuffixIndex
 from superposed import memory as mem
 from superposed import ranking

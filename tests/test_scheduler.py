@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from lsp_server.scheduler import Scheduler
+from lsp_server.runtime.scheduler import Scheduler
 
 WAIT_S = 5.0  # a bound on every wait, so that a broken scheduler fails instead of hanging
 
@@ -143,7 +143,7 @@ def test_a_failing_engine_job_is_logged(caplog: pytest.LogCaptureFixture) -> Non
     def broken() -> None:
         raise RuntimeError("boom")
 
-    with caplog.at_level(logging.ERROR, logger="lsp_server.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="lsp_server.runtime.scheduler"):
         future = scheduler.submit(broken)
         with pytest.raises(RuntimeError):
             future.result(WAIT_S)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from lsp_server import session as session_module
-from lsp_server.learning import Learning
-from lsp_server.loader import Loader
-from lsp_server.scheduler import Scheduler
+from lsp_server.runtime.learning import Learning
+from lsp_server.runtime.loader import Loader
+from lsp_server.runtime.scheduler import Scheduler
 from lsp_server.session import Failed, Loading, Session
 from lsp_server.settings import ModelSettings, Settings, StoreSettings
 from superposed.types import EngineError
@@ -150,7 +150,7 @@ def test_a_load_failure_of_any_kind_ends_loading_with_one_message_that_says_what
 ) -> None:
     """Only EngineError was caught: a damaged model cache (SafetensorError) or torch's
     RuntimeError left the server "loading" for ever with no message (issue 51)."""
-    from lsp_server import loader as loader_module
+    from lsp_server.runtime import loader as loader_module
 
     loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
     failed_calls: list[str] = []

@@ -1,8 +1,9 @@
 """What a user reads of the settings is the one table's (issue 53 item 5, issue 52 items 8-9).
 
-lsp_server/settings.py (names, parsers, defaults) and lsp_server/settings_docs.py (words,
+lsp_server/settings.py (names, parsers, defaults) and lsp_server/pages/settings_docs.py (words,
 order, the editors' own settings) generate package.json's configuration, the READMEs' settings
-and the Neovim plugin's settings comment (lsp_server/settings_pages.py): a file edited by hand,
+and the Neovim plugin's settings comment (lsp_server/pages/settings_pages.py): a file edited by
+hand,
 or a setting added to the table without its words, fails here.
 """
 
@@ -13,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server import settings_pages as pages
+from lsp_server.pages import settings_pages as pages
+from lsp_server.pages.settings_docs import BY_KEY, DOCS, EVERYDAY
 from lsp_server.settings import CLIENT_KEYS, KEYS, RESEARCH, RESEARCH_KEY
-from lsp_server.settings_docs import BY_KEY, DOCS, EVERYDAY
 
 
 @pytest.mark.parametrize("path", sorted(pages.generated()), ids=lambda p: p.name)
 def test_each_generated_file_is_committed_as_generated(path: Path) -> None:
-    assert path.read_text() == pages.generated()[path], "run: python -m lsp_server.settings_pages"
+    run = "run: python -m lsp_server.pages.settings_pages"
+    assert path.read_text() == pages.generated()[path], run
 
 
 def test_every_setting_has_its_words_and_only_the_editors_own_are_client_only() -> None:

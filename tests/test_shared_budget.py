@@ -1,4 +1,4 @@
-"""A request's shared-index lookups within sharedBudgetMs (lsp_server/shared.py).
+"""A request's shared-index lookups within sharedBudgetMs (lsp_server/stores/shared_indexes.py).
 
 The clock is injected: a fake index "takes" a set time per lookup, so the budget is tested
 without timing anything real.
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import parse_settings
-from lsp_server.shared import SharedIndexes, _Budgeted
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shared_indexes import SharedIndexes, _Budgeted
+from lsp_server.stores.stores import Stores
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import ByteTokenizer
 from superposed.ngram import Match

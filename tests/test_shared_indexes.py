@@ -1,4 +1,5 @@
-"""The sharedIndexes setting: infini-gram indexes as more memory sources (lsp_server/shared.py).
+"""The sharedIndexes setting: infini-gram indexes as more memory sources
+(lsp_server/stores/shared_indexes.py).
 
 A request's memory matches text only a shared index holds; a missing, mismatched or failing
 index is reported once and left out, never raising into a request.
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import parse_settings
-from lsp_server.shared import SharedIndexes, _FailSafeIndex
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shared_indexes import SharedIndexes, _FailSafeIndex
+from lsp_server.stores.stores import Stores
 from ngram_db.infini_source import InfiniSource
 from ngram_db.tokenizer import ByteTokenizer
 from superposed.ngram import Match

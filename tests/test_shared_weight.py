@@ -1,5 +1,6 @@
 """sharedWeight: a shared index's match weighs its own share in the memory's mix
-(lsp_server/shared.py sets ``Match.weight``; superposed.memory.weight multiplies it in)."""
+(lsp_server/stores/shared_indexes.py sets ``Match.weight``; superposed.memory.weight multiplies it
+in)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lsp_server.match_indexes import MatchIndexes
 from lsp_server.settings import parse_settings
-from lsp_server.shared import _Budgeted
-from lsp_server.stores import Stores
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.shared_indexes import _Budgeted
+from lsp_server.stores.stores import Stores
 from ngram_db.store import NgramStore
 from ngram_db.tokenizer import ByteTokenizer
 from superposed import memory

@@ -3,7 +3,7 @@ added the cursor line's indentation to its later lines (items.snippet_body)."""
 
 from __future__ import annotations
 
-from lsp_server.items import snippet_body
+from lsp_server.completion.items import snippet_body
 
 
 def expand(body: str, line: str) -> str:

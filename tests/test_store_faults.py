@@ -17,11 +17,11 @@ import pytest
 from lsprotocol import types
 from pygls.workspace import Workspace
 
-from lsp_server import stores as stores_module
 from lsp_server.protocol import SuperposedProtocol
 from lsp_server.server import SuperposedServer
-from lsp_server.stores import Stores
-from lsp_server.write_queue import WriteQueue
+from lsp_server.stores import stores as stores_module
+from lsp_server.stores.stores import Stores
+from lsp_server.stores.write_queue import WriteQueue
 from ngram_db import NgramStore
 from ngram_db import store as store_module
 from ngram_db.errors import StoreClosed, StoreFull

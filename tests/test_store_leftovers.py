@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores
+from lsp_server.stores.stores import Stores
 from ngram_db import cli as index_repo_cli
 from ngram_db.paths import user_db_path
 from ngram_db.records import pack_ids

@@ -18,11 +18,11 @@ from typing import Any, cast
 
 import pytest
 
-from lsp_server import learning as learning_module
-from lsp_server.learning import Learning
+from lsp_server.runtime import learning as learning_module
+from lsp_server.runtime.learning import Learning
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores
-from lsp_server.write_queue import WriteQueue
+from lsp_server.stores.stores import Stores
+from lsp_server.stores.write_queue import WriteQueue
 from ngram_db import ByteTokenizer, NgramStore, index_repo
 from ngram_db.errors import StoreBusy
 from ngram_db.records import content_hash

@@ -1,4 +1,4 @@
-"""The server's store layer (lsp_server.stores) on real files: what a save teaches, where,
+"""The server's store layer (lsp_server.stores.stores) on real files: what a save teaches, where,
 what happens when a store cannot be used, and the write queue. Issue 12, items 4-12."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lsp_server import stores as stores_module
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores
-from lsp_server.write_queue import WriteQueue
+from lsp_server.stores import stores as stores_module
+from lsp_server.stores.stores import Stores
+from lsp_server.stores.write_queue import WriteQueue
 from ngram_db import ByteTokenizer, NgramStore
 from ngram_db.errors import StoreBusy
 

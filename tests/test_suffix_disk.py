@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lsp_server import store_indexes
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.stores import store_indexes
+from lsp_server.stores.match_indexes import MatchIndexes
 from ngram_db import suffix_store
 from ngram_db.indexer import index_repo
 from ngram_db.records import FileTokens, content_hash

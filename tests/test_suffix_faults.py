@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lsp_server.match_indexes import MatchIndexes
+from lsp_server.stores.match_indexes import MatchIndexes
 from ngram_db import suffix_store
 from ngram_db.store import NgramStore
 from ngram_db.suffix_store import Segment, base_path, open_base, write_base

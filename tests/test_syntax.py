@@ -1,10 +1,11 @@
-"""lineMode auto's decision at the cursor (lsp_server/syntax.py): none, a line or a block."""
+"""lineMode auto's decision at the cursor (lsp_server/completion/syntax.py): none, a line or a
+block."""
 
 from __future__ import annotations
 
 import pytest
 
-from lsp_server.syntax import WINDOW_CHARS, decide, grammar_name
+from lsp_server.completion.syntax import WINDOW_CHARS, decide, grammar_name
 
 PY = [
     # after a block opener, at the end of its line or on the blank line after it

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores
+from lsp_server.stores.stores import Stores
 from ngram_db import ByteTokenizer, NgramStore
 from ngram_db.cli import main as index_repo
 from ngram_db.paths import codebase_db_path, user_db_path

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from lsp_server.completion import decode
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import unreadable
+from lsp_server.completion.cleanup import unreadable
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
 from lsp_server.models import TINY_ENV
 from lsp_server.settings import DecodingSettings
 from superposed.api import Completion, Engine

@@ -2,7 +2,7 @@
 
 package.json's contributes.configuration is the extension's one list of setting keys (its
 TypeScript reads SERVER_KEYS from it; vscode-extension/test checks that; the research knobs sit
-inside its one ``research`` object). lsp_server/settings_pages.py writes it from the server's
+inside its one ``research`` object). lsp_server/pages/settings_pages.py writes it from the server's
 table (tests/test_settings_pages.py); these tests read it as VS Code does. VS Code sends only
 the settings a user changed, so package.json's defaults are what the user reads in the
 Settings UI; they must be the server's. Fast: no editor runs.

@@ -1,4 +1,5 @@
-"""Drafts that parse (lsp_server/wellformed.py): malformed drafts are told, and replaced."""
+"""Drafts that parse (lsp_server/completion/wellformed.py): malformed drafts are told, and
+replaced."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from lsp_server.completion import decode
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
+from lsp_server.completion.wellformed import Cursor, malformed, parses, scan
 from lsp_server.settings import DecodingSettings, parse_settings
-from lsp_server.wellformed import Cursor, malformed, parses, scan
 from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.types import Draft
@@ -104,7 +105,7 @@ def test_the_scan_skips_strings_and_comments_by_language() -> None:
     assert scan('f("(", x)').open == ()
     assert scan("f(x  # )").open == ("(",)
     assert scan("a // b)", start=("(",)).open == ("(",)  # C-like: a comment
-    from lsp_server.wellformed import syntax_of
+    from lsp_server.completion.wellformed import syntax_of
 
     assert scan("a // b)", syntax_of("python"), ("(",)).open == ()  # Python: division
     assert scan("fn f<'a>(x: &'a str)", syntax_of("rust")).broken is False

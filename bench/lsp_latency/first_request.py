@@ -1,5 +1,6 @@
 """The first request in a freshly opened file (issue 14), with the server's defaults: a short window
-answers at once while the cache warms to the full one in the background (lsp_server/warmup.py)."""
+answers at once while the cache warms to the full one in the background
+(lsp_server/runtime/warmup.py)."""
 
 from __future__ import annotations
 

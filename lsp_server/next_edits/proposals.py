@@ -9,7 +9,8 @@ dismissed proposals of that kind. Thread-safe: the server computes proposals off
 loop (a document's first privacy verdict runs git).
 
 Privacy: a proposal for a site in document B holds the edit's text and B's own text, nothing
-else. An edit made in a document that a save would not learn (lsp_server/shareable.py)
+else. An edit made in a document that a save would not learn
+(lsp_server/stores/shareable_documents.py)
 proposes only in that document.
 """
 

@@ -40,7 +40,7 @@ from lsp_server.next_edits.log import Change
 from lsp_server.next_edits.proposals import NAME_PAUSE_S, PAUSE_S, Doc, NextEdits, Proposal
 from lsp_server.next_edits.workspace import finder_for
 from lsp_server.settings import NextEditSettings
-from lsp_server.shareable import Shareable
+from lsp_server.stores.shareable_documents import Shareable
 from lsp_server.workspace import path_of
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ string), the common multi-character operators, and any other character alone. Li
 lexed alone (patterns never span lines), which a regular expression does for any language.
 
 Whether a place lies in a string or a comment comes from tree-sitter (the grammars of
-tree_sitter_language_pack, as lsp_server/syntax.py reads them), which sees docstrings and
+tree_sitter_language_pack, as lsp_server/completion/syntax.py reads them), which sees docstrings and
 block comments that a line alone cannot show; for a language without a grammar, from the
 line's own quotes and ``#``/``//``.
 """
@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.syntax import grammar_name, parser_for
+from lsp_server.completion.syntax import grammar_name, parser_for
 
 _LEXER = re.compile(
     r"""(?P<string>[rRbBuUfF]{0,2}(?:"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\\n])*`))

@@ -1,6 +1,7 @@
 """Workspace sites: the codebase store's files that hold a pattern, read from disk.
 
-The store's suffix indexes (lsp_server/store_indexes.py, ngram_db/suffix.py) hold every stored
+The store's suffix indexes (lsp_server/stores/store_indexes.py, ngram_db/suffix.py) hold every
+stored
 file's token ids: the pattern's anchor (sites.anchor), tokenized alone and after a space as
 the model's tokenizer splits it inside a file, finds the files that hold it in one lookup
 each. Those files (at most MAX_FILES, not open in the editor) are read from disk and searched

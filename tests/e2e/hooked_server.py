@@ -23,10 +23,11 @@ import sys
 import time
 from typing import Any
 
-from lsp_server import answer, cli, server, session
-from lsp_server.completion import Answer
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
+from lsp_server import cli, server, session
+from lsp_server.completion import answer
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import Answer
 from superposed.types import EngineError
 
 

@@ -26,7 +26,8 @@ MAX_BYTES = 1_000  # the smallest maxFileBytes
 
 
 def accept_argument(uri: str, text: str, context: str = "") -> dict[str, object]:
-    """As an item's accept command carries it (lsp_server/items.py, the editors send it)."""
+    """As an item's accept command carries it (lsp_server/completion/items.py, the editors send
+    it)."""
     return {"uri": uri, "context": context, "text": text, "position": {"line": 0, "character": 0}}
 
 

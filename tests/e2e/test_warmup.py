@@ -14,7 +14,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from lsp_server.warmup import WARM_IDLE_S
+from lsp_server.runtime.warmup import WARM_IDLE_S
 from tests.e2e.lsp_harness import (
     command,
     end_of,

@@ -32,7 +32,7 @@ M.defaults = {
   filetypes = { 'python' },
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
   -- Sent as initializationOptions and workspace settings; unset keys take the server's defaults.
-  -- settings: python -m lsp_server.settings_pages
+  -- settings: python -m lsp_server.pages.settings_pages
   -- model, k, lineMode, trigger, nextEdits, maxNewTokens, maxLines, midLine, minPrefixChars,
   -- triggerOnAccept, nextEditsScope, indexOnSave, userStore, memory, wellFormed, fim,
   -- debounceMs, device, dtype, runner, precision, threads, compile, prefillCopy,

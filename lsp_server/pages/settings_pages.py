@@ -1,6 +1,6 @@
 """Write what a user reads of the settings from the one table, and check it.
 
-lsp_server/settings.py (names, parsers, defaults) and lsp_server/settings_docs.py (the words,
+lsp_server/settings.py (names, parsers, defaults) and lsp_server/pages/settings_docs.py (the words,
 the order, the editors' own settings) generate:
 
 - vscode-extension/package.json's ``contributes.configuration`` (names, types, defaults,
@@ -8,7 +8,7 @@ the order, the editors' own settings) generate:
 - README.md's settings tables, vscode-extension/README.md's and neovim/README.md's lists,
 - the settings comment in neovim/lua/superposed/init.lua.
 
-``python -m lsp_server.settings_pages`` rewrites them; tests/test_settings_pages.py fails
+``python -m lsp_server.pages.settings_pages`` rewrites them; tests/test_settings_pages.py fails
 when one drifts from the table.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lsp_server import settings as s
-from lsp_server.settings_docs import BY_KEY, DOCS, EVERYDAY, RESEARCH_TEXT, Doc
+from lsp_server.pages.settings_docs import BY_KEY, DOCS, EVERYDAY, RESEARCH_TEXT, Doc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _server_schema(key: str) -> dict[str, Any]:
@@ -169,10 +169,10 @@ def neovim_comment() -> str:
 
 # Each generated file: its path, and the text between its two markers (kept in the file).
 _MD_START, _MD_END = (
-    "<!-- settings: python -m lsp_server.settings_pages -->",
+    "<!-- settings: python -m lsp_server.pages.settings_pages -->",
     "<!-- end settings -->",
 )
-_LUA_START = "  -- settings: python -m lsp_server.settings_pages"
+_LUA_START = "  -- settings: python -m lsp_server.pages.settings_pages"
 _LUA_END = "  settings = {},"
 
 

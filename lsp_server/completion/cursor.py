@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from lsp_server.layout import Layout
+from lsp_server.completion.layout import Layout
 
 # Characters after the cursor kept for a fill-in-the-middle prompt (which uses at most a
 # quarter of the prompt window, a few thousand characters): bounds the copy on huge files.

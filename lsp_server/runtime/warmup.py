@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lsp_server.plain import plain_request
-from lsp_server.prompt_plan import PromptPlan
-from lsp_server.request import Request
-from lsp_server.scheduler import Scheduler
+from lsp_server.completion.plain import plain_request
+from lsp_server.completion.prompt_plan import PromptPlan
+from lsp_server.completion.request import Request
+from lsp_server.runtime.scheduler import Scheduler
 from lsp_server.session import ready
 from superposed.runner import ModelRunner, reusable_prefix
 from superposed.types import CancelCheck

@@ -33,9 +33,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import Suggestion
-from lsp_server.scheduler import Scheduler
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.runtime.scheduler import Scheduler
 
 
 def after_accept(source: str, offset: int, text: str, language: str = "") -> CursorContext:

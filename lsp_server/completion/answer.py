@@ -4,7 +4,8 @@
 (model_calls.py), and what ``superposed-lsp complete`` (cli.py) and the demo call directly, so
 the three answer alike. In order: the stores that apply to the file (looked up once), the
 n-gram source over them, the memory's matches (setting ``memory``), then ``completion.decode``;
-all on the request made plain (lsp_server/plain.py: LF line breaks, the usual indentation),
+all on the request made plain (lsp_server/completion/plain.py: LF line breaks, the usual
+indentation),
 the drafts then put back in the document's. It raises what decode raises (Cancelled,
 EngineError): the caller says what they mean to its user.
 """
@@ -18,13 +19,13 @@ from functools import partial
 
 from lsprotocol import types
 
-from lsp_server.completion import Answer, decode
-from lsp_server.match_sources import PendingSource
-from lsp_server.plain import plain_request
-from lsp_server.request import Request
+from lsp_server.completion.decode import Answer, decode
+from lsp_server.completion.plain import plain_request
+from lsp_server.completion.request import Request
 from lsp_server.session import Session
-from lsp_server.store_failures import explain
-from lsp_server.stores import StoresHere
+from lsp_server.stores.failures import explain
+from lsp_server.stores.match_sources import PendingSource
+from lsp_server.stores.stores import StoresHere
 from ngram_db.errors import NgramStoreError, StoreBusy
 from superposed.ngram import MatchSource
 from superposed.types import CancelCheck

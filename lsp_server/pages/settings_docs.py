@@ -3,7 +3,7 @@
 lsp_server/settings.py owns the names, the parsers and the defaults; this table adds each
 setting's words: the sentence the editor shows, and the README's longer one where it says
 more (links to files the editor cannot open go only there), and marks the editors' own
-settings (``client``: never sent to the server). lsp_server/settings_pages.py writes from the
+settings (``client``: never sent to the server). lsp_server/pages/settings_pages.py writes from the
 two everything a user reads of the settings (package.json, the READMEs, the Neovim plugin).
 """
 
@@ -167,7 +167,8 @@ DOCS: tuple[Doc, ...] = (
         "the rules misjudge.",
         "a draft the language cannot go on from (a bracket or quote it breaks, a line the token "
         "budget cut, the next line repeated, a syntax error on the lines it makes, a line "
-        "already begun judged as the draft completes it; `lsp_server/wellformed.py`) is dropped "
+        "already begun judged as the draft completes it; "
+        "`lsp_server/completion/wellformed.py`) is dropped "
         "(a block cut to its first lines that parse, where they do) and the next draft takes "
         "its slot, then one of the memory's other matches; off: the drafts as decoded, for a "
         "language or dialect the rules misjudge (and the editor tests over the tiny random "

@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Callable
 from functools import partial
 
-from lsp_server.answer import answer, start_memory
-from lsp_server.completion import Answer
-from lsp_server.match_sources import PendingSource
-from lsp_server.notifier import Notifier
-from lsp_server.request import Request
-from lsp_server.scheduler import Scheduler
+from lsp_server.completion.answer import answer, start_memory
+from lsp_server.completion.decode import Answer
+from lsp_server.completion.request import Request
+from lsp_server.runtime.notifier import Notifier
+from lsp_server.runtime.scheduler import Scheduler
 from lsp_server.session import Session, State
+from lsp_server.stores.match_sources import PendingSource
 from superposed.types import Cancelled, EngineError
 
 Job = Callable[[threading.Event], Answer | None]  # job(cancel) on the engine thread

@@ -4,7 +4,7 @@ Superposed decoding looks up the longest suffix of each draft's context in every
 user has (superposed/memory.py); this module keeps the indexes (ngram_db.suffix) current:
 
 - per store (codebase and user), a base and a delta current with the store's change counter:
-  lsp_server/store_indexes.py's StoreIndexes, ``MatchIndexes.stores``;
+  lsp_server/stores/store_indexes.py's StoreIndexes, ``MatchIndexes.stores``;
 - one over the other open documents as the editor has them now (didOpen/didChange, not
   only saved text), rebuilt at request time when one of them changed;
 - one over the requesting document without the cursor's line (else the text before the
@@ -16,7 +16,7 @@ request's arrival, on a thread of their own, while the request waits out its deb
 the engine prefills its prompt; its first lookup (after the prefill) waits for what is left.
 The indexes are the ones ``source`` builds: the drafts are the same, only sooner.
 A request's sources over these indexes (the stores' and the documents' in one, a
-document's language first) are lsp_server/match_sources.py's.
+document's language first) are lsp_server/stores/match_sources.py's.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from lsp_server.match_sources import PendingSource, match_set
-from lsp_server.store_indexes import FOLLOW_AT_LEAST, StoreIndexes
+from lsp_server.stores.match_sources import PendingSource, match_set
+from lsp_server.stores.store_indexes import FOLLOW_AT_LEAST, StoreIndexes
 from ngram_db import languages
 from ngram_db.store import NgramStore
 from ngram_db.suffix import MatchSet, SuffixIndex
@@ -227,7 +227,8 @@ class MatchIndexes:
         The indexes are built outside the lock: the builder thread and a ``close`` take it
         while this runs on the requests' thread (the stores' indexes, which the engine thread
         reads meanwhile, PendingSource.with_stores, have a lock of their own).
-        ``shared``: the documents that others may copy from (lsp_server/shareable.py); the
+        ``shared``: the documents that others may copy from
+        (lsp_server/stores/shareable_documents.py); the
         requesting one is indexed for itself whatever it says.
         """
         if shared is not None:

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from lsp_server.learning import Learning
 from lsp_server.models import load_store_tokenizer
-from lsp_server.notifier import Notifier
-from lsp_server.scheduler import Scheduler
+from lsp_server.runtime.learning import Learning
+from lsp_server.runtime.notifier import Notifier
+from lsp_server.runtime.scheduler import Scheduler
 from lsp_server.session import Failed, Loading, Session, State, describe, load
 from lsp_server.settings import Settings
-from lsp_server.stores import Stores
+from lsp_server.stores.stores import Stores
 from superposed.embedded import cache_dir, terms_notice
 from superposed.types import EngineError
 

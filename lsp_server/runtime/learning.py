@@ -24,13 +24,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lsp_server.notifier import Notifier
-from lsp_server.scheduler import Scheduler
+from lsp_server.runtime.notifier import Notifier
+from lsp_server.runtime.scheduler import Scheduler
 from lsp_server.session import State, ready
 from lsp_server.settings import StoreSettings
-from lsp_server.stores import Stores, accepted_name
+from lsp_server.stores.stores import Stores, accepted_name
+from lsp_server.stores.write_queue import WriteQueue
 from lsp_server.workspace import path_of
-from lsp_server.write_queue import WriteQueue
 from ngram_db.errors import StoreClosed
 from ngram_db.tokenizer import clean_text
 

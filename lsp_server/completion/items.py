@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import PositionCodec
 
-from lsp_server.drafts import Suggestion
+from lsp_server.completion.cleanup import Suggestion
 
 CMD_ACCEPT = "superposed.accept"
 UINTEGER = 2**31 - 1  # LSP's uinteger: a position's line and character are at most this

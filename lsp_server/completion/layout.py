@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from lsp_server.syntax import grammar_name
+from lsp_server.completion.syntax import grammar_name
 
 SCAN_LINES = 400  # lines before the cursor (and half as many after it) that tell the layout
 SCAN_CHARS = 65_536  # characters on each side at most (1 MB lines, 200k-line files)

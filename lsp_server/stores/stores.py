@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from lsp_server.settings import StoreSettings
-from lsp_server.shared import SharedIndexes
-from lsp_server.store_failures import FailSafeSource, explain
+from lsp_server.stores.failures import FailSafeSource, explain
+from lsp_server.stores.shared_indexes import SharedIndexes
+from lsp_server.stores.write_queue import TRANSIENT
 from lsp_server.workspace import (
     UnresolvablePath,
     never_learned,
@@ -45,7 +46,6 @@ from lsp_server.workspace import (
     root_for,
     workspace_root,
 )
-from lsp_server.write_queue import TRANSIENT
 from ngram_db import CombinedSource, NgramStore, codebase_db_path, index_repo, user_db_path
 from ngram_db.errors import NgramStoreError, StoreBusy, StoreClosed, StoreFull
 from ngram_db.suffix_store import FileId, file_id
@@ -104,7 +104,8 @@ class Stores:
 
     def shared(self) -> list[MatchSource]:
         """The sharedIndexes setting's usable indexes as one new request sees them: within
-        its sharedBudgetMs, their matches weighted by sharedWeight (lsp_server/shared.py);
+        its sharedBudgetMs, their matches weighted by sharedWeight
+        (lsp_server/stores/shared_indexes.py);
         call once a request."""
         settings = self._settings
         return self._shared.for_request(

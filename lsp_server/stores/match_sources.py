@@ -1,4 +1,5 @@
-"""A request's match sources over the memory's indexes (lsp_server/match_indexes.py): the stores'
+"""A request's match sources over the memory's indexes (lsp_server/stores/match_indexes.py): the
+stores'
 and the documents' indexes in one ``MatchSource``, the documents' waited for at the first
 match (``PendingSource``), and a document's language first (``match_set``)."""
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class StoreIndexSource(Protocol):
-    """What a pending source asks of the stores' indexes (lsp_server/store_indexes.py)."""
+    """What a pending source asks of the stores' indexes (lsp_server/stores/store_indexes.py)."""
 
     def store_index(self, store: NgramStore) -> MatchSet | None: ...
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsp_server.cursor import CursorContext
+from lsp_server.completion.cursor import CursorContext
 from lsp_server.settings import DecodingSettings
 from ngram_db.tokenizer import clean_text
 from superposed import fim

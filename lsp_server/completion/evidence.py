@@ -8,7 +8,7 @@ third, behind drafts the model made up (issue 38). Here the evidence decides: wh
 prompt's match is long (``LEAD_TOKENS``, scaled by the match's weight: a shared index counts
 less) and its occurrences agree on the next token, the draft that says what the match goes
 on with (``says``: a seed, or a decoded draft that says the same) comes first (the ranking
-stage ``ranking.led``, in lsp_server/completion.py's list).
+stage ``ranking.led``, in lsp_server/completion/decode.py's list).
 """
 
 from __future__ import annotations

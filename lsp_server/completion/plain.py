@@ -7,7 +7,7 @@ the drafts differed at 7 of 12 cursors of one file); a tab-indented one others a
 model and the memory read little of either: a request's text becomes ``plain`` once, where
 it comes in (``plain_request``: the text around the cursor and the open documents, which the
 memory indexes at the same offsets), and its drafts go back to the document's line ending and
-indentation (``Plain.back``, lsp_server/layout.py) on the way out. Go and Makefiles keep
+indentation (``Plain.back``, lsp_server/completion/layout.py) on the way out. Go and Makefiles keep
 their tabs (the usual indentation there, ``layout.DEFAULT_UNITS``), and so does a document
 that aligns with spaces after its tabs (the spaces would not come back as they were).
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from lsp_server.cursor import CursorContext
-from lsp_server.layout import DEFAULT_UNITS, SPACES, Layout
-from lsp_server.request import Request
-from lsp_server.syntax import grammar_name
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.layout import DEFAULT_UNITS, SPACES, Layout
+from lsp_server.completion.request import Request
+from lsp_server.completion.syntax import grammar_name
 
 _LEADING_TABS = re.compile(r"^\t+", re.MULTILINE)
 

@@ -1,5 +1,5 @@
 """What a store's failure means: the advice the editor shows with it, and the n-gram source
-that serves without a store that fails while in use (lsp_server/stores.py uses both)."""
+that serves without a store that fails while in use (lsp_server/stores/stores.py uses both)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lsp_server.cursor import CursorContext
+from lsp_server.completion.cursor import CursorContext
 from lsp_server.settings import Settings
 from lsp_server.workspace import Where
 

@@ -23,7 +23,7 @@ inserted at the cursor:
   non-blank line of the document.
 
 ``parses`` tells the drafts that are none of these (the ranking stage ``ranking.kept`` keeps
-them, in their order, lsp_server/completion.py ``rank_stages``): a block draft that is not
+them, in their order, lsp_server/completion/decode.py ``rank_stages``): a block draft that is not
 gives way to its longest run of first lines that is (completion.shorter_blocks), and the next
 candidate takes a dropped one's place: the spare drafts the engine decodes beyond k
 (completion.SPARE_DRAFTS), then the memory's reserves (superposed/memory.py ``reserves``).
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lsp_server.syntax import TOP_LEVEL, grammar_name, parser_for
+from lsp_server.completion.syntax import TOP_LEVEL, grammar_name, parser_for
 
 WINDOW_CHARS = 4_000  # text before the cursor parsed (from a definition's head when one is there)
 FOLLOWING_CHARS = 2_000  # and after it

@@ -4,20 +4,22 @@ Protocol-free: the server turns ``Suggestion`` objects into LSP items. ``decode`
 model call, in steps each with its own module:
 
 1. what the request drafts, a line or a block (``line_kind``; ``lineMode: auto``, the
-   default, asks the syntax at the cursor, lsp_server/syntax.py), its engine config
+   default, asks the syntax at the cursor, lsp_server/completion/syntax.py), its engine config
    (``request_config``, a copy of the settings) and where its drafts end (``request_stop``);
-2. the prompt (lsp_server/prompt_plan.py: the window and its budget, once per
+2. the prompt (lsp_server/completion/prompt_plan.py: the window and its budget, once per
    request; the short recent window when the KV cache is cold);
 3. ``Engine.complete`` with the settings' method, the n-gram source and the memory;
-4. the drafts' text clean-up (lsp_server/drafts.py ``postprocess``, in the document's line
-   ending and indentation, lsp_server/layout.py), then ``rank``: this layer's ranking stages
+4. the drafts' text clean-up (lsp_server/completion/cleanup.py ``postprocess``, in the document's
+line
+   ending and indentation, lsp_server/completion/layout.py), then ``rank``: this layer's ranking
+   stages
    (``rank_stages``, after the engine's; superposed/ranking.py owns them all): drafts that
-   parse there (lsp_server/wellformed.py; a block cut to its first lines that do), near
+   parse there (lsp_server/completion/wellformed.py; a block cut to its first lines that do), near
    duplicates merged, a block's new first lines first, a long verbatim copy from the memory
-   first (lsp_server/evidence.py), at a line start the last slot to another first word, k
+   first (lsp_server/completion/evidence.py), at a line start the last slot to another first word, k
    shown. Drafts with text that was not UTF-8 never get there (``shown``).
 
-Typing along a draft just shown answers without the model (lsp_server/ahead.py
+Typing along a draft just shown answers without the model (lsp_server/runtime/ahead.py
 ``TypingCache``). Models trained for fill-in-the-middle also see the text after the cursor
 in their prompt (superposed/fim.py; the ``fim`` setting).
 """
@@ -28,8 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from lsp_server.cursor import CursorContext
-from lsp_server.drafts import (
+from lsp_server.completion.cleanup import (
     Suggestion,
     code_end,
     first_line_key,
@@ -37,12 +38,13 @@ from lsp_server.drafts import (
     postprocess,
     unreadable,
 )
-from lsp_server.evidence import prompt_lead, says
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.evidence import prompt_lead, says
+from lsp_server.completion.prompt_plan import PromptPlan
+from lsp_server.completion.syntax import Decision, decide
+from lsp_server.completion.wellformed import Cursor, parses
 from lsp_server.models import testing_tiny
-from lsp_server.prompt_plan import PromptPlan
 from lsp_server.settings import DecodingSettings
-from lsp_server.syntax import Decision, decide
-from lsp_server.wellformed import Cursor, parses
 from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.ngram import MatchSource, NgramSource
@@ -182,7 +184,7 @@ def rank_stages(
     """The ranking stages after the engine's (superposed/ranking.py ``text_stages``), with what
     only this layer knows passed in: what a near duplicate is (``distinctDrafts``:
     drafts.near_key), a block's first line (drafts.first_line_key), whether a draft parses at
-    the cursor (tree-sitter, lsp_server/wellformed.py; off for the tiny test model, whose
+    the cursor (tree-sitter, lsp_server/completion/wellformed.py; off for the tiny test model, whose
     drafts are noise), what a block that does not parse is cut to (``shorter_blocks``) and
     what the memory's lead says (issue 38; ``evidence``: evidence.prompt_lead,
     evidence.says)."""

@@ -1,5 +1,5 @@
-"""Store writes on one thread, in order, retried until they land (lsp_server/learning.py
-queues saves, accepted drafts and forgetting here; lsp_server/stores.py makes them)."""
+"""Store writes on one thread, in order, retried until they land (lsp_server/runtime/learning.py
+queues saves, accepted drafts and forgetting here; lsp_server/stores/stores.py makes them)."""
 
 from __future__ import annotations
 

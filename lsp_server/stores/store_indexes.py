@@ -10,7 +10,7 @@ whose file changed or was erased before answering (``Segment.mask``): forgetting
 shell reaches the next request. The delta is rebuilt in the background (on first use of a
 small store, at once), the previous indexes serving meanwhile.
 
-lsp_server/match_indexes.py's MatchIndexes holds one StoreIndexes beside the open documents'
+lsp_server/stores/match_indexes.py's MatchIndexes holds one StoreIndexes beside the open documents'
 indexes.
 """
 

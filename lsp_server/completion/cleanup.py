@@ -6,9 +6,9 @@ draft the token budget stopped mid-line goes back to its last whole line, ``whol
 empty drafts, drafts that only repeat the text after the cursor and drafts with characters
 that stand for bytes that were not UTF-8 (``unreadable``) are dropped. Which of the
 rest are shown, and in what order, is ranking's (superposed/ranking.py, the stages listed in
-lsp_server/completion.py ``rank_stages``): from here it takes what a near duplicate is
+lsp_server/completion/decode.py ``rank_stages``): from here it takes what a near duplicate is
 (``near_key``) and what a block's first line says (``first_line_key``). The document's line
-ending and indentation are lsp_server/layout.py's.
+ending and indentation are lsp_server/completion/layout.py's.
 """
 
 from __future__ import annotations
