@@ -385,6 +385,9 @@ def did_close(ls: SuperposedServer, params: types.DidCloseTextDocumentParams) ->
         session.indexes.close(key)
         session.shareable.forget(key)
     ls.next_edits.closed(params.text_document.uri)
+    if session is not None and not ls.workspace.text_documents:  # none open: give back
+        ls.scheduler.stop_warming()  # a warm-up now would fill the cache for a closed one
+        ls.scheduler.submit(session.engine.release)  # the KV cache, the heap's free pages
 
 
 # -- completion -----------------------------------------------------------------------------

@@ -19,7 +19,13 @@ from superposed.fast_runner import FastRunner
 from superposed.fim import FimTokens, build_fim_prompt
 from superposed.fits import check_fits, footprint
 from superposed.gguf_convert import Progress
-from superposed.model import LoadedModel, compact_loading, load_model, set_threads
+from superposed.model import (
+    LoadedModel,
+    compact_loading,
+    give_back_freed_memory,
+    load_model,
+    set_threads,
+)
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
@@ -188,6 +194,13 @@ class Engine:
             self.compile_off_reason = reason
             return
         self.compiler = BackgroundCompiler(self.runner, builder)
+
+    def release(self) -> None:
+        """Give back what the last prompts hold: the KV cache (its rows and positions, a
+        prompt the next request could have reused) and the freed heap pages. On the thread
+        that decodes; for when no document is open."""
+        self.runner.rewind(0)  # a growing cache's storage goes with it (kv_cache.py)
+        give_back_freed_memory()
 
     def compile_status(self) -> str:
         """off | building | ready | failed: <why> (the background-compiled decode step)."""

@@ -282,6 +282,17 @@ def compact_loading() -> Iterator[None]:
             libc.malloc_trim(0)
 
 
+def give_back_freed_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). Freed tensors and Python objects stay in glibc's arenas, resident, until it
+    trims them, which it does only at the top of its main heap: a server that closed every
+    document still held what they had cost (issue 51: 472 -> 709 MB after 2,000 opened and
+    closed)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 def default_model_dir() -> Path:
     """The default model as a plain transformers directory, converting the GGUF once."""
     return embedded_model_dir(SMOLLM2)

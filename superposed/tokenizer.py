@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from superposed import model_cache
 from superposed.embedded import cache_dir, embedded
 from superposed.own_model import GgufModel, OwnModelError, converted_folder, gguf_model
 
@@ -41,7 +42,7 @@ def load_tokenizer(model: str) -> Any:
         raise ValueError(str(err)) from err
     named = embedded(model)
     folder = cache_dir() / "models" / named.folder if named is not None else Path(model)
-    if named is not None and not (folder / "tokenizer.json").is_file():
+    if named is not None and not model_cache.usable(folder):  # a damaged one is converted again
         from superposed.model import embedded_model_dir  # converts the model once
 
         folder = embedded_model_dir(named)
@@ -57,7 +58,7 @@ def load_tokenizer(model: str) -> Any:
 def _gguf_tokenizer(model: GgufModel) -> Any:
     """The converted folder's tokenizer.json, or (not converted yet) the GGUF's own."""
     folder = converted_folder(model)
-    if (folder / "tokenizer.json").is_file():
+    if model_cache.usable(folder):  # else (not converted yet, or damaged) the GGUF's own
         from tokenizers import Tokenizer
 
         return Tokenizer.from_file(str(folder / "tokenizer.json"))

@@ -47,6 +47,7 @@ DAMAGES = [
     pytest.param(_write("config.json", "[]"), id="config-not-an-object"),
     pytest.param(_write("config.json", '{"model_type": 7}'), id="config-model-type"),
     pytest.param(_truncate("tokenizer.json", 0.5), id="tokenizer-truncated"),
+    pytest.param(_remove("tokenizer.json"), id="tokenizer-missing"),
     pytest.param(_write("tokenizer_config.json", "{"), id="tokenizer-config-invalid-json"),
 ]
 
@@ -98,6 +99,21 @@ def test_a_damaged_model_cache_is_logged_removed_and_converted_again(
     assert not list(target.parent.glob(".damaged-*"))  # nothing left aside
     loaded = model_module.load_model(SMOLLM2.name, "cpu", "float32", skeleton=True)
     assert loaded.checkpoint is not None  # the weights read again
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_the_stores_tokenizer_converts_a_damaged_cache_again(
+    damage: Callable[[Path], None], good: Path, converting: tuple[Path, list[list[str]]]
+) -> None:
+    """The stores' tokenizer reads the cache's tokenizer.json alone (no model, no torch):
+    a damaged one raised from the tokenizers library (index-repo failed with a trace)."""
+    from superposed.tokenizer import load_tokenizer
+
+    target, runs = converting
+    shutil.copytree(good, target)
+    damage(target)
+    assert load_tokenizer(SMOLLM2.name).encode("def f():").ids
+    assert len(runs) == 1 and model_cache.problem(target) is None
 
 
 def test_a_sound_model_cache_is_used_as_it_is(
