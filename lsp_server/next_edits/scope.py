@@ -122,8 +122,12 @@ def _defines(text: str, first: int, tokens: tuple[Token, ...], name: str) -> boo
     if not all(t == name or t == "," for t in texts):
         return False
     # an item of ``from x import (`` ... ``)``: the lines above are items, then the opener
-    rows = text[:first].split("\n")[-IMPORT_ITEMS:-1]
-    for line in reversed(rows):
+    start = first
+    for _ in range(IMPORT_ITEMS):  # IMPORT_ITEMS lines back, not the whole text split
+        if start == 0:
+            break
+        start = text.rfind("\n", 0, start - 1) + 1
+    for line in reversed(text[start:first].split("\n")[:-1]):
         above = [t.text for t in lex(line)]
         if above and above[0] in IMPORTERS and above[-1] == "(":
             return True
