@@ -6,7 +6,8 @@ of the files it opens (a path's later versions stored as line deltas of its earl
 the sites the commit changed (a span of a pre-commit line and its replacement). A
 **repetitive** task's group is the sites where the commit made one rewrite; an **ordinary**
 task's is one site whose rewrite the commit made once. Validation (rich) for tuning, test
-(flask, black) for the report.
+(flask, black) and test2 (click, httpx: bench/data/next_edits_test2.json.gz, issue 55 item 3)
+for the report.
 
 Per task, as an editor would, over stdio with the real language server (``lsp_server.cli``;
 next edits need no model: the tiny one, ``SUPERPOSED_TEST_TINY_MODEL=1``): didOpen of the
@@ -30,11 +31,13 @@ commit made, whichever group it belongs to.
 - false alarms (ordinary tasks): changes after which a proposal that is not right was shown,
   per 100 changes (and such proposals per 100 changes);
 - latency: from the last didChange to the notification, less the pause that ends a change
-  (``PAUSE_S``, ``NAME_PAUSE_S`` when it left the caret after a name's character): the time
-  from the change's end to the proposals; and the request's round trip.
+  (``PAUSE_S``, ``NAME_PAUSE_S`` when it left the caret after a name's character; none after
+  an accept, which ends its change at once): the time from the change's end to the
+  proposals; and the request's round trip.
 
     python -m bench.next_edits                    # test split: bench/results/next_edits.json
     python -m bench.next_edits --split validation # bench/results/next_edits-validation.json
+    python -m bench.next_edits --split test2      # bench/results/next_edits-test2.json
     python -m bench.next_edits --quick            # a few tasks of each kind per repository
 """
 
@@ -78,6 +81,10 @@ from bench.pipeline import Benchmark, run
 from bench.replay_driver import resolve_commit
 
 DATA = ROOT / "bench" / "data" / "next_edits.json.gz"
+# The second test split (issue 55 item 3): click and httpx, built by the same builder (its
+# tasks are that file's "test" split)
+DATA_TEST2 = ROOT / "bench" / "data" / "next_edits_test2.json.gz"
+SPLITS = {"validation": (DATA, "validation"), "test": (DATA, "test"), "test2": (DATA_TEST2, "test")}
 WAIT_S = NAME_PAUSE_S + 1.0  # how long the user waits for the notification before asking
 TYPE_GAP_S = 0.03  # between two typed chunks (a fast typist; under the pause)
 TOP = 3  # proposals the user reads in a list
@@ -374,7 +381,7 @@ async def run_task(editor: Editor, task: Task, root: Path) -> Walk:
         end_row = text_after.split("\n")[end_line]
         column = from_utf16(end_row, chosen["range"]["start"]["character"]) + len(chosen["newText"])
         cursor = (chosen["textDocument"]["uri"], end_line, utf16(end_row, column))
-        pause = pause_s(end_row[:column])
+        pause = 0.0  # an accept ends its change at once (service.accepted, since a1186cb)
         if all(s in made for s in task.group):
             break
     for uri in uris.values():
@@ -419,10 +426,10 @@ async def run_tasks(
 
 
 def options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--split", choices=("validation", "test"), default="test")
+    parser.add_argument("--split", choices=tuple(SPLITS), default="test")
     quick = f"the first {QUICK_PER_KIND} tasks of each kind and repository"
     parser.add_argument("--quick", action="store_true", help=quick)
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, help="the tasks (default: the split's file)")
     parser.add_argument("--out", type=Path, help="results JSON (default: bench/results/)")
     parser.add_argument("--server-commit", metavar="REF",
                         help="the server of this commit (default: the working tree)")  # fmt: skip
@@ -435,16 +442,18 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     from bench.lsp_latency.client import SERVER  # pytest-lsp: imported when a run needs it
 
     stamp = Stamp(model="none (next edits read no model; the server runs the tiny one)")
-    data = load_data(args.data)
-    tasks = tasks_of(data, args.split, QUICK_PER_KIND if args.quick else None)
+    path, split = SPLITS[args.split]
+    path = args.data or path
+    data = load_data(path)
+    tasks = tasks_of(data, split, QUICK_PER_KIND if args.quick else None)
     server_commit = resolve_commit(args.server_commit)
     rows, server = asyncio.run(run_tasks(tasks, SERVER, OPTIONS, server_commit))
     return {
         "data": {
-            "file": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else "",
-            "sha256": hashlib.sha256(args.data.read_bytes()).hexdigest(),
+            "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else "",
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
             "split": args.split,
-            "repos": {r: data["repos"][r]["head"] for r in data["split"][args.split]},
+            "repos": {r: data["repos"][r]["head"] for r in data["split"][split]},
             "tasks": len(tasks),
         },
         "settings": OPTIONS,
@@ -457,8 +466,8 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
 
 
 def variant(args: argparse.Namespace) -> str:
-    """bench/results/next_edits[-quick][-validation].json."""
-    return ("-quick" if args.quick else "") + ("-validation" if args.split == "validation" else "")
+    """bench/results/next_edits[-quick][-validation|-test2].json."""
+    return ("-quick" if args.quick else "") + ("" if args.split == "test" else f"-{args.split}")
 
 
 BENCH = Benchmark("next_edits", __doc__.splitlines()[0], options=options, variant=variant)

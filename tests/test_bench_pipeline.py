@@ -207,6 +207,7 @@ def test_the_next_edits_results_go_where_the_report_reads_them(tmp_path: Path) -
 
     assert path() == RESULTS / "next_edits.json"
     assert path("--split", "validation") == RESULTS / "next_edits-validation.json"
+    assert path("--split", "test2") == RESULTS / "next_edits-test2.json"
     assert path("--quick", "--split", "validation") == RESULTS / "next_edits-quick-validation.json"
     assert path("--quick", "--out", str(tmp_path / "n.json")) == tmp_path / "n.json"
 

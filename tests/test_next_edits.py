@@ -134,9 +134,9 @@ def test_a_renamed_definition_is_proposed_at_its_uses_and_attributes() -> None:
 
 
 def test_a_renamed_use_is_proposed_at_uses_only_not_in_strings_or_comments() -> None:
-    after = SOURCE.replace("first = get_user(1)", "first = fetch_user(1)")
-    assert _proposed(SOURCE, after) == [
-        (5, "get_user", "fetch_user"),
+    source = SOURCE.replace("def get_user(uid)", "def load(uid)")  # get_user defined elsewhere
+    after = source.replace("first = get_user(1)", "first = fetch_user(1)")
+    assert _proposed(source, after) == [
         (11, "get_user", "fetch_user"),
     ]  # not obj.get_user (an attribute), not the docstring, the comment or the string
 
@@ -148,7 +148,8 @@ def test_a_local_names_rename_stays_in_its_function() -> None:
         "def b():\n    style = 2\n    return style\n"
     )
     after = source.replace("x = style", "x = border_style")
-    assert _proposed(source, after) == [(0, "style", "border_style"), (2, "style", "border_style")]
+    # not the parameter either: a line that binds the name is not a use (scope.binds)
+    assert _proposed(source, after) == [(2, "style", "border_style")]
 
 
 def test_a_keyword_arguments_name_is_not_the_variables() -> None:
@@ -157,8 +158,8 @@ def test_a_keyword_arguments_name_is_not_the_variables() -> None:
     derived = derive(_change(source, after), "python")
     assert derived.pattern is not None
     sites = find(derived.pattern, "a.py", after, "python", "file")
-    # the parameter and the value passed, not g's keyword
-    assert [(s.row, s.start) for s in sites] == [(0, 6), (1, 12)]
+    # the value passed, not g's keyword (nor the parameter: a binding, scope.binds)
+    assert [(s.row, s.start) for s in sites] == [(1, 12)]
 
 
 def test_an_attributes_rename_keeps_its_receiver() -> None:
@@ -170,9 +171,9 @@ def test_an_attributes_rename_keeps_its_receiver() -> None:
 
 
 def test_a_changed_string_is_proposed_where_the_same_string_stands() -> None:
-    source = 'KEY = "user_id"\nrow["user_id"]\nname = "user_idx"\n'
-    after = source.replace('KEY = "user_id"', 'KEY = "uid"')
-    assert _proposed(source, after) == [(1, '"user_id"', '"uid"')]
+    source = 'row["user_id"]\nname = "user_idx"\nother["user_id"]\n'
+    after = source.replace('row["user_id"]', 'row["uid"]')
+    assert _proposed(source, after) == [(2, '"user_id"', '"uid"')]
 
 
 def test_an_edit_inside_a_docstring_is_proposed_in_strings_only() -> None:

@@ -21,7 +21,9 @@ from lsp_server.next_edits.workspace import files_holding, finder
 from lsp_server.stores.match_indexes import MatchIndexes
 from ngram_db import NgramStore
 
-EDITED = "from app import get_user\n\nget_user(1)\nget_user(2)\n"
+# get_user defined in none of the open documents: a use renamed there is a rename (where a
+# ``def`` or an import in the document defines it, the use switched to another function)
+EDITED = "user = get_user(0)\n\nget_user(1)\nget_user(2)\n"
 
 
 def _workspace(tmp_path: Path, tokenizer: Any) -> tuple[Path, NgramStore, MatchIndexes]:
@@ -69,7 +71,7 @@ def test_workspace_sites_come_after_the_open_documents(tmp_path: Path, tokenizer
     got = edits.propose(uri, 2, docs, "workspace", lambda u, t: True, files)
     assert [(Path(p.site.uri).name, p.site.row, p.site.origin) for p in got] == [
         ("main.py", 3, "file"),  # the nearest to the cursor (row 2) first
-        ("main.py", 0, "file"),  # "from app import get_user": a use, renamed as the edit did
+        ("main.py", 0, "file"),  # "user = get_user(0)": a use, renamed as the edit did
         ("views.py", 1, "workspace"),  # not api.get_user (an attribute), not get_username
     ]
     edit = got[2].to_json(len)

@@ -7,10 +7,15 @@ the start and at the end are context, the middle is what changed. Kinds, in the 
   name as a whole token; a use's only at uses (in its function when the function binds the
   name: scope.py), a definition's (after ``def``, ``class``...) at uses and attributes;
   never at a keyword argument's name (``f(style=style)``) unless the edit was one. A use
-  switched to a name the document already has is refused: that place changed its mind;
+  switched to a name the document already has is refused: that place changed its mind; so
+  is a use of a name the document defines (``def``, ``class``) or imports elsewhere: that
+  thing is renamed where it is defined, a use renamed alone switched to another. Sites are
+  uses: a line that binds the name again (a tuple or loop target, a parameter) is another
+  variable's (scope.binds);
 - ``attribute``: an attribute renamed on one receiver (``self.size`` -> ``self.length``):
   sites are that receiver's;
-- ``string``: one string literal became another (an import path, a key, a message);
+- ``string``: one string literal became another (an import path, a key, a message), found
+  again in the same role (after the same token; in a call, after the same callee);
 - ``argument``: text inserted at the end (or start) of a call's arguments
   (``x.get(k)`` -> ``x.get(k, None)``). Sites: calls of the same callee (``x.get``) on one
   line with as many arguments, which get the same text at the same end;
@@ -18,8 +23,11 @@ the start and at the end are context, the middle is what changed. Kinds, in the 
   it sits in (callee and opening bracket) or two tokens each side, and at least one name.
 
 Refused (no proposal at all, precision first): whitespace-only edits, edits over more than
-one line or of more than MAX_TOKENS tokens, edits inside comments, renames of keywords or of
-one-letter names, and rewrites whose result would match their own pattern again.
+one line or of more than MAX_TOKENS tokens, edits that change the line's indentation, edits
+inside comments, edits that leave the code broken on their line (half of a larger change),
+a condition's logic changed (``not``, ``and``, ``or``), renames of keywords or of one-letter
+names, and rewrites whose result would match their own pattern again. The misfires that
+made these rules are tests/test_next_edits_misfires.py (issue 55 item 2).
 """
 
 from __future__ import annotations
@@ -28,7 +36,13 @@ import re
 from dataclasses import dataclass, replace
 
 from lsp_server.next_edits.log import Change
-from lsp_server.next_edits.scope import local_rows
+from lsp_server.next_edits.scope import (
+    DEFINERS,
+    IMPORTERS,
+    binds,
+    defined_elsewhere,
+    local_rows,
+)
 from lsp_server.next_edits.tokens import Prose, Token, is_user_name, lex, prose_of
 
 MAX_TOKENS = 12  # tokens changed at most, on either side: repetitive edits are small
@@ -36,11 +50,8 @@ MAX_LINE = 400  # characters of the changed line at most (generated or minified 
 CONTEXT = 2  # context tokens on each side of a replace pattern
 MAX_CONTEXT = 6  # and at most this many, looking for a name to anchor it
 MIN_STRING = 3  # characters in a string literal that is found again anywhere
-DEFINERS = frozenset(
-    ["def", "class", "function", "fn", "func", "struct", "enum", "interface", "type", "trait"]
-)
-IMPORTERS = frozenset(["import", "from", "use", "require", "include"])
 _OPENERS, _CLOSERS = "([{", ")]}"
+LOGIC = frozenset(["not", "and", "or", "!", "&&", "||"])  # a condition's operators
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,7 @@ class Pattern:
     at_end: bool = True  # argument: the text went after the last argument (else the first)
     rows: tuple[int, int] | None = None  # a local's rename: its function's rows (scope.py)
     keyword: bool = False  # rename: the name was a keyword argument's (``f(style=...)``)
+    binding: bool = False  # rename: the edited line bound the name (``for line in f(line)``)
     uri: str = ""  # the document edited, its line there (row, in the text after) and the
     row: int = -1  # columns of what the edit wrote there: no site overlaps them
     columns: tuple[int, int] = (0, 0)
@@ -106,15 +118,21 @@ def derive(change: Change, language: str) -> Derived:
         return _refused("whitespace only")
     if len(old) > MAX_TOKENS or len(new) > MAX_TOKENS:
         return _refused("too large")
+    if _indent(line_before) != _indent(line_after):
+        return _refused("moves the line")  # into or out of a block: not a token rewrite
     row = change.after.count("\n", 0, a0)
     column = new[0].start if new else (ta[p].start if p < len(ta) else len(line_after))
     prose = prose_of(change.after, language, change.uri)
     where = prose.at(row, column)
     if where == "comment":
         return _refused("in a comment")
+    if where is None and prose.broken(row):
+        # half of a larger change (a bracket typed before its pair, ``and =`` before the
+        # rest): what it wrote is no rewrite of its own
+        return _refused("leaves the line broken")
     derived = (
         _rename(tb, p, old, new, where, change.before, (prose, row))
-        or _string(old, new, where)
+        or _string(tb, ta, p, old, new, (line_after, where))
         or _argument(tb, ta, p, s, old, new, line_after, where)
         or _replace(tb, ta, p, s, old, new, (line_before, line_after), where)
     )
@@ -125,6 +143,10 @@ def derive(change: Change, language: str) -> Derived:
     if _applies_again(pattern, ta, columns):
         return _refused("would apply again")
     return Derived(pattern, pattern.kind)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
 
 
 def _placed(pattern: Pattern, uri: str, row: int, columns: tuple[int, int]) -> Pattern:
@@ -169,6 +191,11 @@ def _rename(
         # a use switched to a name the document already has (another function, another
         # field): a change of that one place, not a rename
         return "switched to an existing name"
+    if dotted is False and where is None and defined_elsewhere(before, old[0].text, place[1]):
+        # a use of what a ``def``, a ``class`` or an import defines: renaming that thing
+        # starts where it is defined; a use renamed alone switched to another (a call of
+        # another function, another type in one annotation)
+        return "a use of a definition"
     label = f"rename {old[0].text} -> {new[0].text}"
     if dotted and p >= 2 and tb[p - 2].kind == "name":
         # an attribute of one receiver (self.style): another object's is another field
@@ -181,6 +208,7 @@ def _rename(
     after = tb[p + 1].text if p + 1 < len(tb) else ""
     header = tb[0].text in DEFINERS or tb[0].text in ("lambda", "async")
     keyword = after == "=" and previous in ("(", ",") and not header
+    binding = binds(tb, old[0].text)
     return Pattern(
         "rename",
         label,
@@ -192,16 +220,35 @@ def _rename(
         dotted,
         rows=rows,
         keyword=keyword,
+        binding=binding,
     )
 
 
-def _string(old: tuple[Token, ...], new: tuple[Token, ...], where: str | None) -> Pattern | None:
+def _string(
+    tb: tuple[Token, ...],
+    ta: tuple[Token, ...],
+    p: int,
+    old: tuple[Token, ...],
+    new: tuple[Token, ...],
+    placed: tuple[str, str | None],
+) -> Pattern | None:
+    """One literal became another, found again in the same role: after the same token, and
+    inside a call after the same callee and arguments before it (``SERVER_NAME="a"``, not
+    ``static_host="a"``; ``redirect("/a")``, not ``client.get("/a")``: the benchmark's
+    strings changed once were the same literal in another role)."""
+    line_after, where = placed
     if not (len(old) == len(new) == 1 and old[0].kind == new[0].kind == "string"):
         return None
     if len(old[0].text.strip("rRbBuUfF\"'`")) < MIN_STRING:
         return None  # a short one ('r', "") stands for many things: found with its context
+    opener = _innermost_open(tb, p)
+    left = min(p, 1)
+    if opener is not None and callee_of(tb, opener):
+        left = p - opener + len(callee_of(tb, opener))
     label = f"string {_clip(old[0].text)} -> {_clip(new[0].text)}"
-    return Pattern("string", label, (old[0].text,), 0, 0, new[0].text, where)
+    before = tuple(t.text for t in tb[p - left : p + 1])
+    start = ta[p - 1].end if left else new[0].start
+    return Pattern("string", label, before, left, 0, line_after[start : new[0].end], where)
 
 
 def _innermost_open(tokens: tuple[Token, ...], end: int) -> int | None:
@@ -314,6 +361,10 @@ def _replace(
     """Any other rewrite, found again by its context (see the module); ``lines``: the
     changed line before and after."""
     line_before, line_after = lines
+    if where is None and any(t.text in LOGIC for t in (*old, *new)):
+        # ``not`` deleted, ``and x`` added: one condition's decision (the benchmark's
+        # conditions changed once proposed at every other test of that name)
+        return "changes a condition"
     opener = _innermost_open(tb, p)
     left = min(p, CONTEXT)
     if opener is not None and callee_of(tb, opener):

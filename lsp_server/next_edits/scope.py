@@ -13,6 +13,11 @@ from lsp_server.next_edits.tokens import Prose, Token, lex
 
 ASSIGNMENTS = frozenset(["=", "+=", "-=", "*=", "/=", "//=", "%=", "|=", "&=", ":=", "**="])
 BINDERS = frozenset(["for", "as", "global", "nonlocal", "let", "var", "const"])
+DEFINERS = frozenset(
+    ["def", "class", "function", "fn", "func", "struct", "enum", "interface", "type", "trait"]
+)
+IMPORTERS = frozenset(["import", "from", "use", "require", "include"])
+IMPORT_ITEMS = 60  # lines of one parenthesized import read back at most
 
 
 def local_rows(
@@ -55,15 +60,77 @@ def _binds(tokens: tuple[Token, ...], name: str) -> bool:
     """Whether the line binds ``name``: ``name =``, ``name: T =``, ``for name``, ``as name``,
     ``a, name = ...``."""
     texts = [t.text for t in tokens]
+    depth = 0
     for i, text in enumerate(texts):
-        if text != name:
-            continue
-        after = texts[i + 1] if i + 1 < len(texts) else ""
+        depth += (text in "([{") - (text in ")]}")
         before = texts[i - 1] if i else ""
+        if text != name or before == ".":
+            continue  # ``self.name = ...`` binds an attribute, not the name
+        after = texts[i + 1] if i + 1 < len(texts) else ""
+        if after == "=" and depth > 0:
+            continue  # a keyword argument's name (``f(name=1)``)
         if after in ASSIGNMENTS or before in BINDERS:
             return True
         if i == 0 and after == ":" and "=" in texts:
             return True  # an annotated assignment
         if after == "," and "=" in texts[i:] and all(t not in "([{" for t in texts[:i]):
             return True  # unpacking
+    return False
+
+
+def binds(tokens: tuple[Token, ...], name: str) -> bool:
+    """Whether the line binds ``name`` (see _binds) or declares it a parameter: in a
+    definition's header, or alone on a line of a signature spread over several
+    (``name: T,``). A rename's sites are the name's uses: a line that binds it again makes
+    a variable of its own (the benchmark's renames reached tuple targets, loop targets and
+    parameters that the commits kept: bench/next_edits.py)."""
+    if _binds(tokens, name):
+        return True
+    texts = [t.text for t in tokens]
+    if name not in texts:
+        return False
+    if texts[0] in ("def", "lambda", "async", "function", "fn", "func"):
+        return _in_parameters([" ".join(texts)], name)
+    return texts[0] == name and len(texts) > 2 and texts[1] == ":" and texts[-1] == ","
+
+
+def defined_elsewhere(text: str, name: str, row: int) -> bool:
+    """Whether a row of ``text`` other than ``row`` defines ``name`` (``def``, ``class``...)
+    or imports it (one import line, or an item of a parenthesized one): the name is that
+    definition's, and a use renamed alone switched to another thing."""
+    at = text.find(name)
+    while at >= 0:
+        first = text.rfind("\n", 0, at) + 1
+        last = text.find("\n", at)
+        last = len(text) if last < 0 else last
+        here = text.count("\n", 0, first)
+        if here != row and _defines(text, first, lex(text[first:last]), name):
+            return True
+        at = text.find(name, last)
+    return False
+
+
+def _defines(text: str, first: int, tokens: tuple[Token, ...], name: str) -> bool:
+    """Whether the line (starting at offset ``first``) defines or imports ``name``."""
+    texts = [t.text for t in tokens]
+    if name not in texts:
+        return False
+    if texts[0] in DEFINERS and len(texts) > 1 and texts[1] == name:
+        return tokens[0].start == 0  # a module's (a method is an attribute: found with ".")
+    if texts[0] in IMPORTERS:
+        return "import" not in texts or name in texts[texts.index("import") + 1 :]
+    if not all(t == name or t == "," for t in texts):
+        return False
+    # an item of ``from x import (`` ... ``)``: the lines above are items, then the opener
+    start = first
+    for _ in range(IMPORT_ITEMS):  # IMPORT_ITEMS lines back, not the whole text split
+        if start == 0:
+            break
+        start = text.rfind("\n", 0, start - 1) + 1
+    for line in reversed(text[start:first].split("\n")[:-1]):
+        above = [t.text for t in lex(line)]
+        if above and above[0] in IMPORTERS and above[-1] == "(":
+            return True
+        if not all(t.kind == "name" or t.text == "," for t in lex(line)):
+            return False
     return False

@@ -20,6 +20,7 @@ from lsp_server.next_edits.patterns import (
     callee_of,
     matching_close,
 )
+from lsp_server.next_edits.scope import binds
 from lsp_server.next_edits.tokens import Token, lex, prose_of
 
 MAX_SITES = 200  # sites per text at most: a pattern that matches more is not a next edit
@@ -81,9 +82,13 @@ def find(pattern: Pattern, uri: str, text: str, language: str, origin: str) -> l
 
 
 def _edited(pattern: Pattern, uri: str, row: int, start: int, end: int) -> bool:
-    """Whether the site overlaps (or touches) what the edit itself wrote."""
+    """Whether the site overlaps (or touches) what the edit itself wrote, or lies on the line
+    where a rename's edit renamed a binding (the other uses there read the binding before:
+    ``for line in split(line)``)."""
     if uri != pattern.uri or row != pattern.row:
         return False
+    if pattern.binding:
+        return True
     low, high = pattern.columns
     return start <= high and end >= low
 
@@ -93,6 +98,8 @@ def _in_line(pattern: Pattern, tokens: tuple[Token, ...], line: str) -> list[tup
     if pattern.kind == "argument":
         return _calls(pattern, tokens, line)
     texts = [t.text for t in tokens]
+    if pattern.kind == "rename" and binds(tokens, pattern.before[0]):
+        return []  # a rename's sites are uses: a line that binds the name again (scope.binds)
     n, out = len(pattern.before), []
     for i in range(len(tokens) - n + 1):
         if tuple(texts[i : i + n]) != pattern.before:

@@ -175,6 +175,23 @@ class Prose:
             node = node.parent
         return None
 
+    def broken(self, row: int) -> bool:
+        """Whether the parse holds an error (or a missing token) on ``row``: the code there is
+        half made (False without a grammar)."""
+        tree = self._parse()
+        if tree is None or not tree.root_node.has_error:
+            return False
+        stack = [tree.root_node]
+        while stack:
+            node = stack.pop()
+            if node.start_point[0] > row or node.end_point[0] < row:
+                continue
+            if node.is_error or node.is_missing:
+                return True
+            if node.has_error:
+                stack.extend(node.children)
+        return False
+
     def at(self, row: int, column: int) -> str | None:
         """What holds the character at (row, column) (characters): "string", "comment" or
         None (code). A string literal that begins there is code: the literal is the unit

@@ -1,8 +1,9 @@
 """The documents both editors' next-edits tests edit (test_neovim_next_edits.py,
 test_vscode_next_edits.py): the same renames and inserts, one server, two clients."""
 
-# A rename at one call (get_user -> fetch_user) is proposed at the other calls and the
-# definition.
+# A rename at the definition (get_user -> fetch_user) is proposed at the calls. (At one
+# call it proposes nothing: a call of a function defined in the document renamed alone
+# switched to another function, issue 55 item 2.)
 SOURCE = """def get_user(uid):
     return {"id": uid}
 

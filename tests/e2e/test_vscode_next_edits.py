@@ -1,7 +1,7 @@
 """Next edits in a real VS Code (code-server in headless Chromium, driven by
 vscode-extension/e2e/nextEdits.mjs).
 
-A file calls ``get_user`` three times; the user renames it to ``fetch_user`` at the first call.
+A file calls ``get_user`` three times; the user renames it to ``fetch_user`` at its definition.
 After the change ends, the server's ``superposed/nextEditsReady`` reaches the extension: the
 next call gets the gutter mark and the "Tab to jump" hint; Tab moves the cursor there, where
 the old name shows struck through with the new one beside it; Tab accepts (the file as saved
@@ -38,11 +38,11 @@ from tests.e2e.vscode_harness import (
 pytestmark = [pytest.mark.editor, pytest.mark.slow]
 
 TIMEOUT_S = 420
-RENAMED = SOURCE.replace("print(get_user", "print(fetch_user")
-# 1-based, as Go to Line takes it: the first call's name.
-RENAME_AT = {"line": 6, "column": 11}
-# 1-based lines where get_user stands after the rename: the definition and the other calls.
-SITES = {1, 10, 14}
+RENAMED = SOURCE.replace("def get_user", "def fetch_user")
+# 1-based, as Go to Line takes it: the definition's name.
+RENAME_AT = {"line": 1, "column": 5}
+# 1-based lines where get_user stands after the rename: the calls.
+SITES = {6, 10, 14}
 SCREENSHOT = OUTPUT / "vscode-next-edits.png"
 DOCS_SCREENSHOT = ROOT / "docs" / "images" / "next-edits-vscode.png"
 
