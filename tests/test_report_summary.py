@@ -126,3 +126,32 @@ def test_the_latency_script_records_its_date_and_commit(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "run.json").read_text())
     date, commit = summary.stamp_of({**saved, "_file": "run.json"})
     assert date.endswith(" UTC") and date[:4].isdigit() and commit not in ("", "not recorded")
+
+
+def test_next_edits_get_a_line_per_test_split_each_from_its_own_split() -> None:
+    """Issue 55's rule reads both test splits: each gets its line. The pick by the command's
+    ``--split test`` once took the newer ``--split test2`` run as the first split's."""
+
+    def run(split: str, date: str, precision: float) -> dict[str, Any]:
+        return {
+            "_file": f"bench/results/next_edits-{split}.json",
+            "stamp": {"date": date, "commit": f"{split}000"[:7], "command": f"--split {split}"},
+            "data": {"split": split},
+            "summary": {
+                "precision": ci(precision),
+                "ordinary": {"false_alarms_per_100": {"mean": 2.5, "lo": 0.0, "hi": 6.2, "n": 80}},
+                "repetitive": {"recall3": ci(0.21)},
+            },
+        }
+
+    runs = [
+        run("test", "2026-12-06 08:25 UTC", 0.705),
+        run("test2", "2026-12-06 08:31 UTC", 0.716),
+        run("validation", "2026-12-06 08:40 UTC", 0.889),
+    ]
+    first, second = summary.next_edits_lines(runs)
+    assert first.file.endswith("next_edits-test.json") and "precision 70.5%" in first.default
+    assert second.file.endswith("next_edits-test2.json") and "precision 71.6%" in second.default
+    assert "needs, on every test split, 90%" in first.default  # issue 55's bar, not issue 35's
+    (missing, _) = summary.next_edits_lines([runs[1]])
+    assert missing.file == "" and "--split test`" in missing.default
