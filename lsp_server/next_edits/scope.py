@@ -9,6 +9,8 @@ before the edit, with tree-sitter for the function's rows (tokens.Prose.function
 
 from __future__ import annotations
 
+import re
+
 from lsp_server.next_edits.tokens import Prose, Token, lex
 
 ASSIGNMENTS = frozenset(["=", "+=", "-=", "*=", "/=", "//=", "%=", "|=", "&=", ":=", "**="])
@@ -18,6 +20,7 @@ DEFINERS = frozenset(
 )
 IMPORTERS = frozenset(["import", "from", "use", "require", "include"])
 IMPORT_ITEMS = 60  # lines of one parenthesized import read back at most
+_ITEMS = re.compile(r"[\w\s,]*")  # a line of names and commas (an import's items)
 
 
 def local_rows(
@@ -98,13 +101,21 @@ def defined_elsewhere(text: str, name: str, row: int) -> bool:
     """Whether a row of ``text`` other than ``row`` defines ``name`` (``def``, ``class``...)
     or imports it (one import line, or an item of a parenthesized one): the name is that
     definition's, and a use renamed alone switched to another thing."""
-    at = text.find(name)
+    at, here, counted = text.find(name), 0, 0  # ``here``: the row of offset ``counted``
     while at >= 0:
         first = text.rfind("\n", 0, at) + 1
         last = text.find("\n", at)
         last = len(text) if last < 0 else last
-        here = text.count("\n", 0, first)
-        if here != row and _defines(text, first, lex(text[first:last]), name):
+        here, counted = here + text.count("\n", counted, first), first
+        line = text[first:last]
+        # only a line that may define or import it is lexed (a common name stands on
+        # hundreds of lines: 140 ms for 876 in a 360 KB file when each was lexed and counted)
+        head = line.lstrip().split(" ", 1)[0]
+        if head in DEFINERS:  # a module's: at column 0, the name next
+            maybe = line.startswith(head + " ") and line[len(head) :].lstrip().startswith(name)
+        else:
+            maybe = head in IMPORTERS or _ITEMS.fullmatch(line) is not None
+        if here != row and maybe and _defines(text, first, lex(line), name):
             return True
         at = text.find(name, last)
     return False
