@@ -257,7 +257,13 @@ def next_edits_lines(runs: list[Run]) -> list[Line]:
 
     out = []
     for split, repos in (("test", "flask, black"), ("test2", "click, httpx")):
-        found = [r for r in runs if r.get("data", {}).get("split") == split and "summary" in r]
+        found = [
+            r
+            for r in runs
+            if r.get("data", {}).get("split") == split
+            and "summary" in r
+            and not r.get("server_commit")  # an older server's run, kept for comparison
+        ]
         run = newest(found)
         out.append(
             _line(

@@ -149,6 +149,9 @@ def test_next_edits_get_a_line_per_test_split_each_from_its_own_split() -> None:
         run("test2", "2026-12-06 08:31 UTC", 0.716),
         run("validation", "2026-12-06 08:40 UTC", 0.889),
     ]
+    before = run("test2", "2026-12-06 08:39 UTC", 0.691)
+    before["server_commit"] = "37a9067"  # the rules before, run after: not the defaults today
+    runs.append(before)
     first, second = summary.next_edits_lines(runs)
     assert first.file.endswith("next_edits-test.json") and "precision 70.5%" in first.default
     assert second.file.endswith("next_edits-test2.json") and "precision 71.6%" in second.default
