@@ -23,7 +23,7 @@ def _server(tokenizer: Any) -> tuple[SuperposedServer, Session]:
     server = SuperposedServer()
     server.protocol._workspace = Workspace(None)  # what initialize makes
     session = Session(engine=None, stores=None, indexes=MatchIndexes(tokenizer))  # type: ignore[arg-type]
-    server.loader.session = session
+    server.slot.state = session
     server.settings.decoding.first_prompt_tokens = 0  # no warm-ups: there is no engine
     return server, session
 
