@@ -117,15 +117,7 @@ class SuperposedServer(LanguageServer):
         self.warmer = Warmer(self.scheduler, self.counters, self.slot)
         self.drafts = Drafts(self.scheduler, self.counters, self.notifier.call_soon)
         # The last edit proposed where it applies next (no model: lsp_server/next_edits).
-        self.next_edits = NextEditService(
-            lambda: self.workspace,
-            lambda: self.settings.next_edits,
-            lambda: self.settings.stores.max_file_bytes,
-            lambda: roots_of(self.workspace),
-            lambda method, params: self.protocol.notify(method, params),
-            self.counters,
-            lambda: self.session,
-        )
+        self.next_edits = NextEditService(self, self.protocol.notify, self.counters, self.slot)
 
     @property
     def session(self) -> State:
