@@ -46,7 +46,7 @@ from lsp_server.next_edits.service import (
     NextEditService,
 )
 from lsp_server.protocol import SuperposedProtocol
-from lsp_server.runtime.ahead import Drafts, after_accept
+from lsp_server.runtime.ahead import DraftsAhead, after_accept
 from lsp_server.runtime.learning import Learning
 from lsp_server.runtime.loader import Loader
 from lsp_server.runtime.model_calls import ModelCalls
@@ -115,7 +115,7 @@ class SuperposedServer(LanguageServer):
         # Requests' model calls, with the session in when they run.
         self.calls = ModelCalls(self.slot, self.scheduler, self.notifier, self.counters)
         self.warmer = Warmer(self.scheduler, self.counters, self.slot)
-        self.drafts = Drafts(self.scheduler, self.counters, self.notifier.call_soon)
+        self.drafts = DraftsAhead(self.scheduler, self.counters, self.notifier.call_soon)
         # The last edit proposed where it applies next (no model: lsp_server/next_edits).
         self.next_edits = NextEditService(self, self.protocol.notify, self.counters, self.slot)
 

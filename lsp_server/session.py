@@ -7,7 +7,7 @@ assignment, so work that took ``server.session`` reads an engine, stores and ind
 belong together.
 Until a session is in, the slot holds ``Loading`` (the model loads) or ``Failed`` (it did
 not, and why). What does the work takes the session and the request: ``answer.answer``
-(through model_calls.ModelCalls, which alone says "not ready"), warmup.Warmer, ahead.Drafts.
+(through model_calls.ModelCalls, which alone says "not ready"), warmup.Warmer, ahead.DraftsAhead.
 
 The stores open before the model, with its tokenizer alone, and outlive a session: they
 are ``server.learning``'s (learning.py), which the session's stores are when it is built.
