@@ -182,7 +182,7 @@ def rank_stages(
 ) -> list[ranking.Stage[Suggestion]]:
     """The ranking stages after the engine's (superposed/ranking.py ``text_stages``), with what
     only this layer knows passed in: what a near duplicate is (``distinctDrafts``:
-    drafts.near_key), a block's first line (drafts.first_line_key), whether a draft parses at
+    cleanup.near_key), a block's first line (cleanup.first_line_key), whether a draft parses at
     the cursor (tree-sitter, lsp_server/completion/wellformed.py; off for the tiny test model, whose
     drafts are noise), what a block that does not parse is cut to (``shorter_blocks``) and
     what the memory's lead says (issue 38; ``evidence``: evidence.prompt_lead,
@@ -304,8 +304,8 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
 
 def shown(completion: Completion, plan: RequestPlan) -> list[Suggestion]:
     """The engine's drafts in the document's line ending and indentation (whatever another
-    document's copy brought), cleaned up (drafts.postprocess), none with text that was not
-    UTF-8 (drafts.unreadable: whatever the settings; but for the tiny test model, whose
+    document's copy brought), cleaned up (cleanup.postprocess), none with text that was not
+    UTF-8 (cleanup.unreadable: whatever the settings; but for the tiny test model, whose
     word salad of byte tokens the editor tests show)."""
     context = plan.context
     layout = context.layout
