@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from functools import partial
 from typing import Any
 
 from lsprotocol import types
@@ -45,14 +46,23 @@ from lsp_server.next_edits.service import (
     NextEditService,
 )
 from lsp_server.protocol import SuperposedProtocol
-from lsp_server.runtime.ahead import Drafts, after_accept
+from lsp_server.runtime.ahead import DraftsAhead, after_accept
 from lsp_server.runtime.learning import Learning
 from lsp_server.runtime.loader import Loader
 from lsp_server.runtime.model_calls import ModelCalls
 from lsp_server.runtime.notifier import Notifier
 from lsp_server.runtime.scheduler import HeldRequests, Scheduler
 from lsp_server.runtime.warmup import Warmer
-from lsp_server.session import Loading, Session, State, model_stats, ready, resident_mb
+from lsp_server.session import (
+    Loading,
+    Session,
+    SessionSlot,
+    State,
+    describe,
+    model_stats,
+    ready,
+    resident_mb,
+)
 from lsp_server.settings import SECTION, Settings, parse_settings, to_dict
 from lsp_server.triggers import refusal
 from lsp_server.workspace import Where, doc_key, path_of, roots_of
@@ -83,43 +93,41 @@ class SuperposedServer(LanguageServer):
         self.counters: Counter[str] = Counter()
         self.last_prompt: dict[str, Any] = {}  # the last answer's prompt: tokens, reused, short
         self.init_options: Any = None
-        self.notifier = Notifier(self, lambda: self.loader.describe())  # messages, status
+        # The session: Loading, then the loaded model's, swapped in whole by the loader alone;
+        # the services below hold this slot and read it when their work runs.
+        self.slot = SessionSlot()
+        self.notifier = Notifier(self, self.describe_model)  # messages, status
         # The engine thread (loads, decodes, warm-ups), the store thread, the newest requests.
         self.scheduler = Scheduler(self.counters)
         # The stores open now (before the model too) and the writes to them.
-        self.learning = Learning(
-            self.notifier, self.counters, lambda: roots_of(self.workspace), lambda: self.session
-        )
+        self.learning = Learning(self.notifier, self.counters, self, self.slot)
         # Inline requests made while the model loads, answered once it is in.
         self.held = HeldRequests(self.counters)
         self.loader = Loader(
             self.scheduler,
             self.notifier,
             self.learning,
-            lambda: self.settings,
+            self.slot,
+            self,
             self._loaded,
-            lambda: self.held.end(loaded=False),
+            partial(self.held.end, loaded=False),
         )
         # Requests' model calls, with the session in when they run.
-        self.calls = ModelCalls(lambda: self.session, self.scheduler, self.notifier, self.counters)
-        self.warmer = Warmer(self.scheduler, self.counters, lambda: self.session)
-        self.drafts = Drafts(self.scheduler, self.counters, self.notifier.call_soon)
+        self.calls = ModelCalls(self.slot, self.scheduler, self.notifier, self.counters)
+        self.warmer = Warmer(self.scheduler, self.counters, self.slot)
+        self.drafts = DraftsAhead(self.scheduler, self.counters, self.notifier.call_soon)
         # The last edit proposed where it applies next (no model: lsp_server/next_edits).
-        self.next_edits = NextEditService(
-            lambda: self.workspace,
-            lambda: self.settings.next_edits,
-            lambda: self.settings.stores.max_file_bytes,
-            lambda: roots_of(self.workspace),
-            lambda method, params: self.protocol.notify(method, params),
-            self.counters,
-            lambda: self.session,
-        )
+        self.next_edits = NextEditService(self, self.protocol.notify, self.counters, self.slot)
 
     @property
     def session(self) -> State:
         """The loaded model's engine, stores and memory (session.py); Loading or Failed
         until one is in."""
-        return self.loader.session
+        return self.slot.state
+
+    def describe_model(self) -> tuple[str, str | None]:
+        """The model for superposed/status: its name, and the decode step once loaded."""
+        return describe(self.slot.state, self.settings.model.model)
 
     async def apply_options(self, options: Any) -> None:
         """Parse settings; report invalid values; reload what changed."""

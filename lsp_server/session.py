@@ -7,7 +7,7 @@ assignment, so work that took ``server.session`` reads an engine, stores and ind
 belong together.
 Until a session is in, the slot holds ``Loading`` (the model loads) or ``Failed`` (it did
 not, and why). What does the work takes the session and the request: ``answer.answer``
-(through model_calls.ModelCalls, which alone says "not ready"), warmup.Warmer, ahead.Drafts.
+(through model_calls.ModelCalls, which alone says "not ready"), warmup.Warmer, ahead.DraftsAhead.
 
 The stores open before the model, with its tokenizer alone, and outlive a session: they
 are ``server.learning``'s (learning.py), which the session's stores are when it is built.
@@ -19,16 +19,19 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lsp_server.models import load_engine
-from lsp_server.settings import ModelSettings
+from lsp_server.settings import ModelSettings, Settings
 from lsp_server.stores.match_indexes import MatchIndexes
 from lsp_server.stores.shareable_documents import Shareable
 from lsp_server.stores.stores import Stores
 from ngram_db.tokenizer import as_tokenizer
 from superposed.api import Engine
 from superposed.gguf_convert import Progress
+
+if TYPE_CHECKING:
+    from pygls.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,33 @@ class Failed(NotReady):
 
 
 State = Session | NotReady  # what the session slot holds: a Session, Loading or Failed
+
+
+class SessionSlot:
+    """The server's one session slot, the object every service that uses a session holds.
+
+    ``state`` is Loading until a model is loaded, then its Session, or Failed. The loader
+    alone puts a new one in (``swap``: one assignment, on the engine thread), so a reload
+    changes it here once for every service; a service reads ``state`` when its work runs
+    and keeps no session of its own."""
+
+    def __init__(self) -> None:
+        self.state: State = Loading()
+
+    def swap(self, state: State) -> None:
+        self.state = state
+
+
+class ServerNow(Protocol):
+    """What a service reads of the server as it is when its work runs: the settings
+    (replaced whole when the client sends new ones) and the editor's workspace (the open
+    documents, the folders; pygls makes it at ``initialize``). The server is one."""
+
+    settings: Settings
+
+    @property
+    def workspace(self) -> Workspace: ...
+
 
 # Where to warm once a session is in: (uri, offset or None for the document's end, resting).
 Place = tuple[str, int | None, bool]

@@ -29,7 +29,7 @@ from superposed.model import (
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
-from superposed.request import DecodeRequest, Method
+from superposed.request import DecodeRequest, Method, Plan
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
 from superposed.runner_choice import default_precision, fast_runner_class, make_runner
 from superposed.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
@@ -253,34 +253,48 @@ class Engine:
         cancel: CancelCheck | None = None,
         memory: MatchSource | None = None,
     ) -> Completion:
-        """Decode drafts for the cursor at the end of ``prompt``.
+        """Decode drafts for the cursor at the end of ``prompt``: ``run`` for a caller with
+        the values apart (the benches, the tests); the server plans whole
+        (lsp_server/completion/decode.py).
 
         ``prompt``: built by the caller (``Engine.prompt``: its window, healing and FIM are
-        the caller's choice, lsp_server/completion/decode.py's for a request), or the text before
-        the cursor, for which ``Engine.prompt``'s defaults build it here.
+        the caller's choice), or the text before the cursor, for which ``Engine.prompt``'s
+        defaults build it here (its time counts in ``prompt`` and ``total``).
         memory: longest matches over the user's code, for a method that takes them
         (``MethodEntry.takes_memory``); the caller decides whether the memory is on.
         """
-        run = find_method(method)
+        find_method(method)
         cfg = cfg or DecodeConfig()
         cfg.validate()
         start = time.perf_counter()
         if isinstance(prompt, str):
             prompt = self.prompt(prompt, cfg.max_new_tokens)
+        built_ms = (time.perf_counter() - start) * 1e3
+        done = self.run(Plan(prompt, method, cfg, stop or StopCondition(), ngram, memory, cancel))
+        done.timing_ms["prompt"] += built_ms
+        done.timing_ms["total"] += built_ms
+        return done
+
+    def run(self, plan: Plan) -> Completion:
+        """Decode the drafts ``plan`` asks for (its prompt built, its sources chosen)."""
+        run = find_method(plan.method)
+        plan.cfg.validate()
+        start = time.perf_counter()
+        prompt = plan.prompt
         reused = reusable_prefix(self.runner.cached_ids, prompt.ids)
         encoded = time.perf_counter()
         clock = PrefillClock(self.runner)
         runner = cast(ModelRunner, clock)
-        takes_memory = METHOD_TABLE[method].takes_memory
+        takes_memory = METHOD_TABLE[plan.method].takes_memory
         request = DecodeRequest(
             runner,
             self.vocab,
             prompt,
-            cfg,
-            ngram=ngram,
-            stop=stop or StopCondition(),
-            cancel=cancel,
-            memory=memory if takes_memory else None,
+            plan.cfg,
+            ngram=plan.ngram,
+            stop=plan.stop,
+            cancel=plan.cancel,
+            memory=plan.memory if takes_memory else None,
         )
         drafts = run(request)
         done = time.perf_counter()

@@ -35,4 +35,19 @@ class DecodeRequest:
     memory: MatchSource | None = None  # longest matches over the user's code (superposed)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """One request's decode as its caller planned it, which ``Engine.run`` takes whole: the
+    prompt, the method and its config, where the drafts end, the sources and the cancel
+    check. The engine adds its runner and vocabulary (``DecodeRequest``)."""
+
+    prompt: Prompt
+    method: str = "superposed"
+    cfg: DecodeConfig = field(default_factory=DecodeConfig)
+    stop: StopCondition = field(default_factory=StopCondition)
+    ngram: NgramSource | None = None  # per-draft n-gram re-scoring (the superposed methods)
+    memory: MatchSource | None = None  # for a method that takes it (takes_memory)
+    cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
+
+
 Method = Callable[[DecodeRequest], list[Draft]]

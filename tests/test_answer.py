@@ -84,7 +84,7 @@ def served(path: Path, settings: Settings) -> list[str]:
     for store in session.stores.for_path(path, []).present():  # indexed, as complete does
         session.indexes.stores.store_index(store)
     session.indexes.wait()
-    ls.loader.session = session
+    ls.slot.state = session
     try:
         _, suggestions = asyncio.run(ls.suggest(uri, types.Position(LINE, COL)))
     finally:

@@ -35,7 +35,7 @@ def _server(tokenizer: Any) -> tuple[SuperposedServer, Session]:
     server.protocol._workspace = Workspace(None)  # what initialize makes
     engine: Any = EngineStub()
     session = Session(engine=engine, stores=None, indexes=MatchIndexes(tokenizer))  # type: ignore[arg-type]
-    server.loader.session = session
+    server.slot.state = session
     server.settings.decoding.first_prompt_tokens = 0  # no warm-ups: there is no engine
     return server, session
 

@@ -30,6 +30,7 @@ from lsp_server.runtime.ahead import TypingCache
 from lsp_server.settings import DecodingSettings
 from superposed import ranking
 from superposed.api import Completion
+from superposed.request import Plan
 from superposed.types import Draft, StopCondition
 
 
@@ -253,8 +254,8 @@ class _Recorder:
         self.prompts = getattr(self, "prompts", 0) + 1
         return SimpleNamespace(text=text, ids=[], max_new_tokens=max_new_tokens)
 
-    def complete(self, prompt: SimpleNamespace, **kwargs: object) -> Completion:
-        self.calls.append({"prompt": prompt, **kwargs})
+    def run(self, plan: Plan) -> Completion:
+        self.calls.append({"prompt": plan.prompt, "cfg": plan.cfg, "stop": plan.stop})
         return Completion(drafts=[Draft(t, [], -float(i), True) for i, t in enumerate(self.texts)])
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from lsp_server.completion.cleanup import Suggestion
 from lsp_server.completion.cursor import CursorContext
-from lsp_server.completion.decode import decode_config, rank
+from lsp_server.completion.decode import rank
 from lsp_server.models import TINY_ENV
 from lsp_server.settings import DecodingSettings
 
@@ -26,7 +26,7 @@ def test_drafts_that_do_not_parse_go_before_the_memory_lead(
     drafts.append(Suggestion("data = read(path)", -3.0))
     settings = replace(DecodingSettings(), k=3, line_mode="single")
     context = CursorContext(BODY, "", following=AFTER, language="python")
-    out = rank(drafts, context, settings, decode_config(settings), "data = read(path)")
+    out = rank(drafts, context, settings, "data = read(path)")
     assert [(s.text, s.score) for s in out] == [
         ("data = read(path)", -1.0),
         ("data = load(path)", -1.0),

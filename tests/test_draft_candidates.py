@@ -40,9 +40,8 @@ def judged(monkeypatch: pytest.MonkeyPatch) -> None:
 def ranked(texts: list[str], before: str, following: str = "", kind: str = "line") -> list[str]:
     settings = replace(DecodingSettings(), k=3)
     context = CursorContext(before, "", following=following, language="python")
-    cfg = DecodeConfig(k=5)
     drafts = [Suggestion(t, -float(i)) for i, t in enumerate(texts)]
-    return [s.text for s in rank(drafts, context, settings, cfg, None, kind)]  # type: ignore[arg-type]
+    return [s.text for s in rank(drafts, context, settings, None, kind)]  # type: ignore[arg-type]
 
 
 def test_a_block_that_does_not_parse_gives_way_to_its_first_lines_that_do(judged: None) -> None:
@@ -106,7 +105,7 @@ def test_a_reserve_takes_the_slot_of_drafts_that_do_not_parse(
     broken = [Draft(f"data = load(path{')' * (i + 2)}", [], -float(i)) for i in range(5)]
     reserve = Draft("data = read(path)", [], -9.0, source="memory")
     done = Completion([*broken, reserve], {"total": 1.0})
-    monkeypatch.setattr(tiny_engine, "complete", lambda *a, **kw: done)
+    monkeypatch.setattr(tiny_engine, "run", lambda *a, **kw: done)
     context = CursorContext.at(BODY + AFTER, len(BODY), "python")
     settings = replace(DecodingSettings(), k=3, line_mode="single")
     shown = decode(tiny_engine, context, settings).suggestions

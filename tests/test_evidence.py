@@ -9,7 +9,7 @@ import pytest
 
 from lsp_server.completion.cleanup import Suggestion
 from lsp_server.completion.cursor import CursorContext
-from lsp_server.completion.decode import decode
+from lsp_server.completion.decode import Sources, decode
 from lsp_server.completion.evidence import LEAD_TOKENS, leading_text, says
 from lsp_server.completion.wellformed import Cursor, malformed
 from lsp_server.settings import DecodingSettings
@@ -82,7 +82,7 @@ def test_the_open_documents_copy_leads_the_frobnicator_drafts(real_engine: Engin
     docs = {"file:///a.py": first, "file:///b.py": second}
     context = CursorContext.at(second, len(second), "python")
     source = memory.source("file:///b.py", len(second), docs)
-    answer = decode(real_engine, context, DecodingSettings(), memory=source)
+    answer = decode(real_engine, context, DecodingSettings(), Sources(memory=source))
     texts = [s.text.strip() for s in answer.suggestions]
     assert COPY in texts[:2], texts
     cursor = Cursor(context.before, context.following, "python")

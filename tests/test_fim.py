@@ -1,4 +1,5 @@
-"""Fill-in-the-middle prompts (superposed/fim.py) and the stop-at-suffix rule (completion.py).
+"""Fill-in-the-middle prompts (superposed/fim.py) and the stop-at-suffix rule
+(completion/decode.py).
 
 A tiny random Llama over the default tokenizer with StarCoder's three FIM markers added
 stands in for a FIM-trained model: its drafts mean nothing, but the prompt layout, the

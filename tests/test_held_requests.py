@@ -72,7 +72,7 @@ def test_a_request_made_while_loading_is_answered_once_the_model_is_in() -> None
     async def scenario() -> None:
         task = await held(ls, inline())
         assert calls == []  # nothing is answered while the model loads
-        ls.loader.session = SimpleNamespace()  # type: ignore[assignment]  # a model is in
+        ls.slot.state = SimpleNamespace()  # type: ignore[assignment]  # a model is in
         ls._loaded()  # the loader's "ready", on the event loop
         result = await task
         assert texts(result) == ["x + 1"] and calls == [TEXT]
@@ -89,7 +89,7 @@ def test_only_the_newest_request_of_a_document_waits() -> None:
         newer = asyncio.create_task(handlers.inline_completion(ls, inline()))
         assert (await older).items == []  # answered empty at once: the newer one waits
         assert not newer.done() and KEY in ls.held
-        ls.loader.session = SimpleNamespace()  # type: ignore[assignment]
+        ls.slot.state = SimpleNamespace()  # type: ignore[assignment]
         ls._loaded()
         assert texts(await newer) == ["x + 1"] and calls == [TEXT]
 
@@ -131,7 +131,7 @@ def test_a_failed_load_answers_every_held_request_empty() -> None:
 
     async def scenario() -> None:
         task = await held(ls, inline())
-        ls.loader.session = Failed("no model named x: check superposed.model")
+        ls.slot.state = Failed("no model named x: check superposed.model")
         ls.loader._failed()  # the loader's "failed", on the event loop
         assert (await task).items == []
 
@@ -157,7 +157,7 @@ def test_a_plain_completion_and_a_failed_load_do_not_wait() -> None:
 
     async def scenario() -> None:
         await at_once(handlers.completion(ls, plain))
-        ls.loader.session = Failed("no model named x: check superposed.model")
+        ls.slot.state = Failed("no model named x: check superposed.model")
         await at_once(handlers.inline_completion(ls, inline()))
 
     run(scenario)

@@ -358,3 +358,40 @@ def test_the_map_reader_opens_folders() -> None:
     text = "x\n```\n" + "\n".join(block) + "\n```\n"
     assert named_in_map(text) == {"pkg/a.py", "pkg/b.py", "pkg/d.py", "pkg/f.py", "pkg/sub/e.py"}
     assert named_in_map(text, column_only=True) == {"pkg/a.py", "pkg/b.py", "pkg/sub/e.py"}
+
+
+# The request's path below the handlers: answer() plans the request once and hands the plan
+# down (issue 53 item 3); a function here that needs more wants the plan, not its parts.
+REQUEST_PATH = [
+    "lsp_server/completion/answer.py",
+    "lsp_server/completion/decode.py",
+    "lsp_server/completion/plain.py",
+    "lsp_server/completion/prompt_plan.py",
+    "lsp_server/completion/cleanup.py",
+    "superposed/request.py",
+]
+MAX_PARAMETERS = 5
+
+
+def wide_functions(source: str) -> list[str]:
+    """The functions of ``source`` that take more than MAX_PARAMETERS (self, cls not counted)."""
+    wide = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            names = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+            if len([n for n in names if n not in ("self", "cls")]) > MAX_PARAMETERS:
+                wide.append(node.name)
+    return wide
+
+
+def test_the_request_path_takes_few_parameters() -> None:
+    wide = {path: wide_functions((ROOT / path).read_text()) for path in REQUEST_PATH}
+    run = next(
+        node
+        for node in ast.walk(ast.parse((ROOT / "superposed" / "api.py").read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "run"
+    )
+    assert {path: names for path, names in wide.items() if names} == {}
+    assert [p.arg for p in run.args.args] == ["self", "plan"]  # the engine takes it whole
+    assert wide_functions("def f(a, b, c, d, e, *, g=1):\n    pass\n") == ["f"]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from lsp_server.completion.answer import memory_matches, start_memory
 from lsp_server.completion.cursor import CursorContext
-from lsp_server.completion.decode import decode
+from lsp_server.completion.decode import Sources, decode
 from lsp_server.completion.request import Request
 from lsp_server.session import Session
 from lsp_server.settings import DecodingSettings, Settings, StoreSettings
@@ -598,7 +598,9 @@ def test_suggestions_at_a_blank_line_continue_it(tiny_engine: Engine) -> None:
     memory = SuffixIndex([tokenizer.encode(source_file, add_special_tokens=False)])
     settings = DecodingSettings(memory=True, first_prompt_tokens=0, max_new_tokens=8)
     text = head + "    "
-    answer = decode(tiny_engine, CursorContext.at(text, len(text)), settings, memory=memory)
+    answer = decode(
+        tiny_engine, CursorContext.at(text, len(text)), settings, Sources(memory=memory)
+    )
     assert answer.suggestions
     assert not any(s.text.lstrip(" \t").startswith("\n") for s in answer.suggestions)
     assert CursorContext.at(text, len(text)).blank_line
@@ -635,10 +637,14 @@ def test_a_twin_function_proposes_its_body_as_a_block(
     context = CursorContext.at(text, len(text), language="python")
     settings = DecodingSettings(first_prompt_tokens=0)
     assert settings.line_mode == "auto"
-    shown = [s.text for s in decode(tiny_engine, context, settings, memory=memory).suggestions]
+    shown = [
+        s.text for s in decode(tiny_engine, context, settings, Sources(memory=memory)).suggestions
+    ]
     assert body in shown
     single = DecodingSettings(first_prompt_tokens=0, line_mode="single")
-    lines = [s.text for s in decode(tiny_engine, context, single, memory=memory).suggestions]
+    lines = [
+        s.text for s in decode(tiny_engine, context, single, Sources(memory=memory)).suggestions
+    ]
     assert body.split("\n")[0] in lines and body not in lines
 
 
@@ -708,5 +714,7 @@ def test_a_twin_body_after_the_opener_takes_the_openers_block(
     memory = MatchIndexes(tokenizer).source(uri, len(text), {uri: text})
     context = CursorContext.at(text, len(text), language="python")
     settings = DecodingSettings(first_prompt_tokens=0)
-    shown = [s.text for s in decode(tiny_engine, context, settings, memory=memory).suggestions]
+    shown = [
+        s.text for s in decode(tiny_engine, context, settings, Sources(memory=memory)).suggestions
+    ]
     assert body in shown

@@ -1,7 +1,7 @@
 """What is never learned reaches no other document either (issue 34, item 1): open documents
 that a save would not learn feed only their own drafts (lsp_server/stores/shareable_documents.py),
 and drafts
-shown before a forget are not typed along after it (MatchIndexes.erasures, ahead.Drafts)."""
+shown before a forget are not typed along after it (MatchIndexes.erasures, ahead.DraftsAhead)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pygls.uris import from_fs_path
 
 from lsp_server.completion.cleanup import Suggestion
 from lsp_server.completion.cursor import CursorContext
-from lsp_server.runtime.ahead import Drafts
+from lsp_server.runtime.ahead import DraftsAhead
 from lsp_server.stores import shareable_documents as shareable_module
 from lsp_server.stores.match_indexes import MatchIndexes
 from lsp_server.stores.shareable_documents import Shareable
@@ -99,7 +99,7 @@ def test_the_erasure_stamp_moves_with_a_forget_not_with_a_save() -> None:
 
 def test_drafts_shown_before_an_erasure_are_not_typed_along() -> None:
     counters: Counter[str] = Counter()
-    drafts = Drafts(SimpleNamespace(), counters, lambda *a: None)  # type: ignore[arg-type]
+    drafts = DraftsAhead(SimpleNamespace(), counters, lambda *a: None)  # type: ignore[arg-type]
     shown = CursorContext("def f():\n    return", "")
     typed = CursorContext(shown.before + " wid", "")
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from pygls.workspace import Workspace
 from lsp_server.next_edits import service as service_module
 from lsp_server.next_edits import tokens
 from lsp_server.next_edits.service import NEXT_EDITS_READY, NextEditService
-from lsp_server.settings import NextEditSettings
+from lsp_server.settings import NextEditSettings, Settings, StoreSettings
 
 URI = "file:///ws/a.py"
 SOURCE = "def get_user():\n    pass\n\nget_user()\nget_user()\n"
@@ -38,19 +39,18 @@ def _service(
 ) -> tuple[NextEditService, Workspace]:
     """The service over a workspace where ``uri`` holds SOURCE; ``root``: the workspace
     folder (without one, an edit's document lends its text to no other)."""
-    workspace = Workspace(None)
+    workspace = Workspace(from_fs_path(str(root)) if root is not None else None)
     workspace.put_text_document(
         types.TextDocumentItem(uri=uri, language_id="python", version=1, text=SOURCE)
     )
     # off by default (bench/results/next_edits.json)
     chosen = settings if settings is not None else NextEditSettings(on=True)
+    stores = StoreSettings(max_file_bytes=max_bytes)
+    server = SimpleNamespace(
+        settings=Settings(next_edits=chosen, stores=stores), workspace=workspace
+    )
     service = NextEditService(
-        lambda: workspace,
-        lambda: chosen,
-        lambda: max_bytes,
-        lambda: [root] if root is not None else [],
-        lambda method, params: sent.append((method, params)),
-        Counter(),
+        server, lambda method, params: sent.append((method, params)), Counter()
     )
     service.opened(workspace.get_text_document(uri))
     return service, workspace

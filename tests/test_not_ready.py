@@ -32,7 +32,7 @@ def not_ready_server(state: NotReady) -> SuperposedServer:
     server.protocol._workspace = Workspace(None)  # as initialize makes them
     server.protocol.client_capabilities = types.ClientCapabilities()
     server.workspace.put_text_document(types.TextDocumentItem(URI, "python", 1, TEXT))
-    server.loader.session = state
+    server.slot.state = state
     return server
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import pytest
@@ -24,7 +26,7 @@ from lsp_server.next_edits.log import EditLog
 from lsp_server.next_edits.proposals import Doc, NextEdits
 from lsp_server.next_edits.service import NextEditService
 from lsp_server.next_edits.workspace import finder
-from lsp_server.settings import NextEditSettings, StoreSettings
+from lsp_server.settings import NextEditSettings, Settings, StoreSettings
 from lsp_server.stores.match_indexes import MatchIndexes
 from lsp_server.stores.shareable_documents import Shareable
 from lsp_server.stores.stores import Stores
@@ -263,18 +265,14 @@ def test_an_open_document_lends_its_password_to_no_other_document(ws: Path, case
 
 async def _proposed_in_b(ws: Path, case: Case) -> list[dict[str, Any]]:
     """The next edits proposed in b.py after the rename was made in the case's document."""
-    workspace = Workspace(None)
+    workspace = Workspace(from_fs_path(str(ws)))  # the folder, where codebase stores belong
     edited, b = _uri(ws, case), from_fs_path(str(ws / "b.py")) or ""
     for uri, text in ((edited, case.text), (b, OTHER)):
         workspace.put_text_document(types.TextDocumentItem(uri, "python", 1, text))
-    service = NextEditService(
-        lambda: workspace,
-        lambda: NextEditSettings(on=True, scope="open"),
-        lambda: MAX_BYTES,
-        lambda: [ws],
-        lambda method, params: None,
-        __import__("collections").Counter(),
-    )
+    chosen = NextEditSettings(on=True, scope="open")
+    settings = Settings(next_edits=chosen, stores=StoreSettings(max_file_bytes=MAX_BYTES))
+    server = SimpleNamespace(settings=settings, workspace=workspace)
+    service = NextEditService(server, lambda method, params: None, Counter())
     for uri in (edited, b):
         service.opened(workspace.get_text_document(uri))
     row = case.text.split("\n").index(f"client = {OLD}()")

@@ -11,12 +11,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pygls.workspace import Workspace
 
 from lsp_server import session as session_module
 from lsp_server.runtime.learning import Learning
 from lsp_server.runtime.loader import Loader
 from lsp_server.runtime.scheduler import Scheduler
-from lsp_server.session import Failed, Loading, Session
+from lsp_server.session import Failed, Loading, Session, SessionSlot, describe
 from lsp_server.settings import ModelSettings, Settings, StoreSettings
 from superposed.types import EngineError
 
@@ -53,7 +54,9 @@ class FakeNotifier:
         pass
 
 
-def make_loader(tmp_path: Path) -> tuple[Loader, Learning, Scheduler, FakeNotifier, list[str]]:
+def make_loader(
+    tmp_path: Path,
+) -> tuple[Loader, Learning, Scheduler, FakeNotifier, list[str], SessionSlot]:
     settings = Settings(
         model=ModelSettings(model="tiny-random"),
         stores=StoreSettings(codebase_db=str(tmp_path / "codebase.sqlite"), user_store=False),
@@ -61,10 +64,11 @@ def make_loader(tmp_path: Path) -> tuple[Loader, Learning, Scheduler, FakeNotifi
     notifier: Any = FakeNotifier()
     scheduler = Scheduler()
     ready: list[str] = []
-    loader: Loader
-    learning = Learning(notifier, Counter(), lambda: [], lambda: loader.session)
-    loader = Loader(scheduler, notifier, learning, lambda: settings, lambda: ready.append("ready"))
-    return loader, learning, scheduler, notifier, ready
+    slot = SessionSlot()
+    server = SimpleNamespace(settings=settings, workspace=Workspace(None))  # a ServerNow
+    learning = Learning(notifier, Counter(), server, slot)
+    loader = Loader(scheduler, notifier, learning, slot, server, lambda: ready.append("ready"))
+    return loader, learning, scheduler, notifier, ready, slot
 
 
 def engine_stub(tokenizer: Any) -> Any:
@@ -86,16 +90,16 @@ def load(loader: Loader, scheduler: Scheduler) -> None:
 def test_the_session_is_swapped_in_whole_once_loaded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokenizer: Any
 ) -> None:
-    loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
+    loader, learning, scheduler, notifier, ready, slot = make_loader(tmp_path)
     seen: list[Any] = []
 
     def load_engine(model: ModelSettings, progress: Any = None) -> Any:
-        seen.append((loader.session, learning.stores))  # while the model loads
+        seen.append((slot.state, learning.stores))  # while the model loads
         return engine_stub(tokenizer)
 
     monkeypatch.setattr(session_module, "load_engine", load_engine)
     load(loader, scheduler)
-    session = loader.session
+    session = slot.state
     assert isinstance(session, Session)
     ((during, early_stores),) = seen
     assert isinstance(during, Loading)  # nothing half-loaded is ever seen
@@ -104,30 +108,33 @@ def test_the_session_is_swapped_in_whole_once_loaded(
     assert session.stores is early_stores is learning.stores
     assert learning.ready.is_set() and ready == ["ready"]
     assert [state for state, _ in notifier.statuses] == ["loading", "ready"]
-    assert loader.describe() == (session.engine.name, session.engine.decode_step())
+    assert describe(slot.state, "tiny-random") == (
+        session.engine.name,
+        session.engine.decode_step(),
+    )
     # a reload empties the slot until the new session is in, whole again
     load(loader, scheduler)
     assert isinstance(seen[-1][0], Loading)
-    assert isinstance(loader.session, Session) and loader.session is not session
+    assert isinstance(slot.state, Session) and slot.state is not session
 
 
 def test_a_failed_load_leaves_no_session_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
+    loader, learning, scheduler, notifier, ready, slot = make_loader(tmp_path)
 
     def load_engine(model: ModelSettings, progress: Any = None) -> Any:
         raise EngineError("no model named x: check superposed.model")
 
     monkeypatch.setattr(session_module, "load_engine", load_engine)
     load(loader, scheduler)
-    failed = loader.session
+    failed = slot.state
     assert isinstance(failed, Failed)
     assert failed.error == "no model named x: check superposed.model"
     assert notifier.errors == [failed.error]
     assert notifier.statuses[-1] == ("error", failed.error)
     assert learning.ready.is_set() and ready == []  # shutdown does not wait for stores
-    assert loader.describe() == ("tiny-random", None)
+    assert describe(slot.state, "tiny-random") == ("tiny-random", None)
 
 
 def _safetensor_error() -> Exception:
@@ -152,7 +159,7 @@ def test_a_load_failure_of_any_kind_ends_loading_with_one_message_that_says_what
     RuntimeError left the server "loading" for ever with no message (issue 51)."""
     from lsp_server.runtime import loader as loader_module
 
-    loader, learning, scheduler, notifier, ready = make_loader(tmp_path)
+    loader, learning, scheduler, notifier, ready, slot = make_loader(tmp_path)
     failed_calls: list[str] = []
     loader._failed = lambda: failed_calls.append("failed")
 
@@ -163,7 +170,7 @@ def test_a_load_failure_of_any_kind_ends_loading_with_one_message_that_says_what
     monkeypatch.setattr(loader_module, "load_store_tokenizer", fail)  # the stores wait
     monkeypatch.setenv("SUPERPOSED_CACHE_DIR", str(tmp_path / "cache"))
     load(loader, scheduler)
-    failed = loader.session
+    failed = slot.state
     assert isinstance(failed, Failed) and failed.error is not None
     assert type(failure()).__name__ in failed.error
     assert f"delete the folder {tmp_path / 'cache'}" in failed.error  # what to do

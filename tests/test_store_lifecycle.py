@@ -14,12 +14,15 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from pygls.workspace import Workspace
 
 from lsp_server.runtime import learning as learning_module
 from lsp_server.runtime.learning import Learning
+from lsp_server.session import SessionSlot
 from lsp_server.settings import StoreSettings
 from lsp_server.stores.stores import Stores
 from lsp_server.stores.write_queue import WriteQueue
@@ -167,7 +170,8 @@ class FakeNotifier:
 
 def make_learning(tmp_path: Path) -> tuple[Learning, FakeNotifier, Counter[str]]:
     notifier, counters = FakeNotifier(), Counter[str]()
-    learning = Learning(cast(Any, notifier), counters, list, lambda: cast(Any, None))
+    server = SimpleNamespace(settings=None, workspace=Workspace(None))  # no folder
+    learning = Learning(cast(Any, notifier), counters, server, SessionSlot())
     learning.stores = make_stores(tmp_path)[0]
     learning.ready.set()
     return learning, notifier, counters

@@ -37,7 +37,7 @@ def test_a_draft_with_broken_text_is_never_shown(
     monkeypatch.delenv(TINY_ENV, raising=False)
     texts = ["reasons def\ufffd\ufffd Meet En\ufffd\ufffdillsalamentU solesto", "line in data:"]
     done = Completion([Draft(t, [], -float(i)) for i, t in enumerate(texts)], {"total": 1.0})
-    monkeypatch.setattr(tiny_engine, "complete", lambda *a, **kw: done)
+    monkeypatch.setattr(tiny_engine, "run", lambda *a, **kw: done)
     before = BODY + "for "
     context = CursorContext.at(before + AFTER, len(before), "python")
     off = replace(DecodingSettings(), k=3, line_mode="single", well_formed=False)

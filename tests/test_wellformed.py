@@ -126,7 +126,7 @@ def test_a_malformed_draft_is_replaced_by_the_next_candidate(
     texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
     drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
     monkeypatch.setattr(
-        tiny_engine, "complete", lambda *a, **kw: Completion(drafts, {"total": 1.0})
+        tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0})
     )
     text = BODY + AFTER
     context = CursorContext.at(text, len(BODY), "python")
@@ -142,7 +142,7 @@ def test_well_formed_off_shows_the_drafts_as_decoded(tiny_engine: Engine, monkey
     texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
     drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
     monkeypatch.setattr(
-        tiny_engine, "complete", lambda *a, **kw: Completion(drafts, {"total": 1.0})
+        tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0})
     )
     context = CursorContext.at(BODY + AFTER, len(BODY), "python")
     settings, errors = parse_settings({"superposed": {"wellFormed": False}})
@@ -157,7 +157,7 @@ def test_the_tiny_test_models_drafts_are_not_judged(tiny_engine: Engine, monkeyp
     texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
     drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
     monkeypatch.setattr(
-        tiny_engine, "complete", lambda *a, **kw: Completion(drafts, {"total": 1.0})
+        tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0})
     )
     monkeypatch.setenv("SUPERPOSED_TEST_TINY_MODEL", "1")
     context = CursorContext.at(BODY + AFTER, len(BODY), "python")

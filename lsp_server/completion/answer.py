@@ -19,7 +19,7 @@ from functools import partial
 
 from lsprotocol import types
 
-from lsp_server.completion.decode import Answer, decode
+from lsp_server.completion.decode import Answer, Sources, decode
 from lsp_server.completion.plain import plain_request
 from lsp_server.completion.request import Request
 from lsp_server.session import Session
@@ -68,7 +68,7 @@ def answer(
     matches = None
     if decoding.memory:
         matches = memory_matches(session, request, here, pending or start_memory(session, request))
-    found = decode(session.engine, request.context, decoding, ngram, cancel=cancel, memory=matches)
+    found = decode(session.engine, request.context, decoding, Sources(ngram, matches), cancel)
     back = [replace(s, text=plain.back(s.text)) for s in found.suggestions]
     return replace(found, suggestions=back)  # in the document's line ending and indentation
 
@@ -107,4 +107,3 @@ def memory_matches(
     """The memory's matches: the open documents (``pending``), the stores' indexes and the
     shared indexes (sharedIndexes)."""
     return pending.with_stores(here.present(), session.stores.shared())
-

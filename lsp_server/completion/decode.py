@@ -1,22 +1,22 @@
 """Document + cursor -> prompt -> drafts -> suggestions the editor can show.
 
 Protocol-free: the server turns ``Suggestion`` objects into LSP items. ``decode`` is one
-model call, in steps each with its own module:
+model call: ``plan`` plans it whole, ``run`` runs it, in steps each with its own module:
 
 1. what the request drafts, a line or a block (``line_kind``; ``lineMode: auto``, the
-   default, asks the syntax at the cursor, lsp_server/completion/syntax.py), its engine config
+   default, asks the syntax at the cursor, completion/syntax.py), its engine config
    (``request_config``, a copy of the settings) and where its drafts end (``request_stop``);
-2. the prompt (lsp_server/completion/prompt_plan.py: the window and its budget, once per
-   request; the short recent window when the KV cache is cold);
-3. ``Engine.complete`` with the settings' method, the n-gram source and the memory;
-4. the drafts' text clean-up (lsp_server/completion/cleanup.py ``postprocess``, in the document's
-line
-   ending and indentation, lsp_server/completion/layout.py), then ``rank``: this layer's ranking
-   stages
+2. the prompt (completion/prompt_plan.py: the window and its budget, once per request; the
+   short recent window when the KV cache is cold); the plan (``RequestPlan``) holds them,
+   with the engine's part (superposed's ``Plan``: prompt, method, config, stop rule, the
+   n-gram source and the memory, the cancel check) that ``Engine.run`` takes whole;
+3. ``Engine.run``;
+4. the drafts' text clean-up (completion/cleanup.py ``postprocess``, in the document's line
+   ending and indentation, completion/layout.py), then ``rank``: this layer's ranking stages
    (``rank_stages``, after the engine's; superposed/ranking.py owns them all): drafts that
-   parse there (lsp_server/completion/wellformed.py; a block cut to its first lines that do), near
+   parse there (completion/wellformed.py; a block cut to its first lines that do), near
    duplicates merged, a block's new first lines first, a long verbatim copy from the memory
-   first (lsp_server/completion/evidence.py), at a line start the last slot to another first word, k
+   first (completion/evidence.py), at a line start the last slot to another first word, k
    shown. Drafts with text that was not UTF-8 never get there (``shown``).
 
 Typing along a draft just shown answers without the model (lsp_server/runtime/ahead.py
@@ -48,6 +48,7 @@ from lsp_server.settings import DecodingSettings
 from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.ngram import MatchSource, NgramSource
+from superposed.request import Plan
 from superposed.types import CancelCheck, DecodeConfig, StopCondition
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
@@ -166,24 +167,22 @@ def rank(
     suggestions: list[Suggestion],
     context: CursorContext,
     settings: DecodingSettings,
-    cfg: DecodeConfig,
-    evidence: str | None,
+    evidence: str | None = None,
     kind: Decision = "line",
 ) -> list[Suggestion]:
     """The cleaned-up drafts, the k shown in the order shown: ``rank_stages`` applied."""
-    return ranking.apply(suggestions, rank_stages(context, settings, cfg, evidence, kind))
+    return ranking.apply(suggestions, rank_stages(context, settings, evidence, kind))
 
 
 def rank_stages(
     context: CursorContext,
     settings: DecodingSettings,
-    cfg: DecodeConfig,
     evidence: str | None,
     kind: Decision = "line",
 ) -> list[ranking.Stage[Suggestion]]:
     """The ranking stages after the engine's (superposed/ranking.py ``text_stages``), with what
     only this layer knows passed in: what a near duplicate is (``distinctDrafts``:
-    drafts.near_key), a block's first line (drafts.first_line_key), whether a draft parses at
+    cleanup.near_key), a block's first line (cleanup.first_line_key), whether a draft parses at
     the cursor (tree-sitter, lsp_server/completion/wellformed.py; off for the tiny test model, whose
     drafts are noise), what a block that does not parse is cut to (``shorter_blocks``) and
     what the memory's lead says (issue 38; ``evidence``: evidence.prompt_lead,
@@ -213,82 +212,109 @@ def shorter_blocks(text: str) -> Iterator[str]:
         last = form
 
 
+@dataclass(frozen=True)
+class Sources:
+    """What a request decodes with beside the model: the stores' n-grams and the memory's
+    matches (None when ``memory`` is off: whoever reads the settings decides)."""
+
+    ngram: NgramSource | None = None
+    memory: MatchSource | None = None
+
+
+NO_SOURCES = Sources()
+
+
+@dataclass(frozen=True)
+class RequestPlan:
+    """One request's decode, planned once (``plan``): what the engine takes whole, and what
+    the clean-up and the ranking after it read."""
+
+    context: CursorContext
+    settings: DecodingSettings
+    kind: Decision  # a line or a block (line_kind)
+    engine: Plan  # the prompt, method, config, stop rule, sources and cancel check
+    short_window: bool  # the cache was cold: the prompt is the short recent window
+    prompt_ms: float  # text -> prompt tokens
+
+
 def decode(
     engine: Engine,
     context: CursorContext,
     settings: DecodingSettings,
-    ngram: NgramSource | None = None,
+    sources: Sources = NO_SOURCES,
     cancel: CancelCheck | None = None,
-    max_prompt_tokens: int | None = None,
-    memory: MatchSource | None = None,
 ) -> Answer:
-    """One model call: the drafts for the cursor, post-processed.
+    """One model call: the drafts for the cursor, post-processed (``plan``, then ``run``).
 
-    memory: longest matches over the user's code, or None; whoever reads the settings
-    decides (None when ``memory`` is off), and the method takes it if it can.
-    max_prompt_tokens: None: the setting's (0 there: all the model's context).
     What is drafted, a line or a block, is ``line_kind``'s; "none" answers an automatic
     request with no drafts (an asked-for one drafts a line).
+    """
+    planned = plan(engine, context, settings, sources, cancel)
+    return Answer([]) if planned is None else run(engine, planned)
+
+
+def plan(
+    engine: Engine,
+    context: CursorContext,
+    settings: DecodingSettings,
+    sources: Sources,
+    cancel: CancelCheck | None,
+) -> RequestPlan | None:
+    """The request's decode, planned whole: its kind, config, stop rule and prompt; None
+    where nothing belongs and no one asked.
+
     When the cache is cold (``PromptPlan.cold``), the prompt is the short recent window and
     the answer says so (``short_window``): the server then warms the cache to the full window.
     """
     kind = line_kind(context, settings)
     if kind == "none" and context.automatic:
-        return Answer([])  # nothing belongs here, and no one asked
-    if max_prompt_tokens is None:
-        max_prompt_tokens = settings.max_prompt_tokens or None
+        return None  # nothing belongs here, and no one asked
     cfg = request_config(settings, context, kind)
     stop = request_stop(context, settings, kind)
     start = time.perf_counter()
-    plan = PromptPlan.of(engine, context, settings)
-    prompt, short = plan.choose(max_prompt_tokens, cfg.max_new_tokens)
+    prompts = PromptPlan.of(engine, context, settings)
+    prompt, short = prompts.choose(settings.max_prompt_tokens or None, cfg.max_new_tokens)
     prompt_ms = (time.perf_counter() - start) * 1e3
-    completion = engine.complete(
-        prompt,
-        method=settings.method,
-        cfg=cfg,
-        ngram=ngram,
-        stop=stop,
-        cancel=cancel,
-        memory=memory,
-    )
-    timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
-    timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms
-    suggestions = shown(completion, context, settings, kind, stop)
+    whole = Plan(prompt, settings.method, cfg, stop, sources.ngram, sources.memory, cancel)
+    return RequestPlan(context, settings, kind, whole, short, prompt_ms)
+
+
+def run(engine: Engine, plan: RequestPlan) -> Answer:
+    """The engine's drafts for ``plan``, cleaned up (``shown``), then ranked once (``rank``)."""
+    completion = engine.run(plan.engine)
+    timing_ms = {**completion.timing_ms, "prompt": plan.prompt_ms}  # text -> prompt tokens, here
+    timing_ms["total"] = timing_ms.get("total", 0.0) + plan.prompt_ms
+    suggestions = shown(completion, plan)
     start = time.perf_counter()
-    evidence = prompt_lead(memory, prompt, engine, cfg.memory_follow)
-    suggestions = rank(suggestions, context, settings, cfg, evidence, kind)
+    decoded = plan.engine
+    evidence = prompt_lead(decoded.memory, decoded.prompt, engine, decoded.cfg.memory_follow)
+    suggestions = rank(suggestions, plan.context, plan.settings, evidence, plan.kind)
     timing_ms["wellformed"] = (time.perf_counter() - start) * 1e3
-    if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
+    if decoded.ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
-    suggestions = [replace(s, text=context.layout.ends(s.text)) for s in suggestions]
+    suggestions = [replace(s, text=plan.context.layout.ends(s.text)) for s in suggestions]
     return Answer(
         suggestions,
         timing_ms,
-        short_window=short,
+        short_window=plan.short_window,
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,
     )
 
 
-def shown(
-    completion: Completion,
-    context: CursorContext,
-    settings: DecodingSettings,
-    kind: Decision,
-    stop: StopCondition,
-) -> list[Suggestion]:
+def shown(completion: Completion, plan: RequestPlan) -> list[Suggestion]:
     """The engine's drafts in the document's line ending and indentation (whatever another
-    document's copy brought), cleaned up (drafts.postprocess), none with text that was not
-    UTF-8 (drafts.unreadable: whatever the settings; but for the tiny test model, whose
+    document's copy brought), cleaned up (cleanup.postprocess), none with text that was not
+    UTF-8 (cleanup.unreadable: whatever the settings; but for the tiny test model, whose
     word salad of byte tokens the editor tests show)."""
+    context = plan.context
     layout = context.layout
     drafts = [replace(d, text=layout.lines(d.text, context.line_before)) for d in completion.drafts]
     cleaned = postprocess(
         replace(completion, drafts=drafts),
         context.after,
-        "multi" if kind == "block" else "single",
-        stop=stop,
+        "multi" if plan.kind == "block" else "single",
+        stop=plan.engine.stop,
     )
     if testing_tiny():
         return cleaned

@@ -7,7 +7,7 @@ the file had no indented line yet. ``Layout.of`` reads the document's line endin
 level of its indentation (a tab or N spaces; where no line is indented yet, the language's
 usual one, ``DEFAULT_UNITS``: the protocol gives an inline completion no FormattingOptions);
 ``Layout.lines`` makes a draft's line breaks LF and its indentation the document's, before
-post-processing reads the lines (drafts.postprocess); ``Layout.ends`` gives the shown
+post-processing reads the lines (cleanup.postprocess); ``Layout.ends`` gives the shown
 draft the document's line ending.
 """
 

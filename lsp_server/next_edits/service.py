@@ -39,9 +39,10 @@ from pygls.workspace import TextDocument, Workspace
 from lsp_server.next_edits.log import Change
 from lsp_server.next_edits.proposals import NAME_PAUSE_S, PAUSE_S, Doc, NextEdits, Proposal
 from lsp_server.next_edits.workspace import finder_for
+from lsp_server.session import ServerNow, SessionSlot
 from lsp_server.settings import NextEditSettings
 from lsp_server.stores.shareable_documents import Shareable
-from lsp_server.workspace import path_of
+from lsp_server.workspace import path_of, roots_of
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +72,16 @@ class NextEditService:
 
     def __init__(
         self,
-        workspace: Callable[[], Workspace],
-        settings: Callable[[], NextEditSettings],
-        max_bytes: Callable[[], int],
-        roots: Callable[[], list[Path]],
+        server: ServerNow,
         notify: Callable[[str, dict[str, Any]], None],
         counters: Counter[str],
-        session: Callable[[], Any] = lambda: None,
+        slot: SessionSlot | None = None,
     ) -> None:
         self.edits = NextEdits()
         self.shareable = Shareable()
-        self._workspace, self._settings, self._notify = workspace, settings, notify
-        self._max_bytes, self._roots, self._counters = max_bytes, roots, counters
-        self._session = session  # the loaded model's stores and memory (scope workspace)
-        self._on = settings().on  # the setting as last applied (reconfigure)
+        self._server, self._notify, self._counters = server, notify, counters
+        self._slot = slot or SessionSlot()  # the loaded model's stores and memory (scope workspace)
+        self._on = self._settings().on  # the setting as last applied (reconfigure)
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._shown: dict[str, bool] = {}  # uri -> the last notification had edits
         self._newest: Change | None = None  # the newest ended change not computed yet
@@ -95,6 +92,18 @@ class NextEditService:
         # changes ended), a request the other.
         self._thread = ThreadPoolExecutor(max_workers=2, thread_name_prefix="next-edits")
         self.last_ms: float | None = None  # the last ended change's time to its proposals
+
+    def _settings(self) -> NextEditSettings:
+        return self._server.settings.next_edits
+
+    def _workspace(self) -> Workspace:
+        return self._server.workspace
+
+    def _max_bytes(self) -> int:
+        return self._server.settings.stores.max_file_bytes
+
+    def _roots(self) -> list[Path]:
+        return roots_of(self._server.workspace)
 
     # -- the documents' events (on the event loop) -------------------------------------
 
@@ -279,7 +288,7 @@ class NextEditService:
 
         scope, files = self._settings().scope, None
         if scope == "workspace":
-            files = finder_for(self._session(), path_of(uri), roots, max_bytes)
+            files = finder_for(self._slot.state, path_of(uri), roots, max_bytes)
         return self.edits.propose(uri, row, documents, scope, shareable, files)
 
     def _json(self, proposals: list[Proposal]) -> list[dict[str, Any]]:

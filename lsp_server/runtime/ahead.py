@@ -19,7 +19,7 @@ prompt up to the accepted text, so this costs a few prefill tokens and the decod
   or undone the accept, meanwhile.
 
 No pygls and no model here: the server says what to run (server.py), this keeps which job
-still matters. ``Drafts`` puts the typing-along cache and these jobs together: the drafts a
+still matters. ``DraftsAhead`` puts the typing-along cache and these jobs together: the drafts a
 request gets before, or instead of, a model call of its own.
 ``TypingCache`` (the typing-along cache) keeps the last suggestions per document.
 """
@@ -124,7 +124,7 @@ def _continues(context: CursorContext, place: CursorContext) -> bool:
     return context.before.startswith(place.before) and context.after == place.after
 
 
-class Drafts:
+class DraftsAhead:
     """Per document: the drafts shown (typing-along cache) and the accept's job (Ahead)."""
 
     def __init__(

@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 
 from lsp_server.runtime.notifier import Notifier
 from lsp_server.runtime.scheduler import Scheduler
-from lsp_server.session import State, ready
+from lsp_server.session import ServerNow, SessionSlot, ready
 from lsp_server.settings import StoreSettings
 from lsp_server.stores.stores import Stores, accepted_name
 from lsp_server.stores.write_queue import WriteQueue
-from lsp_server.workspace import path_of
+from lsp_server.workspace import path_of, roots_of
 from ngram_db.errors import StoreClosed
 from ngram_db.tokenizer import clean_text
 
@@ -53,17 +53,21 @@ class Learning:
         self,
         notifier: Notifier,
         counters: Counter[str],
-        roots: Callable[[], list[Path]],
-        current: Callable[[], State],
+        server: ServerNow,
+        slot: SessionSlot,
     ) -> None:
         self.stores: Stores | None = None
         self.ready = threading.Event()  # the stores are open (or cannot be: the load failed)
         self.writes = WriteQueue()  # saves, accepted drafts and forgetting, in order
         self._notifier = notifier
         self._counters = counters
-        self._roots = roots
-        self._current = current  # the server's session slot now (its memory indexes the stores)
+        self._server = server  # its workspace's folders now
+        self._slot = slot  # the server's session (its memory indexes the stores)
         self._early: dict[str, tuple[Path, str]] = {}  # uri -> saved before stores opened
+
+    def _roots(self) -> list[Path]:
+        """The workspace's folders now."""
+        return roots_of(self._server.workspace)
 
     def open(self, tokenizer: Callable[[], Any], settings: StoreSettings) -> Stores | None:
         """On the engine thread: (re)open the stores with ``tokenizer()``, then learn the
@@ -106,7 +110,7 @@ class Learning:
 
     def _unavailable(self, loading: str) -> str:
         """Why no store is open: the model's load failed (its error), or ``loading``."""
-        return self._current().error or loading
+        return self._slot.state.error or loading
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -114,7 +118,7 @@ class Learning:
         """Queue a saved file's text for its stores. Before any is open, it is learned once
         they are, unless the model's load failed (no stores will open)."""
         if self.stores is None:
-            if self._current().error is None:
+            if self._slot.state.error is None:
                 self._early[uri] = (path, text)
             return
         self._queue_save(path, text)
@@ -231,7 +235,7 @@ class Learning:
         """A store was written (any thread): the memory's indexes of it are out of date.
 
         After a forget they are dropped, so that nothing erased is ever proposed again."""
-        if (session := ready(self._current())) is not None:
+        if (session := ready(self._slot.state)) is not None:
             session.indexes.stores.stores_changed(forgotten=forgotten)
 
     def _on_stores(self, write: Callable[[Stores], T]) -> T:

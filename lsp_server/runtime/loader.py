@@ -16,8 +16,7 @@ from lsp_server.models import load_store_tokenizer
 from lsp_server.runtime.learning import Learning
 from lsp_server.runtime.notifier import Notifier
 from lsp_server.runtime.scheduler import Scheduler
-from lsp_server.session import Failed, Loading, Session, State, describe, load
-from lsp_server.settings import Settings
+from lsp_server.session import Failed, ServerNow, Session, SessionSlot, load
 from lsp_server.stores.stores import Stores
 from superposed.embedded import cache_dir, terms_notice
 from superposed.types import EngineError
@@ -26,8 +25,8 @@ log = logging.getLogger(__name__)
 
 
 class Loader:
-    """The session slot: Loading until a model is loaded, then its Session, swapped in whole
-    (Failed, with the reason, if it does not load).
+    """Fills the session slot: Loading until a model is loaded, then its Session, swapped in
+    whole (Failed, with the reason, if it does not load).
 
     Loads run on the engine thread (after what is queued there), saying how they go: $/progress,
     superposed/status, and an error message that says what to do.
@@ -38,16 +37,17 @@ class Loader:
         scheduler: Scheduler,
         notifier: Notifier,
         learning: Learning,
-        settings: Callable[[], Settings],
+        slot: SessionSlot,
+        server: ServerNow,
         ready: Callable[[], None],
         failed: Callable[[], None] = lambda: None,
     ) -> None:
-        self.session: State = Loading()
         self.started = False  # a load was asked for (the server is initialized)
         self._scheduler = scheduler
         self._notifier = notifier
         self._learning = learning
-        self._settings = settings  # the settings now
+        self._slot = slot  # the one this loader alone swaps
+        self._server = server  # its settings now
         self._ready = ready  # on the event loop, once a session is in
         self._failed = failed  # on the event loop, once a load failed
 
@@ -55,10 +55,10 @@ class Loader:
         """Load the model the settings name (and open the stores) on the engine thread."""
         self.started = True
         progress = await self._notifier.progress("load")
-        model, notifier, learning = self._settings().model, self._notifier, self._learning
+        model, notifier, learning = self._server.settings.model, self._notifier, self._learning
 
         def open_stores(tokenizer: Callable[[], Any]) -> Stores | None:
-            return learning.open(tokenizer, self._settings().stores)
+            return learning.open(tokenizer, self._server.settings.stores)
 
         def report(message: str, percent: int | None) -> None:  # a conversion, the size
             progress.report(message, percent)
@@ -77,7 +77,7 @@ class Loader:
                 log.exception("loading model %s failed", model.model)
                 fail(failure_message(err))
                 return
-            self.session = session
+            self._slot.swap(session)
             engine = session.engine
             log.info("model %s ready (context %d)", engine.name, engine.max_context)
             progress.end(f"ready: {engine.name}")
@@ -93,14 +93,14 @@ class Loader:
                 notifier.once(notice)
 
         def fail(message: str) -> None:
-            self.session = Failed(message)
+            self._slot.swap(Failed(message))
             notifier.error(message)
             progress.end(f"failed: {message}")
             notifier.status("error", message)
             learning.ready.set()
             notifier.call_soon(self._failed)
 
-        self.session = self.session.reloading()
+        self._slot.swap(self._slot.state.reloading())
         learning.ready.clear()
         self._scheduler.submit(run)
 
@@ -110,16 +110,12 @@ class Loader:
         engine = session.engine
         assert engine.compiler is not None
         engine.compiler.wait()
-        if self.session is session:
+        if self._slot.state is session:
             self._notifier.status("ready", f"decode step: {engine.compile_status()}")
-
-    def describe(self) -> tuple[str, str | None]:
-        """The model for superposed/status: its name, and the decode step once loaded."""
-        return describe(self.session, self._settings().model.model)
 
     def status_now(self) -> None:
         """superposed/status with the model's state (after other work, e.g. indexing)."""
-        self._notifier.status(*self.session.status())
+        self._notifier.status(*self._slot.state.status())
 
 
 def failure_message(err: Exception) -> str:

@@ -20,7 +20,7 @@ from lsp_server.completion.decode import Answer
 from lsp_server.completion.request import Request
 from lsp_server.runtime.notifier import Notifier
 from lsp_server.runtime.scheduler import Scheduler
-from lsp_server.session import Session, State
+from lsp_server.session import Session, SessionSlot
 from lsp_server.stores.match_sources import PendingSource
 from superposed.types import Cancelled, EngineError
 
@@ -32,20 +32,20 @@ class ModelCalls:
 
     def __init__(
         self,
-        current: Callable[[], State],
+        slot: SessionSlot,
         scheduler: Scheduler,
         notifier: Notifier,
         counters: Counter[str],
     ) -> None:
         self.last_timing_ms: dict[str, float] = {}  # the last model call's, by phase
-        self._current = current
+        self._slot = slot
         self._scheduler = scheduler
         self._notifier = notifier
         self._counters = counters
 
     def ready(self) -> Session | None:
         """The session in now; None (the model loads, or did not load) otherwise."""
-        session = self._current()
+        session = self._slot.state
         return session if isinstance(session, Session) else None
 
     async def request(self, request: Request) -> Answer | None:

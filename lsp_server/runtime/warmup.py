@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -37,7 +36,7 @@ from superposed.runner import ModelRunner, reusable_prefix
 from superposed.types import CancelCheck
 
 if TYPE_CHECKING:
-    from lsp_server.session import Place, State
+    from lsp_server.session import Place, SessionSlot
 
 # Seconds of quiet (no request) a warm-up waits for before it touches the cache. A warm-up
 # rewinds the cache to the full window's prefix, which drops the short window the requests
@@ -76,11 +75,11 @@ class Warmer:
         self,
         scheduler: Scheduler,
         counters: Counter[str],
-        current: Callable[[], State],
+        slot: SessionSlot,
     ) -> None:
         self._scheduler = scheduler
         self._counters = counters
-        self._current = current  # the server's session as it is when a warm-up runs
+        self._slot = slot  # the server's session as it is when a warm-up runs
         # where to warm once a session is in (set and taken by the server)
         self.waiting: Place | None = None
 
@@ -103,7 +102,7 @@ class Warmer:
     def _warm_up(self, request: Request, resting: bool, event: threading.Event) -> None:
         """On the engine thread, after a pause: prefill the request's prompt chunk by chunk,
         with the session in now (none: a reload emptied the slot; cancelled)."""
-        session = ready(self._current())
+        session = ready(self._slot.state)
         if event.wait(0 if resting else WARM_IDLE_S) or session is None:
             self._counters["warmups_cancelled"] += 1  # a request came, or no session is in
             return

@@ -290,7 +290,7 @@ class StoreIndexes:
         """A stamp that moves whenever a file was erased from one of ``stores`` (a forget, a
         save that stopped qualifying) by this server or any other process (``index-repo
         --forget``): each store is synced with its change counter first. Drafts shown before
-        it moved may hold erased text (ahead.Drafts drops them)."""
+        it moved may hold erased text (ahead.DraftsAhead drops them)."""
         for store in stores:
             with self._lock:
                 entry = self._stores.get(store)
