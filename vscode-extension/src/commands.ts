@@ -1,10 +1,10 @@
 /** The extension's commands: Index Workspace, Show Stats, Show Drafts, and the interpreter watch. */
 import * as vscode from 'vscode';
 
-import { SECTION } from './config';
+import { plural, type Problem, SECTION } from './config';
 import { draftPicks, endOfInsert } from './picks';
 import { pythonExtensionInterpreter, type Server } from './server';
-import { formatStats } from './state';
+import { detailsText, formatStats, type ServerState } from './state';
 
 export async function indexWorkspace(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
   let result: { indexed?: unknown[]; error?: string | null } | null;
@@ -20,7 +20,7 @@ export async function indexWorkspace(srv: Server, output: vscode.LogOutputChanne
   } else {
     const folders = result?.indexed?.length ?? 0;
     void vscode.window.showInformationMessage(
-      `Superposed: workspace indexed (${folders} folder(s)).`,
+      `Superposed: workspace indexed (${plural(folders, 'folder')}).`,
     );
   }
 }
@@ -49,7 +49,9 @@ export async function forget(
     void showError(`Superposed: forgetting failed (${result.error}).`, output);
   } else {
     const files = Object.values(result?.removed ?? {}).reduce((a, b) => a + b, 0);
-    void vscode.window.showInformationMessage(`Superposed: ${files} stored file(s) erased.`);
+    void vscode.window.showInformationMessage(
+      `Superposed: ${plural(files, 'stored file')} erased.`,
+    );
   }
 }
 
@@ -120,6 +122,53 @@ export async function showDrafts(srv: Server, output: vscode.LogOutputChannel): 
     } catch (err) {
       output.info(`accept failed: ${String(err)}`);
     }
+  }
+}
+
+/** A problem that keeps the server down, said once, with the way to its fix. */
+export async function showProblem(
+  problem: Problem,
+  output: vscode.LogOutputChannel,
+): Promise<void> {
+  const settings = 'Open Settings';
+  const setting = problem.message.includes('superposed.pythonPath');
+  const choice = await vscode.window.showErrorMessage(
+    `Superposed: ${problem.message}`,
+    ...(setting ? [settings] : []),
+    'Show Log',
+  );
+  if (choice === settings) {
+    await vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.pythonPath`);
+  } else if (choice === 'Show Log') {
+    output.show(true);
+  }
+}
+
+/** Superposed: Show Details: the state and every counter, in a read-only document. */
+export const DETAILS_URI = vscode.Uri.parse('superposed-details:Superposed%20details.md');
+
+export class DetailsView implements vscode.TextDocumentContentProvider {
+  private readonly emitter = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.emitter.event;
+
+  constructor(
+    private readonly state: () => ServerState,
+    private readonly stats: () => Record<string, unknown> | undefined,
+  ) {}
+
+  provideTextDocumentContent(): string {
+    return detailsText(this.state(), this.stats());
+  }
+
+  /** The state or the counters changed: an open details document follows. */
+  changed(): void {
+    this.emitter.fire(DETAILS_URI);
+  }
+
+  async show(): Promise<void> {
+    this.changed();
+    const document = await vscode.workspace.openTextDocument(DETAILS_URI);
+    await vscode.window.showTextDocument(document, { preview: true });
   }
 }
 

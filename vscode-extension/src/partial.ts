@@ -8,13 +8,86 @@
  */
 import * as vscode from 'vscode';
 
+import { cycled, distinct, first, follow, type Shown } from './chosen';
 import { type Answered, acceptedPart, toggled } from './config';
 import type { Server } from './server';
 
 const DISABLED_KEY = 'superposed.disabledLanguages';
+/** How long a cycle waits for VS Code's own new answer before it cycles the list it has. */
+const CYCLE_WAIT_MS = 3000;
 
 /** The last inline answer per document (set by the client's middleware). */
 export const answers = new Map<string, Answered>();
+/** The draft on screen per document (chosen.ts). */
+const shown = new Map<string, Shown>();
+/** Steps cycled (Alt+] +1, Alt+[ -1) whose answer VS Code has not asked for yet. */
+let pendingCycle = 0;
+let cycleTimer: ReturnType<typeof setTimeout> | undefined;
+
+type Result = vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined;
+
+function textOf(item: vscode.InlineCompletionItem): string {
+  return typeof item.insertText === 'string' ? item.insertText : item.insertText.value;
+}
+
+/**
+ * An inline answer at `position` (the client's middleware): remembered for partial accepts,
+ * and, when text went in since the draft on screen was shown, the item that continues that
+ * draft put first, so that VS Code shows it rather than draft 1.
+ */
+export function answered(
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  line: string,
+  result: Result,
+): Result {
+  const uri = document.uri.toString();
+  let items = Array.isArray(result) ? result : (result?.items ?? []);
+  const prior = shown.get(uri);
+  const samePlace =
+    prior !== undefined &&
+    prior.version === document.version &&
+    position.isEqual(new vscode.Position(prior.line, prior.character));
+  const from = prior && new vscode.Position(prior.line, prior.character);
+  if (prior !== undefined && from !== undefined && !samePlace && from.isBefore(position)) {
+    const typed = document.getText(new vscode.Range(from, position));
+    items = first(items, follow(items.map(textOf), prior.text, typed));
+  }
+  const texts = items.map(textOf);
+  const drafts = distinct(texts);
+  let text = drafts[0] ?? '';
+  if (samePlace) {
+    // VS Code keeps the item it shows when a new answer has it (cycling asks anew)
+    text = drafts.includes(prior.text) ? prior.text : text;
+    text = cycled(drafts, text, pendingCycle) ?? text;
+  }
+  pendingCycle = 0;
+  clearTimeout(cycleTimer);
+  const { line: row, character } = position;
+  shown.set(uri, { line: row, character, version: document.version, drafts, text });
+  answers.set(uri, { line, drafts: texts, row });
+  return Array.isArray(result) || result === null || result === undefined
+    ? items
+    : new vscode.InlineCompletionList(items);
+}
+
+/** Alt+] (+1) and Alt+[ (-1): VS Code's own cycling, followed here (chosen.ts). */
+export async function cycle(delta: 1 | -1): Promise<void> {
+  pendingCycle += delta;
+  clearTimeout(cycleTimer);
+  const uri = vscode.window.activeTextEditor?.document.uri.toString();
+  // VS Code asks for the drafts anew (explicitly) before it moves; where it does not, the list
+  // it has is cycled
+  cycleTimer = setTimeout(() => {
+    const current = uri === undefined ? undefined : shown.get(uri);
+    if (current !== undefined) {
+      current.text = cycled(current.drafts, current.text, pendingCycle) ?? current.text;
+    }
+    pendingCycle = 0;
+  }, CYCLE_WAIT_MS);
+  const command = delta > 0 ? 'showNext' : 'showPrevious';
+  await vscode.commands.executeCommand(`editor.action.inlineSuggest.${command}`);
+}
 
 export async function acceptPart(
   srv: Server,
@@ -37,7 +110,13 @@ export async function acceptPart(
   if (document.version === version) {
     return; // nothing was shown, or nothing inserted
   }
-  const inserted = document.getText(new vscode.Range(start, editor.selection.active));
+  let inserted = document.getText(new vscode.Range(start, editor.selection.active));
+  if (kind === 'Line' && inserted.trim() === '') {
+    // A block shown after the end of the line starts with a line break, and VS Code's accept
+    // stops after it: the line goes in with it, one line per key.
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextLine');
+    inserted = document.getText(new vscode.Range(start, editor.selection.active));
+  }
   const part = acceptedPart(answered, lineBefore, inserted);
   if (part === undefined) {
     return;
