@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,11 +46,13 @@ SETTLED = r"Superposed: (?!starting|loading|indexing)"
 STORM = ("-32097", "crashed", "Client is not running", "Pending response rejected")
 
 
-def server_python(tmp_path: Path, *hooks: str) -> Path:
+def server_python(tmp_path: Path, *hooks: str, stderr: bool = False) -> Path:
     """An executable the extension runs as its interpreter: ``-m lsp_server.cli ARGS`` runs
-    tests/e2e/hooked_server.py with ``hooks`` and the tiny model; anything else (the
-    extension's check of the interpreter) runs this Python."""
+    tests/e2e/hooked_server.py with ``hooks`` and the tiny model (logging to a file, or to
+    stderr with ``stderr``); anything else (the extension's check of the interpreter) runs
+    this Python."""
     env = " ".join(f"{key}='{value}'" for key, value in tiny_model_env(tmp_path).items())
+    logs = "" if stderr else f" --log-file '{tmp_path / 'server.log'}'"
     script = tmp_path / "python-hooked"
     script.write_text(
         "#!/bin/sh\n"
@@ -57,7 +60,7 @@ def server_python(tmp_path: Path, *hooks: str) -> Path:
         f'[ "$1" = "-m" ] || exec \'{sys.executable}\' "$@"\n'
         "shift 2\n"
         f"exec '{sys.executable}' '{ROOT / 'tests' / 'e2e' / 'hooked_server.py'}'"
-        f" {' '.join(hooks)} -- \"$@\" -v --log-file '{tmp_path / 'server.log'}'\n"
+        f' {" ".join(hooks)} -- "$@" -v{logs}\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return script
@@ -81,16 +84,24 @@ def started_with(session: Session) -> list[str]:
 
 
 def drive(session: Session, tmp_path: Path, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    return run_driver(
-        "setup.mjs", session, tmp_path, {"steps": steps, "timeoutMs": 240_000}, TIMEOUT_S
-    )
+    config = {"steps": steps, "timeoutMs": 240_000, "logs": str(session.user_data / "logs")}
+    return run_driver("setup.mjs", session, tmp_path, config, TIMEOUT_S)
+
+
+def said(result: dict[str, Any], text: str) -> list[str]:
+    """The messages shown that hold ``text``."""
+    return [message for message in result["messages"] if text in message]
+
+
+def storm(result: dict[str, Any]) -> list[str]:
+    return [message for message in result["messages"] if any(s in message for s in STORM)]
 
 
 def test_python_path_in_user_settings_survives_a_settings_change_and_restart(
     tmp_path: Path,
 ) -> None:
     require_tools()
-    python = server_python(tmp_path, "--load-delay", "3")
+    python = server_python(tmp_path, "--load-delay", "3", stderr=True)
     settings = {"superposed.pythonPath": str(python)}
     with code_server(tmp_path, FILES, settings, scopes=("User",)) as session:
         result = drive(
@@ -108,5 +119,103 @@ def test_python_path_in_user_settings_survives_a_settings_change_and_restart(
         assert "ready" in result["first"], result
         assert "ready" in result["second"], result
         assert started_with(session) == [str(python), str(python)]
-        assert not [m for m in result["messages"] if any(s in m for s in STORM)]
+        assert not storm(result)
+        # The server's log lines (stderr, -v) are in the Output panel at their own level: an
+        # INFO line is [info], not [error] (item 10)
+        lines = extension_lines(session.user_data)
+        info = [line for line in lines if " INFO lsp_server" in line]
+        assert info and all("[info]" in line for line in info), info[:3]
+        assert not [line for line in lines if "[error]" in line], lines
 
+
+def test_missing_interpreter_said_once_and_fixed_by_the_setting(tmp_path: Path) -> None:
+    require_tools()
+    missing = tmp_path / "no-such-python"
+    python = server_python(tmp_path, "--load-delay", "3")
+    with code_server(tmp_path, FILES, {"superposed.pythonPath": str(missing)}) as session:
+        fixed = {**json.loads((session.user_data / "User" / "settings.json").read_text())}
+        fixed["superposed.pythonPath"] = str(python)
+        result = drive(
+            session,
+            tmp_path,
+            [
+                {"do": "open", "file": "geometry.py"},
+                {"do": "status", "pattern": SETTLED, "as": "missing"},
+                {"do": "toast", "pattern": "superposed.pythonPath"},
+                # The user corrects the setting: the server starts, no reload, no command.
+                *[
+                    {
+                        "do": "settings",
+                        "path": str(session.user_data / s / "settings.json"),
+                        "settings": fixed,
+                    }
+                    for s in ("Machine", "User")
+                ],
+                {"do": "status", "pattern": "Superposed: loading", "as": "reloading"},
+                {"do": "status", "pattern": SETTLED, "as": "fixed"},
+                # Restart Server from a running server
+                {"do": "command", "title": "Superposed: Restart Server"},
+                {"do": "log", "pattern": "starting: ", "count": 2},
+                {"do": "status", "pattern": SETTLED, "as": "restarted"},
+            ],
+        )
+    assert result["missing"] == "Superposed: Python not found"
+    told = said(result, "does not exist")
+    assert len(told) == 1, result["messages"]
+    assert str(missing) in told[0] and "superposed.pythonPath" in told[0]
+    assert not storm(result), result["messages"]
+    assert "ready" in result["fixed"] and "ready" in result["restarted"]
+    assert started_with(session) == [str(python), str(python)]
+
+
+def test_interpreter_without_the_package_said_once_and_restart_from_there(
+    tmp_path: Path,
+) -> None:
+    require_tools()
+    bare = tmp_path / "bare"  # a Python without superposed-lsp
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = bare / "bin" / "python"
+    with code_server(tmp_path, FILES, {"superposed.pythonPath": str(python)}) as session:
+        result = drive(
+            session,
+            tmp_path,
+            [
+                {"do": "open", "file": "geometry.py"},
+                {"do": "status", "pattern": SETTLED, "as": "bare"},
+                # Restart Server where the server never started: the check runs again
+                {"do": "command", "title": "Superposed: Restart Server"},
+                {"do": "log", "pattern": "has no superposed-lsp", "count": 2},
+                {"do": "status", "pattern": SETTLED, "as": "again"},
+            ],
+        )
+    assert result["bare"] == "Superposed: superposed-lsp not installed"
+    assert result["again"] == result["bare"]
+    told = said(result, "has no superposed-lsp")
+    assert told, result["messages"]
+    assert all("make setup" in m and "superposed.pythonPath" in m for m in told), told
+    assert "No module named 'lsp_server'" in told[0]
+    assert not storm(result), result["messages"]
+    assert started_with(session) == []  # no server process, so no crash loop
+
+
+def test_loading_in_one_status_item_then_the_load_error_said_once(tmp_path: Path) -> None:
+    require_tools()
+    error = "the model nowhere/model cannot load: set superposed.model to a model you have"
+    python = server_python(tmp_path, "--load-delay", "4", "--load-error", f"'{error}'")
+    with code_server(tmp_path, FILES, {"superposed.pythonPath": str(python)}) as session:
+        result = drive(
+            session,
+            tmp_path,
+            [
+                {"do": "open", "file": "geometry.py"},
+                {"do": "status", "pattern": "Superposed: loading", "as": "loading"},
+                {"do": "loadingItems", "as": "loadingItems"},
+                {"do": "status", "pattern": SETTLED, "as": "failed"},
+                {"do": "toast", "pattern": "cannot load"},
+            ],
+        )
+    assert result["loading"] == "Superposed: loading model"
+    assert result["loadingItems"] == ["Superposed: loading model"]  # one item, not two
+    assert result["failed"] == "Superposed: the model did not load"
+    assert len(said(result, error)) == 1, result["messages"]
+    assert not storm(result), result["messages"]

@@ -10,12 +10,15 @@
 //   {"do": "command", "title": TITLE}                  run a command from the palette
 //   {"do": "toast", "pattern": REGEX}                  wait for a message that matches
 //   {"do": "loadingItems", "as": KEY}                  the status bar items that say loading
+//   {"do": "log", "pattern": REGEX, "count": N}        wait for N lines of the extension's
+//                                                      log (config.logs) to match
 //
 //   node setup.mjs config.json      (config: see tests/e2e/test_vscode_setup.py)
 //
 // Writes config.result (JSON): what each step saw, and at the end every message shown
 // (result.messages, from the notification center) and the status bar (result.statusEnd).
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 
 import { drive, runCommand, statusText } from './editor.mjs';
 
@@ -31,6 +34,18 @@ async function messages(page) {
   const texts = await rows.evaluateAll((els) => els.map((el) => el.textContent ?? ''));
   await page.keyboard.press('Escape');
   return texts;
+}
+
+/** Every line of the extension's log files under `dir`. */
+function logLines(dir) {
+  const lines = [];
+  for (const entry of fs.readdirSync(dir, { recursive: true })) {
+    const file = path.join(dir, String(entry));
+    if (/Superposed.*\.log$/.test(file) && fs.statSync(file).isFile()) {
+      lines.push(...fs.readFileSync(file, 'utf8').split('\n'));
+    }
+  }
+  return lines;
 }
 
 await drive(
@@ -69,6 +84,17 @@ await drive(
             .evaluateAll((els) =>
               els.map((el) => (el.textContent ?? '').trim()).filter((t) => /loading/i.test(t)),
             );
+          break;
+        }
+        case 'log': {
+          const pattern = new RegExp(action.pattern);
+          const deadline = Date.now() + timeout;
+          while (logLines(config.logs).filter((line) => pattern.test(line)).length < action.count) {
+            if (Date.now() > deadline) {
+              throw new Error(`no ${action.count} log lines match ${action.pattern}`);
+            }
+            await page.waitForTimeout(250);
+          }
           break;
         }
         case 'settings':
