@@ -14,7 +14,7 @@ import {
 } from './commands';
 import { needsRestart, SECTION, wantsServer } from './config';
 import { NextEditsView } from './nextEditsView';
-import { acceptPart, cycle, isDisabled, toggleLanguage } from './partial';
+import { acceptPart, cycle, isDisabled, setDebugLog, toggleLanguage } from './partial';
 import { Server } from './server';
 import { type ServerState, statusView } from './state';
 
@@ -37,6 +37,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status.tooltip = view.tooltip;
     details.changed();
   };
+  setDebugLog((line) => output.debug(line));
   let nextEdits: NextEditsView | undefined; // below: it needs the server, the server's state clears it
   const srv = new Server(
     output,

@@ -23,6 +23,12 @@ const shown = new Map<string, Shown>();
 /** Steps cycled (Alt+] +1, Alt+[ -1) whose answer VS Code has not asked for yet. */
 let pendingCycle = 0;
 let cycleTimer: ReturnType<typeof setTimeout> | undefined;
+/** Where the draft followed is logged (debug level of the extension's log). */
+let debugLog: ((line: string) => void) | undefined;
+
+export function setDebugLog(log: (line: string) => void): void {
+  debugLog = log;
+}
 
 type Result = vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined;
 
@@ -49,26 +55,46 @@ export function answered(
     prior.version === document.version &&
     position.isEqual(new vscode.Position(prior.line, prior.character));
   const from = prior && new vscode.Position(prior.line, prior.character);
-  if (prior !== undefined && from !== undefined && !samePlace && from.isBefore(position)) {
+  let text: string | undefined; // the draft VS Code will show
+  if (prior !== undefined && samePlace) {
+    // Asked again where the drafts were shown (VS Code asks twice after an edit, and anew
+    // when cycling): the draft on screen first, so that VS Code keeps it (it shows the first
+    // item of a new answer), and VS Code's pending cycle moves from it.
+    const at = items.findIndex((item) => textOf(item) === prior.text);
+    items = first(items, at === -1 ? undefined : at);
+    text = cycled(distinct(items.map(textOf)), prior.text, pendingCycle);
+  } else if (prior !== undefined && from !== undefined && from.isBefore(position)) {
+    // Text went in since (a partial accept, typing along): the item that continues the draft
+    // on screen first. A cycle VS Code did not ask anew for went through the list it had.
+    const onScreen = cycled(prior.drafts, prior.text, pendingCycle) ?? prior.text;
     const typed = document.getText(new vscode.Range(from, position));
-    items = first(items, follow(items.map(textOf), prior.text, typed));
+    items = first(items, follow(items.map(textOf), onScreen, typed));
   }
   const texts = items.map(textOf);
   const drafts = distinct(texts);
-  let text = drafts[0] ?? '';
-  if (samePlace) {
-    // VS Code keeps the item it shows when a new answer has it (cycling asks anew)
-    text = drafts.includes(prior.text) ? prior.text : text;
-    text = cycled(drafts, text, pendingCycle) ?? text;
-  }
+  text ??= drafts[0] ?? '';
   pendingCycle = 0;
   clearTimeout(cycleTimer);
   const { line: row, character } = position;
   shown.set(uri, { line: row, character, version: document.version, drafts, text });
+  debugLog?.(`draft on screen: ${JSON.stringify(text)} of ${JSON.stringify(drafts)}`);
   answers.set(uri, { line, drafts: texts, row });
   return Array.isArray(result) || result === null || result === undefined
     ? items
     : new vscode.InlineCompletionList(items);
+}
+
+/** The draft on screen in `uri` (a cycle VS Code did not ask anew for applied), and whether
+ * it is its answer's first. */
+function settleCycle(uri: string): { text: string; first: boolean } | undefined {
+  const current = shown.get(uri);
+  if (current === undefined) {
+    return undefined;
+  }
+  current.text = cycled(current.drafts, current.text, pendingCycle) ?? current.text;
+  pendingCycle = 0;
+  clearTimeout(cycleTimer);
+  return { text: current.text, first: current.text === current.drafts[0] };
 }
 
 /** Alt+] (+1) and Alt+[ (-1): VS Code's own cycling, followed here (chosen.ts). */
@@ -106,6 +132,7 @@ export async function acceptPart(
   const row = answered?.row !== undefined && answered.row <= start.line ? answered.row : start.line;
   const lineBefore = document.getText(new vscode.Range(new vscode.Position(row, 0), start));
   const version = document.version;
+  const onScreen = settleCycle(uri);
   await vscode.commands.executeCommand(`editor.action.inlineSuggest.acceptNext${kind}`);
   if (document.version === version) {
     return; // nothing was shown, or nothing inserted
@@ -120,6 +147,12 @@ export async function acceptPart(
   const part = acceptedPart(answered, lineBefore, inserted);
   if (part === undefined) {
     return;
+  }
+  if (onScreen !== undefined && !onScreen.first && inserted.length < onScreen.text.length) {
+    // VS Code goes on with the first of the drafts it had that still fit, not with the one on
+    // screen: it drops them and asks anew, and the answer has the chosen one first (answered)
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
   }
   // The store learns the part after the start of the line it went into, as a full accept's.
   const context = lineBefore.slice(lineBefore.lastIndexOf('\n') + 1);
