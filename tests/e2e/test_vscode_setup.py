@@ -201,21 +201,23 @@ def test_interpreter_without_the_package_said_once_and_restart_from_there(
 def test_loading_in_one_status_item_then_the_load_error_said_once(tmp_path: Path) -> None:
     require_tools()
     error = "the model nowhere/model cannot load: set superposed.model to a model you have"
-    python = server_python(tmp_path, "--load-delay", "4", "--load-error", f"'{error}'")
+    hooks = ("--load-progress", "40", "--load-delay", "4", "--load-error", f"'{error}'")
+    python = server_python(tmp_path, *hooks)
     with code_server(tmp_path, FILES, {"superposed.pythonPath": str(python)}) as session:
         result = drive(
             session,
             tmp_path,
             [
                 {"do": "open", "file": "geometry.py"},
-                {"do": "status", "pattern": "Superposed: loading", "as": "loading"},
+                {"do": "status", "pattern": "Superposed: loading model 40%", "as": "loading"},
                 {"do": "loadingItems", "as": "loadingItems"},
                 {"do": "status", "pattern": SETTLED, "as": "failed"},
                 {"do": "toast", "pattern": "cannot load"},
             ],
         )
-    assert result["loading"] == "Superposed: loading model"
-    assert result["loadingItems"] == ["Superposed: loading model"]  # one item, not two
+    # The load's progress (the server's superposed/status, as $/progress says it) in one item
+    assert result["loading"] == "Superposed: loading model 40%"
+    assert result["loadingItems"] == ["Superposed: loading model 40%"]  # not two items
     assert result["failed"] == "Superposed: the model did not load"
     assert len(said(result, error)) == 1, result["messages"]
     assert not storm(result), result["messages"]
