@@ -114,12 +114,21 @@ def test_python_path_in_user_settings_survives_a_settings_change_and_restart(
                 {"do": "command", "title": "Superposed: Restart Server"},
                 {"do": "status", "pattern": "Superposed: loading", "as": "reloading"},
                 {"do": "status", "pattern": SETTLED, "as": "second"},
+                {"do": "command", "title": "Superposed: Index Workspace"},
+                {"do": "toast", "pattern": "workspace indexed"},
+                # The status bar item's click: the state in words and every counter
+                {"do": "command", "title": "Superposed: Show Details"},
+                {"do": "editorText", "tab": "Superposed details", "as": "details"},
             ],
         )
         assert "ready" in result["first"], result
         assert "ready" in result["second"], result
         assert started_with(session) == [str(python), str(python)]
         assert not storm(result)
+        assert said(result, "workspace indexed (1 folder).")  # not "(1 folder(s))"
+        details = result["details"]
+        assert details.startswith("# Superposed: ready (tiny-random, k=3)"), details
+        assert "\nready: true\n" in details and "\nsettings." in details, details
         # The server's log lines (stderr, -v) are in the Output panel at their own level: an
         # INFO line is [info], not [error] (item 10)
         lines = extension_lines(session.user_data)

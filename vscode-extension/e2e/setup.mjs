@@ -10,6 +10,7 @@
 //   {"do": "command", "title": TITLE}                  run a command from the palette
 //   {"do": "toast", "pattern": REGEX}                  wait for a message that matches
 //   {"do": "loadingItems", "as": KEY}                  the status bar items that say loading
+//   {"do": "editorText", "tab": NAME, "as": KEY}      the text shown in the editor tab NAME
 //   {"do": "log", "pattern": REGEX, "count": N}        wait for N lines of the extension's
 //                                                      log (config.logs) to match
 //
@@ -95,6 +96,18 @@ await drive(
             }
             await page.waitForTimeout(250);
           }
+          break;
+        }
+        case 'editorText': {
+          await page.locator('.tab.active', { hasText: action.tab }).waitFor({ timeout });
+          const lines = page.locator('.editor-instance .monaco-editor .view-lines').first();
+          await lines.locator('.view-line').first().waitFor({ timeout });
+          result[action.as] = await lines.evaluate((el) =>
+            [...el.querySelectorAll('.view-line')]
+              .sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)
+              .map((line) => (line.textContent ?? '').replace(/\u00a0/g, ' '))
+              .join('\n'),
+          );
           break;
         }
         case 'settings':

@@ -179,10 +179,11 @@ export async function showError(message: string, output: vscode.LogOutputChannel
   }
 }
 
-/** Restarts the server when the Python extension's interpreter changes and pythonPath is unset. */
+/** Calls `changed` when the Python extension's interpreter changes (the server's when
+ * pythonPath is unset: `changed` compares). */
 export async function watchPythonInterpreter(
   context: vscode.ExtensionContext,
-  restart: () => Promise<void>,
+  changed: () => Promise<void>,
 ): Promise<void> {
   const extension = vscode.extensions.getExtension('ms-python.python');
   if (extension === undefined || (await pythonExtensionInterpreter()) === undefined) {
@@ -190,12 +191,6 @@ export async function watchPythonInterpreter(
   }
   const event = extension.exports?.environments?.onDidChangeActiveEnvironmentPath;
   if (typeof event === 'function') {
-    context.subscriptions.push(
-      event(() => {
-        if (!vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')) {
-          void restart();
-        }
-      }),
-    );
+    context.subscriptions.push(event(() => void changed()));
   }
 }

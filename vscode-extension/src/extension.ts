@@ -137,7 +137,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidOpenTextDocument((document) => startFor([document])),
     vscode.window.onDidChangeTextEditorSelection((event) => srv.cursorMoved(event.textEditor)),
   );
-  await watchPythonInterpreter(context, restartIfStarted);
+  // Another interpreter in the Python extension: a new server if it is the one to use now
+  // (pythonPath unset), also after a start that failed.
+  await watchPythonInterpreter(context, async () => {
+    if (await srv.pythonChanged()) {
+      await restartIfStarted();
+    }
+  });
   startFor(vscode.workspace.textDocuments);
 }
 
