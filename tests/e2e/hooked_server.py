@@ -1,7 +1,8 @@
 """The language server with test hooks: a slow model load, slow decoding steps, fixed drafts.
 
     python tests/e2e/hooked_server.py [--load-delay S] [--load-error MESSAGE]
-        [--load-progress PERCENT] [--step-delay S] [--drafts FILE] -- [superposed-lsp args]
+        [--load-progress PERCENT] [--step-delay S] [--drafts FILE] [--exit-after-load S]
+        -- [superposed-lsp args]
 
 Test-only: timing tests run the real server through this entry point so that production code
 reads no test switches. ``--load-delay`` waits before the model loads (requests that come
@@ -14,6 +15,8 @@ machine's speed.
 whose text before the cursor ends with ``TEXT`` answers those drafts instead of decoding
 (first rule that fits; elsewhere the model decodes), so that editor tests of how drafts are
 shown and accepted (a multi-line block, say) do not depend on what a model happens to draft.
+``--exit-after-load`` makes the process exit (status 1) that many seconds after its model
+loaded, as a server that crashes mid-session.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -54,8 +59,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--load-progress", type=int, default=None, metavar="PERCENT")
     parser.add_argument("--step-delay", type=float, default=0.0, metavar="S")
     parser.add_argument("--drafts", default=None, metavar="FILE")
+    parser.add_argument("--exit-after-load", type=float, default=None, metavar="S")
     hooks, rest = parser.parse_known_args(argv)
-    if hooks.load_delay or hooks.load_error or hooks.load_progress is not None:
+    if (
+        hooks.load_delay
+        or hooks.load_error
+        or hooks.load_progress is not None
+        or hooks.exit_after_load
+    ):
         load_engine = session.load_engine
 
         @functools.wraps(load_engine)
@@ -65,7 +76,10 @@ def main(argv: list[str]) -> int:
             time.sleep(hooks.load_delay)
             if hooks.load_error:
                 raise EngineError(hooks.load_error)
-            return load_engine(settings, progress)
+            engine = load_engine(settings, progress)
+            if hooks.exit_after_load is not None:
+                threading.Timer(hooks.exit_after_load, os._exit, args=(1,)).start()
+            return engine
 
         session.load_engine = slow_load  # type: ignore[assignment]
     if hooks.step_delay:

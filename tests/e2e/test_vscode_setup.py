@@ -230,3 +230,26 @@ def test_loading_in_one_status_item_then_the_load_error_said_once(tmp_path: Path
     assert result["failed"] == "Superposed: the model did not load"
     assert len(said(result, error)) == 1, result["messages"]
     assert not storm(result), result["messages"]
+
+
+def test_a_server_that_keeps_stopping_is_restarted_twice_then_said_once(tmp_path: Path) -> None:
+    require_tools()
+    python = server_python(tmp_path, "--exit-after-load", "2")  # each run exits once loaded
+    with code_server(tmp_path, FILES, {"superposed.pythonPath": str(python)}) as session:
+        result = drive(
+            session,
+            tmp_path,
+            [
+                {"do": "open", "file": "geometry.py"},
+                {"do": "status", "pattern": "Superposed: ready", "as": "ready"},
+                {"do": "status", "pattern": "Superposed: server stopped", "as": "stopped"},
+                {"do": "toast", "pattern": "The server stopped"},
+            ],
+        )
+    assert "ready" in result["ready"]
+    # The first start and two restarts, then one message; not the client's five restarts and
+    # its "crashed 5 times" storm
+    restarts = [line for line in extension_lines(session.user_data) if "restarting it" in line]
+    assert len(restarts) == 2, restarts
+    assert len(said(result, "The server stopped")) == 1, result["messages"]
+    assert not storm(result), result["messages"]

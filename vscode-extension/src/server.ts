@@ -122,6 +122,8 @@ export class Server {
   private startedWith: string | undefined; // the interpreter of the last start
   private lastProblem: Problem | undefined;
   private restarts: number[] = []; // when the server was restarted after stopping by itself
+  private crashRestart = false; // closed() restarts the server: its Stopped is a passage
+  private running = false; // the current client got running (a crash then is worth a restart)
   private restarting: Promise<void> = Promise.resolve();
 
   constructor(
@@ -165,11 +167,6 @@ export class Server {
   /** Whether the interpreter now differs from the one the server was last started with. */
   async pythonChanged(): Promise<boolean> {
     return this.startedWith !== undefined && (await this.python()) !== this.startedWith;
-  }
-
-  /** The problem that kept the server from starting, if it did not. */
-  get problem(): Problem | undefined {
-    return this.lastProblem;
   }
 
   async start(): Promise<void> {
@@ -254,7 +251,14 @@ export class Server {
     client.onNotification(new NotificationType<unknown>(NEXT_EDITS_READY), (params) =>
       this.onNextEdits?.(params),
     );
+    this.running = false;
     client.onDidChangeState(({ newState }) => {
+      this.running ||= newState === State.Running && this.client === client;
+      if (newState !== State.Stopped) {
+        this.crashRestart = false;
+      } else if (this.crashRestart) {
+        return; // on its way to a new process (closed): not stopped for good
+      }
       if (newState === State.Stopped && this.client === client && this.lastProblem === undefined) {
         this.fail({
           what: 'server stopped',
@@ -289,8 +293,10 @@ export class Server {
   private closed(): CloseHandlerResult {
     const now = Date.now();
     this.restarts = this.restarts.filter((time) => now - time < RESTART_WINDOW_MS);
-    if (this.restarts.length < RESTARTS) {
+    // A server that never got running would only fail again (and the client say so each time)
+    if (this.running && this.restarts.length < RESTARTS) {
       this.restarts.push(now);
+      this.crashRestart = true;
       this.output.warn('the server stopped; restarting it');
       return { action: CloseAction.Restart, handled: true };
     }
@@ -336,11 +342,14 @@ export class Server {
   /** A new server process from whatever state the client is in; restarts asked for while one
    * runs follow it, one after the other. */
   restart(): Promise<void> {
-    this.restarting = this.restarting.then(async () => {
-      this.restarts = [];
-      await this.stop();
-      await this.start();
-    });
+    // after a restart that failed too (start reports its problems itself)
+    this.restarting = this.restarting
+      .catch(() => undefined)
+      .then(async () => {
+        this.restarts = [];
+        await this.stop();
+        await this.start();
+      });
     return this.restarting;
   }
 
