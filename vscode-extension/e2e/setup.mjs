@@ -71,12 +71,12 @@ await drive(
           break;
         }
         case 'status': {
-          const pattern = new RegExp(action.pattern);
-          await page
-            .locator('.statusbar-item', { hasText: pattern })
-            .first()
-            .waitFor({ timeout: action.timeoutMs ?? timeout });
-          result[action.as ?? 'status'] = await statusText(page);
+          // the text of the item that matched, read through the same filter
+          const item = page
+            .locator('.statusbar-item', { hasText: new RegExp(action.pattern) })
+            .first();
+          await item.waitFor({ timeout: action.timeoutMs ?? timeout });
+          result[action.as ?? 'status'] = ((await item.textContent()) ?? '').trim();
           break;
         }
         case 'loadingItems': {
