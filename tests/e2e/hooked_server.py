@@ -1,17 +1,22 @@
 """The language server with test hooks: a slow model load, slow decoding steps, fixed drafts.
 
-    python tests/e2e/hooked_server.py [--load-delay S] [--load-error MESSAGE] [--step-delay S]
-        [--drafts FILE] -- [superposed-lsp args]
+    python tests/e2e/hooked_server.py [--load-delay S] [--load-error MESSAGE]
+        [--load-progress PERCENT] [--step-delay S] [--drafts FILE] [--exit-after-load S]
+        -- [superposed-lsp args]
 
 Test-only: timing tests run the real server through this entry point so that production code
 reads no test switches. ``--load-delay`` waits before the model loads (requests that come
 before it is ready); ``--load-error`` makes the load fail with ``MESSAGE`` (an EngineError,
-as a model the settings name that cannot load); ``--step-delay`` sleeps at every cancellation
-check, so that cancellation and warm-up tests do not depend on the machine's speed.
+as a model the settings name that cannot load); ``--load-progress`` reports that percentage
+of a conversion before the delay (as a GGUF model's first load does); ``--step-delay`` sleeps
+at every cancellation check, so that cancellation and warm-up tests do not depend on the
+machine's speed.
 ``--drafts`` names a JSON list of ``{"after": TEXT, "drafts": [DRAFT, ...]}``: a model call
 whose text before the cursor ends with ``TEXT`` answers those drafts instead of decoding
 (first rule that fits; elsewhere the model decodes), so that editor tests of how drafts are
 shown and accepted (a multi-line block, say) do not depend on what a model happens to draft.
+``--exit-after-load`` makes the process exit (status 1) that many seconds after its model
+loaded, as a server that crashes mid-session.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
+import threading
 import time
 from typing import Any
 
@@ -50,18 +57,30 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="hooked_server")
     parser.add_argument("--load-delay", type=float, default=0.0, metavar="S")
     parser.add_argument("--load-error", default=None, metavar="MESSAGE")
+    parser.add_argument("--load-progress", type=int, default=None, metavar="PERCENT")
     parser.add_argument("--step-delay", type=float, default=0.0, metavar="S")
     parser.add_argument("--drafts", default=None, metavar="FILE")
+    parser.add_argument("--exit-after-load", type=float, default=None, metavar="S")
     hooks, rest = parser.parse_known_args(argv)
-    if hooks.load_delay or hooks.load_error:
+    if (
+        hooks.load_delay
+        or hooks.load_error
+        or hooks.load_progress is not None
+        or hooks.exit_after_load
+    ):
         load_engine = session.load_engine
 
         @functools.wraps(load_engine)
-        def slow_load(*args: Any, **kwargs: Any) -> Any:
+        def slow_load(settings: Any, progress: Any = None) -> Any:
+            if hooks.load_progress is not None and progress is not None:
+                progress("converting the model", hooks.load_progress)
             time.sleep(hooks.load_delay)
             if hooks.load_error:
                 raise EngineError(hooks.load_error)
-            return load_engine(*args, **kwargs)
+            engine = load_engine(settings, progress)
+            if hooks.exit_after_load is not None:
+                threading.Timer(hooks.exit_after_load, os._exit, args=(1,)).start()
+            return engine
 
         session.load_engine = slow_load  # type: ignore[assignment]
     if hooks.step_delay:

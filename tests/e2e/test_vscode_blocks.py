@@ -78,8 +78,10 @@ def hooked_python(tmp_path: Path, drafts: list[dict[str, object]]) -> Path:
     script = tmp_path / "python-hooked"
     script.write_text(
         "#!/bin/sh\n"
-        '[ "$1" = "-m" ] && shift 2\n'
         f"export {env}\n"
+        # the extension's check of the interpreter (-c) runs this Python
+        f'[ "$1" = "-m" ] || exec \'{sys.executable}\' "$@"\n'
+        "shift 2\n"
         f"exec '{sys.executable}' '{ROOT / 'tests' / 'e2e' / 'hooked_server.py'}'"
         f" --drafts '{rules}' -- \"$@\" -v --log-file '{tmp_path / 'server.log'}'\n"
     )
@@ -128,10 +130,13 @@ def test_block_accepted_whole_and_line_by_line_and_drafts_picked(tmp_path: Path)
         # The ghost text showed the whole block, every line of it.
         assert result["ghostBlock"] == BLOCK
         # Accept Next Line took it one line at a time: each ghost text was the rest of the
-        # block, one line shorter, until all of it was in the file.
+        # block, one line shorter, until all of it was in the file. The first key took the
+        # line break after the `def` line and the block's first line with it, not the line
+        # break alone (issue 52 item 10).
         ghosts = result["ghostsByLine"]
         assert ghosts[0] == BLOCK
-        lines = BLOCK.split("\n")
+        lines = BLOCK.split("\n")[1:]  # the block starts with a line break
+        assert ghosts[1] == "\n".join(lines[1:]), ghosts
         assert len(ghosts) == len(lines) + 1, ghosts
         for before, after in zip(ghosts, ghosts[1:-1], strict=False):
             assert BLOCK.endswith(after) and len(after) < len(before)
@@ -140,6 +145,7 @@ def test_block_accepted_whole_and_line_by_line_and_drafts_picked(tmp_path: Path)
         # partial accepts); the parts make up the block.
         parts = logged(session.user_data, "accepted part")
         assert "".join(parts) == BLOCK, parts
+        assert parts[0] == f"\n{lines[0]}\n", parts
         assert len(parts) == len(lines)
         # After the next def line, Tab took its block whole.
         assert result["ghostWhole"] == WHOLE_DRAFTS[0]

@@ -113,10 +113,13 @@ class Session:
 
 @contextmanager
 def code_server(
-    tmp_path: Path, files: dict[str, str], settings: dict[str, Any] | None = None
+    tmp_path: Path,
+    files: dict[str, str],
+    settings: dict[str, Any] | None = None,
+    scopes: tuple[str, ...] = ("User", "Machine"),
 ) -> Iterator[Session]:
     """A workspace holding ``files``, served by code-server with the extension installed and
-    BASE_SETTINGS plus ``settings``."""
+    BASE_SETTINGS plus ``settings``, written to the settings files of ``scopes``."""
     workspace = tmp_path / "my project+ü"  # percent-encoded in the URIs VS Code sends
     workspace.mkdir()
     for name, text in files.items():
@@ -129,8 +132,9 @@ def code_server(
         "superposed.userDb": str(stores / "user.sqlite"),
         **(settings or {}),
     }
-    # code-server is a remote window: machine-scoped settings (paths) come from Machine/.
-    for scope in ("User", "Machine"):
+    # code-server is a remote window: machine-scoped settings (paths) come from Machine/, but a
+    # user who follows the README puts them in User/ (``scopes=("User",)``).
+    for scope in scopes:
         (user_data / scope).mkdir(parents=True)
         (user_data / scope / "settings.json").write_text(json.dumps(all_settings, indent=2))
 

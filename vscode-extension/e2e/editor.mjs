@@ -89,7 +89,7 @@ export async function openAndWaitReady(page, config, file, timeout, result) {
   const editor = page.locator('.editor-instance .monaco-editor .view-lines').first();
   await editor.waitFor();
   await page
-    .locator('.statusbar-item', { hasText: /Superposed: (ready|error)/ })
+    .locator('.statusbar-item', { hasText: /Superposed: (?!starting|loading|indexing)/ })
     .first()
     .waitFor({ timeout });
   result.statusReady = await statusText(page);

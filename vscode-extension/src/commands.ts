@@ -1,10 +1,10 @@
 /** The extension's commands: Index Workspace, Show Stats, Show Drafts, and the interpreter watch. */
 import * as vscode from 'vscode';
 
-import { SECTION } from './config';
+import { plural, type Problem, SECTION } from './config';
 import { draftPicks, endOfInsert } from './picks';
 import { pythonExtensionInterpreter, type Server } from './server';
-import { formatStats } from './state';
+import { detailsText, formatStats, type ServerState } from './state';
 
 export async function indexWorkspace(srv: Server, output: vscode.LogOutputChannel): Promise<void> {
   let result: { indexed?: unknown[]; error?: string | null } | null;
@@ -20,7 +20,7 @@ export async function indexWorkspace(srv: Server, output: vscode.LogOutputChanne
   } else {
     const folders = result?.indexed?.length ?? 0;
     void vscode.window.showInformationMessage(
-      `Superposed: workspace indexed (${folders} folder(s)).`,
+      `Superposed: workspace indexed (${plural(folders, 'folder')}).`,
     );
   }
 }
@@ -49,7 +49,9 @@ export async function forget(
     void showError(`Superposed: forgetting failed (${result.error}).`, output);
   } else {
     const files = Object.values(result?.removed ?? {}).reduce((a, b) => a + b, 0);
-    void vscode.window.showInformationMessage(`Superposed: ${files} stored file(s) erased.`);
+    void vscode.window.showInformationMessage(
+      `Superposed: ${plural(files, 'stored file')} erased.`,
+    );
   }
 }
 
@@ -123,6 +125,53 @@ export async function showDrafts(srv: Server, output: vscode.LogOutputChannel): 
   }
 }
 
+/** A problem that keeps the server down, said once, with the way to its fix. */
+export async function showProblem(
+  problem: Problem,
+  output: vscode.LogOutputChannel,
+): Promise<void> {
+  const settings = 'Open Settings';
+  const setting = problem.message.includes('superposed.pythonPath');
+  const choice = await vscode.window.showErrorMessage(
+    `Superposed: ${problem.message}`,
+    ...(setting ? [settings] : []),
+    'Show Log',
+  );
+  if (choice === settings) {
+    await vscode.commands.executeCommand('workbench.action.openSettings', `${SECTION}.pythonPath`);
+  } else if (choice === 'Show Log') {
+    output.show(true);
+  }
+}
+
+/** Superposed: Show Details: the state and every counter, in a read-only document. */
+export const DETAILS_URI = vscode.Uri.parse('superposed-details:Superposed%20details.md');
+
+export class DetailsView implements vscode.TextDocumentContentProvider {
+  private readonly emitter = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.emitter.event;
+
+  constructor(
+    private readonly state: () => ServerState,
+    private readonly stats: () => Record<string, unknown> | undefined,
+  ) {}
+
+  provideTextDocumentContent(): string {
+    return detailsText(this.state(), this.stats());
+  }
+
+  /** The state or the counters changed: an open details document follows. */
+  changed(): void {
+    this.emitter.fire(DETAILS_URI);
+  }
+
+  async show(): Promise<void> {
+    this.changed();
+    const document = await vscode.workspace.openTextDocument(DETAILS_URI);
+    await vscode.window.showTextDocument(document, { preview: true });
+  }
+}
+
 export async function showError(message: string, output: vscode.LogOutputChannel): Promise<void> {
   const choice = await vscode.window.showErrorMessage(message, 'Show Log');
   if (choice === 'Show Log') {
@@ -130,10 +179,11 @@ export async function showError(message: string, output: vscode.LogOutputChannel
   }
 }
 
-/** Restarts the server when the Python extension's interpreter changes and pythonPath is unset. */
+/** Calls `changed` when the Python extension's interpreter changes (the server's when
+ * pythonPath is unset: `changed` compares). */
 export async function watchPythonInterpreter(
   context: vscode.ExtensionContext,
-  restart: () => Promise<void>,
+  changed: () => Promise<void>,
 ): Promise<void> {
   const extension = vscode.extensions.getExtension('ms-python.python');
   if (extension === undefined || (await pythonExtensionInterpreter()) === undefined) {
@@ -141,12 +191,6 @@ export async function watchPythonInterpreter(
   }
   const event = extension.exports?.environments?.onDidChangeActiveEnvironmentPath;
   if (typeof event === 'function') {
-    context.subscriptions.push(
-      event(() => {
-        if (!vscode.workspace.getConfiguration(SECTION).get<string>('pythonPath')) {
-          void restart();
-        }
-      }),
-    );
+    context.subscriptions.push(event(() => void changed()));
   }
 }

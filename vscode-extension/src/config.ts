@@ -155,3 +155,145 @@ export function toggled(disabled: readonly string[], language: string): string[]
     ? disabled.filter((id) => id !== language)
     : [...disabled, language];
 }
+
+/** What `WorkspaceConfiguration.inspect('pythonPath')` returns, every level a user can set. */
+export interface InspectedPath extends Inspected {
+  globalLocalValue?: unknown; // the User settings of a remote window (code-server, SSH)
+  globalRemoteValue?: unknown; // its Remote/Machine settings
+}
+
+/**
+ * `superposed.pythonPath` from whichever level holds it, the most specific first. VS Code
+ * leaves a machine-scoped setting written in the User settings of a remote window out of
+ * `get()` (code-server is one), though README step 3 puts it there.
+ */
+export function configuredPython(levels: InspectedPath | undefined): string | undefined {
+  const values = [
+    levels?.workspaceFolderValue,
+    levels?.workspaceValue,
+    levels?.globalRemoteValue,
+    levels?.globalValue,
+    levels?.globalLocalValue,
+  ];
+  return values.find((value): value is string => typeof value === 'string' && value.trim() !== '');
+}
+
+/** What a setup problem costs the user: the status bar's few words and what to do. */
+export interface Problem {
+  what: string;
+  message: string;
+}
+
+/** The command that fixes an interpreter without the package, for every message. */
+export const SETUP_FIX =
+  'run `make setup` in the superposed-lsp checkout, then set `superposed.pythonPath` to its ' +
+  '.venv/bin/python';
+
+/**
+ * Asked of the interpreter before the server starts (from `/`: a checkout in the current folder
+ * would lend its source, not its dependencies): exits 0 when superposed-lsp is installed there,
+ * else prints why and exits 3.
+ */
+export const INTERPRETER_CHECK = [
+  'import importlib.metadata, importlib.util, sys',
+  'try:',
+  '    importlib.metadata.distribution("superposed-lsp")',
+  '    found = importlib.util.find_spec("lsp_server.cli") is not None',
+  'except importlib.metadata.PackageNotFoundError:',
+  '    print("No module named \'lsp_server\'")',
+  '    sys.exit(3)',
+  'except ImportError as err:',
+  '    print(err)',
+  '    sys.exit(3)',
+  'if not found:',
+  '    print("No module named \'lsp_server.cli\'")',
+  '    sys.exit(3)',
+].join('\n');
+
+/** How the check ran: the spawn error's code (ENOENT...), the exit code, what it printed. */
+export interface CheckRun {
+  errorCode?: string;
+  exitCode?: number | null;
+  timedOut?: boolean;
+  output: string;
+}
+
+/** The problem the interpreter check found, or undefined (go ahead and start). A check that
+ * timed out says nothing: the server's own start tells. */
+export function interpreterProblem(python: string, run: CheckRun): Problem | undefined {
+  if (run.errorCode === 'ENOENT') {
+    return {
+      what: 'Python not found',
+      message:
+        `The Python interpreter ${python} does not exist. Set \`superposed.pythonPath\` to the ` +
+        `interpreter that has superposed-lsp installed (${SETUP_FIX}).`,
+    };
+  }
+  if (run.errorCode === 'EACCES') {
+    return {
+      what: 'Python not found',
+      message: `${python} cannot be run (not executable). Set \`superposed.pythonPath\` to a Python interpreter.`,
+    };
+  }
+  if (run.timedOut || run.errorCode !== undefined || run.exitCode === 0) {
+    return undefined;
+  }
+  const why = run.output.trim().split('\n').pop() ?? '';
+  return {
+    what: 'superposed-lsp not installed',
+    message: `${python} has no superposed-lsp (${why || `exit code ${run.exitCode}`}): ${SETUP_FIX}.`,
+  };
+}
+
+/** The log levels of a LogOutputChannel. */
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+
+const PYTHON_LEVELS: Record<string, LogLevel> = {
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARNING: 'warn',
+  ERROR: 'error',
+  CRITICAL: 'error',
+};
+
+/**
+ * The level of one line the server wrote to stderr (lsp_server/cli.py's format:
+ * `2026-12-06 08:00:00,123 WARNING name: message`). A line without one (a traceback's, a
+ * message over several lines) keeps the level of the line before; Python's own complaints
+ * before logging starts (`No module named ...`, a traceback) are errors.
+ */
+export function stderrLevel(line: string, previous: LogLevel | undefined): LogLevel {
+  const match = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ([A-Z]+) /.exec(line);
+  if (match !== null && match[1] in PYTHON_LEVELS) {
+    return PYTHON_LEVELS[match[1]];
+  }
+  return line.startsWith('Traceback ') ? 'error' : (previous ?? 'error');
+}
+
+/** `n thing(s)` in words: "1 folder", "2 folders". */
+export function plural(count: number, one: string, many = `${one}s`): string {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+/** JSON with comments and trailing commas (a settings.json) as JSON.parse reads it. */
+export function parseJsonc(text: string): unknown {
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      const end = /^"(?:[^"\\]|\\.)*"/.exec(text.slice(i));
+      const literal = end === null ? text.slice(i) : end[0];
+      out += literal;
+      i += literal.length - 1;
+    } else if (c === '/' && text[i + 1] === '/') {
+      const newline = text.indexOf('\n', i);
+      i = newline === -1 ? text.length : newline - 1;
+    } else if (c === '/' && text[i + 1] === '*') {
+      const close = text.indexOf('*/', i + 2);
+      i = close === -1 ? text.length : close + 1;
+    } else {
+      out += c;
+    }
+  }
+  return JSON.parse(out.replace(/,(\s*[}\]])/g, '$1'));
+}

@@ -2,16 +2,19 @@
 import * as vscode from 'vscode';
 
 import {
+  DETAILS_URI,
+  DetailsView,
   forget,
   indexWorkspace,
   showDrafts,
   showError,
+  showProblem,
   showStats,
   watchPythonInterpreter,
 } from './commands';
 import { needsRestart, SECTION, wantsServer } from './config';
 import { NextEditsView } from './nextEditsView';
-import { acceptPart, isDisabled, toggleLanguage } from './partial';
+import { acceptPart, cycle, isDisabled, setDebugLog, toggleLanguage } from './partial';
 import { Server } from './server';
 import { type ServerState, statusView } from './state';
 
@@ -21,14 +24,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const output = vscode.window.createOutputChannel('Superposed', { log: true });
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
   status.name = 'Superposed';
-  status.command = 'superposed.showLog';
+  status.command = 'superposed.showDetails';
   let current: ServerState = { kind: 'starting' };
+  const details = new DetailsView(
+    () => current,
+    () => server?.lastStats,
+  );
   const show = (state: ServerState): void => {
     current = state;
     const view = statusView(state);
     status.text = view.text;
     status.tooltip = view.tooltip;
+    details.changed();
   };
+  setDebugLog((line) => output.debug(line));
   let nextEdits: NextEditsView | undefined; // below: it needs the server, the server's state clears it
   const srv = new Server(
     output,
@@ -42,6 +51,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }
     },
     (language) => isDisabled(context, language),
+    (problem) => showProblem(problem, output),
+    context.globalStorageUri,
   );
   server = srv;
   const view = new NextEditsView(srv, output, context);
@@ -49,6 +60,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   srv.onNextEdits = (params) => view.ready(params);
   // The stats shown in the status bar's tooltip, fetched when ready and after each save.
   const refreshStats = async (): Promise<void> => {
+    if (current.kind !== 'ready' && current.kind !== 'indexing') {
+      return; // no server to ask
+    }
     await srv.refreshStats();
     if (current.kind === 'ready') {
       show(srv.readyState());
@@ -71,7 +85,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       void restart();
     }
   };
-  // Settings and interpreter changes restart a running server only.
+  // Settings and interpreter changes restart a server that was started (running or not).
   const restartIfStarted = async (): Promise<void> => {
     if (started) {
       await restart();
@@ -84,7 +98,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     output,
     status,
     view,
+    vscode.workspace.registerTextDocumentContentProvider(DETAILS_URI.scheme, details),
     vscode.commands.registerCommand('superposed.index', () => indexWorkspace(srv, output)),
+    vscode.commands.registerCommand('superposed.showDetails', async () => {
+      await refreshStats();
+      await details.show();
+    }),
+    vscode.commands.registerCommand('superposed.showNextDraft', () => cycle(1)),
+    vscode.commands.registerCommand('superposed.showPreviousDraft', () => cycle(-1)),
     vscode.commands.registerCommand('superposed.restart', restart),
     vscode.commands.registerCommand('superposed.showLog', () => output.show(true)),
     vscode.commands.registerCommand('superposed.showStats', () => showStats(srv, output)),
@@ -100,11 +121,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('superposed.forgetUserStore', () =>
       forget(srv, output, 'user'),
     ),
-    vscode.workspace.onDidChangeConfiguration((event) => {
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      // pythonPath in User settings of a remote window changes no setting VS Code reports
+      // (see config.configuredPython): the interpreter is compared on any change.
       if (needsRestart((section) => event.affectsConfiguration(section))) {
-        void restartIfStarted();
+        await restartIfStarted();
+      } else if (await srv.pythonChanged()) {
+        await restartIfStarted();
       } else if (event.affectsConfiguration(SECTION)) {
-        void srv.sendSettings();
+        await srv.sendSettings();
       }
     }),
     // The server updates the stores on save, off its event loop: look a moment later.
@@ -112,7 +137,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidOpenTextDocument((document) => startFor([document])),
     vscode.window.onDidChangeTextEditorSelection((event) => srv.cursorMoved(event.textEditor)),
   );
-  await watchPythonInterpreter(context, restartIfStarted);
+  // Another interpreter in the Python extension: a new server if it is the one to use now
+  // (pythonPath unset), also after a start that failed.
+  await watchPythonInterpreter(context, async () => {
+    if (await srv.pythonChanged()) {
+      await restartIfStarted();
+    }
+  });
   startFor(vscode.workspace.textDocuments);
 }
 

@@ -8,13 +8,112 @@
  */
 import * as vscode from 'vscode';
 
+import { cycled, distinct, first, follow, type Shown } from './chosen';
 import { type Answered, acceptedPart, toggled } from './config';
 import type { Server } from './server';
 
 const DISABLED_KEY = 'superposed.disabledLanguages';
+/** How long a cycle waits for VS Code's own new answer before it cycles the list it has. */
+const CYCLE_WAIT_MS = 3000;
 
 /** The last inline answer per document (set by the client's middleware). */
 export const answers = new Map<string, Answered>();
+/** The draft on screen per document (chosen.ts). */
+const shown = new Map<string, Shown>();
+/** Steps cycled (Alt+] +1, Alt+[ -1) whose answer VS Code has not asked for yet. */
+let pendingCycle = 0;
+let cycleTimer: ReturnType<typeof setTimeout> | undefined;
+/** Where the draft followed is logged (debug level of the extension's log). */
+let debugLog: ((line: string) => void) | undefined;
+
+export function setDebugLog(log: (line: string) => void): void {
+  debugLog = log;
+}
+
+type Result = vscode.InlineCompletionItem[] | vscode.InlineCompletionList | null | undefined;
+
+function textOf(item: vscode.InlineCompletionItem): string {
+  return typeof item.insertText === 'string' ? item.insertText : item.insertText.value;
+}
+
+/**
+ * An inline answer at `position` (the client's middleware): remembered for partial accepts,
+ * and, when text went in since the draft on screen was shown, the item that continues that
+ * draft put first, so that VS Code shows it rather than draft 1.
+ */
+export function answered(
+  document: vscode.TextDocument,
+  position: vscode.Position,
+  line: string,
+  result: Result,
+): Result {
+  const uri = document.uri.toString();
+  let items = Array.isArray(result) ? result : (result?.items ?? []);
+  const prior = shown.get(uri);
+  const samePlace =
+    prior !== undefined &&
+    prior.version === document.version &&
+    position.isEqual(new vscode.Position(prior.line, prior.character));
+  const from = prior && new vscode.Position(prior.line, prior.character);
+  let text: string | undefined; // the draft VS Code will show
+  if (prior !== undefined && samePlace) {
+    // Asked again where the drafts were shown (VS Code asks twice after an edit, and anew
+    // when cycling): the draft on screen first, so that VS Code keeps it (it shows the first
+    // item of a new answer), and VS Code's pending cycle moves from it.
+    const at = items.findIndex((item) => textOf(item) === prior.text);
+    items = first(items, at === -1 ? undefined : at);
+    text = cycled(distinct(items.map(textOf)), prior.text, pendingCycle);
+  } else if (prior !== undefined && from !== undefined && from.isBefore(position)) {
+    // Text went in since (a partial accept, typing along): the item that continues the draft
+    // on screen first. A cycle VS Code did not ask anew for went through the list it had.
+    const onScreen = cycled(prior.drafts, prior.text, pendingCycle) ?? prior.text;
+    const typed = document.getText(new vscode.Range(from, position));
+    items = first(items, follow(items.map(textOf), onScreen, typed));
+  }
+  const texts = items.map(textOf);
+  const drafts = distinct(texts);
+  text ??= drafts[0] ?? '';
+  pendingCycle = 0;
+  clearTimeout(cycleTimer);
+  const { line: row, character } = position;
+  shown.set(uri, { line: row, character, version: document.version, drafts, text });
+  debugLog?.(`draft on screen: ${JSON.stringify(text)} of ${JSON.stringify(drafts)}`);
+  answers.set(uri, { line, drafts: texts, row });
+  return Array.isArray(result) || result === null || result === undefined
+    ? items
+    : new vscode.InlineCompletionList(items);
+}
+
+/** The draft on screen in `uri` (a cycle VS Code did not ask anew for applied), and whether
+ * it is its answer's first. */
+function settleCycle(uri: string): { text: string; first: boolean } | undefined {
+  const current = shown.get(uri);
+  if (current === undefined) {
+    return undefined;
+  }
+  current.text = cycled(current.drafts, current.text, pendingCycle) ?? current.text;
+  pendingCycle = 0;
+  clearTimeout(cycleTimer);
+  return { text: current.text, first: current.text === current.drafts[0] };
+}
+
+/** Alt+] (+1) and Alt+[ (-1): VS Code's own cycling, followed here (chosen.ts). */
+export async function cycle(delta: 1 | -1): Promise<void> {
+  pendingCycle += delta;
+  clearTimeout(cycleTimer);
+  const uri = vscode.window.activeTextEditor?.document.uri.toString();
+  // VS Code asks for the drafts anew (explicitly) before it moves; where it does not, the list
+  // it has is cycled
+  cycleTimer = setTimeout(() => {
+    const current = uri === undefined ? undefined : shown.get(uri);
+    if (current !== undefined) {
+      current.text = cycled(current.drafts, current.text, pendingCycle) ?? current.text;
+    }
+    pendingCycle = 0;
+  }, CYCLE_WAIT_MS);
+  const command = delta > 0 ? 'showNext' : 'showPrevious';
+  await vscode.commands.executeCommand(`editor.action.inlineSuggest.${command}`);
+}
 
 export async function acceptPart(
   srv: Server,
@@ -33,14 +132,27 @@ export async function acceptPart(
   const row = answered?.row !== undefined && answered.row <= start.line ? answered.row : start.line;
   const lineBefore = document.getText(new vscode.Range(new vscode.Position(row, 0), start));
   const version = document.version;
+  const onScreen = settleCycle(uri);
   await vscode.commands.executeCommand(`editor.action.inlineSuggest.acceptNext${kind}`);
   if (document.version === version) {
     return; // nothing was shown, or nothing inserted
   }
-  const inserted = document.getText(new vscode.Range(start, editor.selection.active));
+  let inserted = document.getText(new vscode.Range(start, editor.selection.active));
+  if (kind === 'Line' && inserted.trim() === '') {
+    // A block shown after the end of the line starts with a line break, and VS Code's accept
+    // stops after it: the line goes in with it, one line per key.
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.acceptNextLine');
+    inserted = document.getText(new vscode.Range(start, editor.selection.active));
+  }
   const part = acceptedPart(answered, lineBefore, inserted);
   if (part === undefined) {
     return;
+  }
+  if (onScreen !== undefined && !onScreen.first && inserted.length < onScreen.text.length) {
+    // VS Code goes on with the first of the drafts it had that still fit, not with the one on
+    // screen: it drops them and asks anew, and the answer has the chosen one first (answered)
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+    await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
   }
   // The store learns the part after the start of the line it went into, as a full accept's.
   const context = lineBefore.slice(lineBefore.lastIndexOf('\n') + 1);

@@ -2,10 +2,11 @@
 
 export type ServerState =
   | { kind: 'starting' }
-  | { kind: 'loading'; percent?: number }
-  | { kind: 'indexing'; percent?: number }
+  | { kind: 'loading'; message?: string; percent?: number }
+  | { kind: 'indexing'; message?: string; percent?: number }
   | { kind: 'ready'; model: string; k: number; stats?: Record<string, unknown>; step?: string }
-  | { kind: 'error'; message: string }
+  // `what`: the status bar's few words ("Python not found"); `message`: what to do
+  | { kind: 'error'; message: string; what?: string }
   | { kind: 'stopped' };
 
 export interface StatusView {
@@ -21,7 +22,7 @@ export interface ServerStatus {
   state: 'loading' | 'indexing' | 'ready' | 'error';
   model: string; // the model loading, or loaded
   message?: string; // for people; the error's text when state is 'error'
-  percent?: number; // 0..100, while indexing
+  percent?: number; // 0..100, while loading (a conversion) or indexing
   step?: 'compiled' | 'graphs' | 'eager'; // when ready: the decode step (graphs: on CUDA)
 }
 
@@ -29,26 +30,19 @@ export interface ServerStatus {
 export function stateOfStatus(status: ServerStatus, ready: () => ServerState): ServerState {
   switch (status.state) {
     case 'loading':
-      return { kind: 'loading' };
+      return { kind: 'loading', message: status.message, percent: status.percent };
     case 'indexing':
-      return { kind: 'indexing', percent: status.percent };
+      return { kind: 'indexing', message: status.message, percent: status.percent };
     case 'ready':
       return { ...ready(), ...(status.step ? { step: status.step } : {}) };
     case 'error':
-      return { kind: 'error', message: status.message ?? 'The model did not load; see the log.' };
+      return {
+        kind: 'error',
+        what: 'the model did not load',
+        message: status.message ?? 'The model did not load; see the log.',
+      };
   }
 }
-
-/** The stats entries worth a tooltip line (the settings echo is left out). */
-const TOOLTIP_KEYS = [
-  'model',
-  'ready',
-  'error',
-  'decodeStep',
-  'compiledStep',
-  'stores',
-  'counters',
-];
 
 function percent(value: number | undefined): string {
   return value === undefined ? '' : ` ${Math.round(value)}%`;
@@ -68,39 +62,70 @@ export function formatStats(stats: Record<string, unknown>, prefix = ''): string
   return lines;
 }
 
+/** The status bar item: what the server is doing in a few words, a short tooltip; the full
+ * counters are behind Superposed: Show Details (the item's click), never in the bar. */
 export function statusView(state: ServerState): StatusView {
+  const details = 'Click for details.';
   switch (state.kind) {
     case 'starting':
-      return { text: '$(loading~spin) Superposed: starting', tooltip: 'Starting the server' };
+      return {
+        text: '$(loading~spin) Superposed: starting',
+        tooltip: `Starting the server. ${details}`,
+      };
     case 'loading':
       return {
         text: `$(loading~spin) Superposed: loading model${percent(state.percent)}`,
-        tooltip: 'Loading the language model; completions start when it is ready',
+        tooltip: `${capital(state.message ?? 'loading the model')}; drafts start when it is ready. ${details}`,
       };
     case 'indexing':
       return {
         text: `$(sync~spin) Superposed: indexing${percent(state.percent)}`,
-        tooltip: 'Indexing the workspace into the codebase n-gram store',
+        tooltip: `Indexing the workspace for the drafts. ${details}`,
       };
     case 'ready': {
-      const shown = Object.fromEntries(
-        Object.entries(state.stats ?? {}).filter(([key]) => TOOLTIP_KEYS.includes(key)),
-      );
-      const stats = formatStats(shown);
-      // Until the compiled decode step is built (once per machine), drafts come slower.
+      // Until the compiled decode step is built (once per machine), drafts come slower: said
+      // in plain words in the tooltip, never as "eager step" in the bar.
       const step = state.step ?? state.stats?.decodeStep;
-      const eager = step === 'eager' ? ', eager step' : '';
+      const slower =
+        step === 'eager' ? ' The first drafts come slower while the model is optimized.' : '';
       return {
-        text: `$(check) Superposed: ready (${state.model}, k=${state.k}${eager})`,
-        tooltip: ['Superposed: ready. Click for the log.', ...stats].join('\n'),
+        text: `$(check) Superposed: ready (${state.model}, k=${state.k})`,
+        tooltip: `Drafts from ${state.model}, ${state.k} at a time.${slower} ${details}`,
       };
     }
     case 'error':
       return {
-        text: '$(error) Superposed: error',
-        tooltip: `${state.message}\nClick for the log.`,
+        text: `$(error) Superposed: ${state.what ?? 'error'}`,
+        tooltip: `${state.message} ${details}`,
       };
     case 'stopped':
-      return { text: '$(circle-slash) Superposed: stopped', tooltip: 'The server is not running' };
+      return {
+        text: '$(circle-slash) Superposed: stopped',
+        tooltip: 'The server is not running (Superposed: Restart Server).',
+      };
   }
+}
+
+function capital(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
+/** Superposed: Show Details: the state in words, then every counter the server reports. */
+export function detailsText(
+  state: ServerState,
+  stats: Record<string, unknown> | undefined,
+): string {
+  const view = statusView(state);
+  const lines = [
+    `# ${view.text.replace(/^\$\([^)]*\) /, '')}`,
+    '',
+    view.tooltip.replace(/ Click for details\.$/, ''),
+    '',
+  ];
+  if (stats === undefined) {
+    lines.push('No counters: the server is not running or has not answered yet.');
+  } else {
+    lines.push('## What the server reports', '', ...formatStats(stats));
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -6,19 +6,30 @@ import { test } from 'node:test';
 
 import {
   acceptedPart,
+  configuredPython,
   EXTENSION_KEYS,
   expandPath,
   type Inspected,
+  interpreterProblem,
   needsRestart,
+  parseJsonc,
+  plural,
   resolvePython,
   RESTART_KEYS,
   SERVER_KEYS,
   serverCommand,
   serverSettings,
+  stderrLevel,
   toggled,
   wantsServer,
 } from '../src/config';
-import { formatStats, type ServerState, stateOfStatus, statusView } from '../src/state';
+import {
+  detailsText,
+  formatStats,
+  type ServerState,
+  stateOfStatus,
+  statusView,
+} from '../src/state';
 
 const manifest = JSON.parse(
   fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8'),
@@ -117,20 +128,20 @@ test('superposed/status maps to the status bar state, whatever its message says'
   // The messages would have fooled the old text matching ('index', 'failed'): only state counts.
   assert.deepEqual(stateOfStatus({ state: 'loading', model, message: 'index' }, ready), {
     kind: 'loading',
+    message: 'index',
+    percent: undefined,
   });
   assert.deepEqual(
     stateOfStatus({ state: 'indexing', model, message: 'a.py', percent: 40 }, ready),
-    {
-      kind: 'indexing',
-      percent: 40,
-    },
+    { kind: 'indexing', message: 'a.py', percent: 40 },
   );
   assert.deepEqual(stateOfStatus({ state: 'ready', model, message: 'failed: no' }, ready), ready());
   const eager = stateOfStatus({ state: 'ready', model, step: 'eager' }, ready);
   assert.deepEqual(eager, { ...ready(), step: 'eager' });
-  assert.match(statusView(eager).text, /ready \(m, k=3, eager step\)/);
+  assert.equal(statusView(eager).text, '$(check) Superposed: ready (m, k=3)');
   assert.deepEqual(stateOfStatus({ state: 'error', model, message: 'no such model' }, ready), {
     kind: 'error',
+    what: 'the model did not load',
     message: 'no such model',
   });
 });
@@ -146,19 +157,92 @@ test("the server settings are package.json's, less the extension's own", () => {
   }
 });
 
-test('the status bar says what the server is doing', () => {
-  assert.match(statusView({ kind: 'loading', percent: 42.4 }).text, /loading model 42%/);
+test('the status bar says what the server is doing, in words for people', () => {
+  const loading = statusView({ kind: 'loading', message: 'converting model.gguf', percent: 42.4 });
+  assert.match(loading.text, /Superposed: loading model 42%/);
+  assert.match(loading.tooltip, /^Converting model\.gguf; drafts start when it is ready/);
   assert.match(statusView({ kind: 'indexing', percent: 7 }).text, /indexing 7%/);
-  const stats = { stores: { files: 4 }, settings: { alpha: 0.5 } };
+  const stats = { stores: { files: 4 }, settings: { alpha: 0.5 }, counters: { requests: 9 } };
   const ready = statusView({ kind: 'ready', model: 'smollm2-135m', k: 3, stats });
-  assert.match(ready.text, /ready \(smollm2-135m, k=3\)/);
-  assert.match(ready.tooltip, /stores.files: 4/);
-  assert.doesNotMatch(ready.tooltip, /alpha/);
+  assert.equal(ready.text, '$(check) Superposed: ready (smollm2-135m, k=3)');
+  // The tooltip is short: no counters (they are behind Show Details)
+  assert.equal(ready.tooltip, 'Drafts from smollm2-135m, 3 at a time. Click for details.');
   const eager = { decodeStep: 'eager', compiledStep: 'building' };
   const building = statusView({ kind: 'ready', model: 'smollm2-135m', k: 3, stats: eager });
-  assert.match(building.text, /ready \(smollm2-135m, k=3, eager step\)/);
-  assert.match(building.tooltip, /compiledStep: "building"/);
-  assert.match(statusView({ kind: 'error', message: 'boom' }).tooltip, /boom/);
+  assert.equal(building.text, ready.text);
+  assert.match(building.tooltip, /first drafts come slower/);
+  for (const view of [loading, ready, building]) {
+    assert.doesNotMatch(`${view.text} ${view.tooltip}`, /eager|compiled|step/);
+    assert.ok(view.tooltip.split('\n').length <= 2, view.tooltip);
+  }
+  const problem = statusView({ kind: 'error', what: 'Python not found', message: 'Set it.' });
+  assert.equal(problem.text, '$(error) Superposed: Python not found');
+  assert.equal(problem.tooltip, 'Set it. Click for details.');
+});
+
+test('Show Details has the state in words and every counter', () => {
+  const stats = { model: 'm', counters: { requests: 9 }, settings: { alpha: 0.5 } };
+  const text = detailsText({ kind: 'ready', model: 'm', k: 3, stats }, stats);
+  assert.match(text, /^# Superposed: ready \(m, k=3\)\n\nDrafts from m, 3 at a time\.\n/);
+  assert.match(text, /counters\.requests: 9/);
+  assert.match(text, /settings\.alpha: 0\.5/);
+  const down = detailsText(
+    { kind: 'error', what: 'Python not found', message: 'Set it.' },
+    undefined,
+  );
+  assert.match(down, /^# Superposed: Python not found\n\nSet it\.\n/);
+});
+
+test('pythonPath from whichever level holds it, User settings of a remote window included', () => {
+  assert.equal(configuredPython(undefined), undefined);
+  assert.equal(configuredPython({ globalValue: '  ' }), undefined);
+  assert.equal(configuredPython({ globalLocalValue: '/u/py' }), '/u/py');
+  assert.equal(configuredPython({ globalValue: '/g/py', globalLocalValue: '/u/py' }), '/g/py');
+  assert.equal(
+    configuredPython({ workspaceValue: '/w/py', globalRemoteValue: '/m/py', globalValue: '/g' }),
+    '/w/py',
+  );
+  assert.equal(configuredPython({ globalRemoteValue: '/m/py', globalLocalValue: '/u' }), '/m/py');
+});
+
+test('a settings.json with comments and trailing commas parses', () => {
+  const text =
+    '{\n  // the venv\n  "superposed.pythonPath": "/a//b/*c*/py", /* x */\n  "k": [1,],\n}';
+  assert.deepEqual(parseJsonc(text), { 'superposed.pythonPath': '/a//b/*c*/py', k: [1] });
+});
+
+test('the interpreter check tells a missing interpreter from a missing package', () => {
+  const missing = interpreterProblem('/no/python', { errorCode: 'ENOENT', output: '' });
+  assert.equal(missing?.what, 'Python not found');
+  assert.match(missing?.message ?? '', /\/no\/python does not exist/);
+  assert.match(missing?.message ?? '', /`superposed\.pythonPath`/);
+  const bare = interpreterProblem('/usr/bin/python3', {
+    exitCode: 3,
+    output: "No module named 'lsp_server'\n",
+  });
+  assert.equal(bare?.what, 'superposed-lsp not installed');
+  assert.match(bare?.message ?? '', /No module named 'lsp_server'/);
+  assert.match(bare?.message ?? '', /`make setup`/);
+  assert.match(bare?.message ?? '', /`superposed\.pythonPath`/);
+  assert.equal(interpreterProblem('py', { exitCode: 0, output: '' }), undefined);
+  assert.equal(interpreterProblem('py', { exitCode: null, timedOut: true, output: '' }), undefined);
+});
+
+test("the server's stderr lines get their own log level", () => {
+  const at = (level: string) => `2026-12-06 08:00:00,123 ${level} pygls.protocol: x`;
+  assert.equal(stderrLevel(at('WARNING'), undefined), 'warn');
+  assert.equal(stderrLevel(at('INFO'), 'error'), 'info');
+  assert.equal(stderrLevel(at('DEBUG'), undefined), 'debug');
+  assert.equal(stderrLevel(at('ERROR'), undefined), 'error');
+  assert.equal(stderrLevel('  File "x.py", line 3', 'warn'), 'warn'); // a message's next line
+  assert.equal(stderrLevel('Traceback (most recent call last):', 'info'), 'error');
+  assert.equal(stderrLevel("python3: No module named 'lsp_server'", undefined), 'error');
+});
+
+test('counts in words', () => {
+  assert.equal(plural(1, 'folder'), '1 folder');
+  assert.equal(plural(2, 'folder'), '2 folders');
+  assert.equal(plural(0, 'stored file'), '0 stored files');
 });
 
 test('stats flatten to one line per value', () => {
