@@ -252,7 +252,8 @@ DOCS: tuple[Doc, ...] = (
         "(one to two minutes, once per model and precision; kept in the cache directory) and "
         "the server switches to it when it is ready (the build runs once per machine: it "
         "outlives the server that started it, the next server loads it, and a server that "
-        "finds a build running waits for it; until then the status line says `eager step`); "
+        "finds a build running waits for it; until then the first drafts come a little slower, "
+        "which the status tooltip says); "
         "on CUDA the step is captured in CUDA graphs in process instead (no package: "
         "docs/architecture.md says why); `off`: always eager",
     ),
