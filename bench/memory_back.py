@@ -2,6 +2,7 @@
 requests end, against its level once the model loaded.
 
     python -m bench.memory_back [--docs 300] [--model smollm2-135m] [--before REF]
+        [--server-env NAME=VALUE ...]
 
 One server (compile off: the compiled step's load would move the baseline) loads the model;
 then documents are opened a few at a time, each asked for drafts at two places (one asked
@@ -9,7 +10,8 @@ twice at once, the first cancelled by the second, as fast typing does), typed in
 every tenth, and closed. Resident MiB (``superposed.stats``' residentMb) is read once the
 model is in, at the workload's end with every document closed, and after IDLE_S of quiet.
 The target: after the quiet, within TARGET_MB of the level once loaded. ``--before REF``
-runs the same on the server of commit REF, side by side.
+runs the same on the server of commit REF, side by side; ``--server-env`` runs the servers
+with more environment (an allocator or library setting under trial).
 """
 
 from __future__ import annotations
@@ -68,12 +70,14 @@ async def workload(bench: Bench, texts: list[str]) -> int:
     return sent
 
 
-async def one_server(model: str, docs: int, sources: Path | None) -> dict[str, Any]:
+async def one_server(
+    model: str, docs: int, sources: Path | None, env: dict[str, str]
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memory-back-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         options = {"model": model, "compile": "off", "userStore": False}
-        async with server(workspace, Path(tmp) / "data", options, sources) as client:
+        async with server(workspace, Path(tmp) / "data", options, sources, env) as client:
             bench = Bench(client, workspace)
             await bench.wait_ready()
             loaded = (await bench.stats())["residentMb"]["rss"]
@@ -149,14 +153,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--docs", type=int, default=300)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--before", default=None, metavar="REF")
+    parser.add_argument("--server-env", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--out", type=Path, default=RESULTS / "memory_back")
     args = parser.parse_args(argv)
+    env = dict(item.split("=", 1) for item in args.server_env)
     started, stamp = time.perf_counter(), Stamp(model=args.model)
-    cases = {"this commit": asyncio.run(one_server(args.model, args.docs, None))}
+    said = "".join(f" {name}={value}" for name, value in env.items())
+    cases = {f"this commit{said}": asyncio.run(one_server(args.model, args.docs, None, env))}
     if args.before is not None:
         with tempfile.TemporaryDirectory(prefix="memory-back-before-") as tmp:
             then = sources_at(args.before, Path(tmp) / "before")
-            cases[f"before ({args.before})"] = asyncio.run(one_server(args.model, args.docs, then))
+            run = one_server(args.model, args.docs, then, env)
+            cases[f"before ({args.before}){said}"] = asyncio.run(run)
     result = {"stamp": stamp.finish(started), "cases": cases}
     write_json(args.out.with_suffix(".json"), result)
     report = markdown(result)
