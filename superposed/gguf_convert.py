@@ -339,21 +339,12 @@ def convert(gguf: Path, target: Path, report: Callable[[int, int], None]) -> Non
     with gguf_named(gguf) as (folder, name):
         config = AutoConfig.from_pretrained(folder, gguf_file=name)
     config.dtype = "float32"
-    # Write to a temporary folder and rename: a concurrent first load never sees half.
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
-    try:
+    with model_cache.publishing(target) as tmp:
         write_weights(reader, arch, config, tmp, report)
         config.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         source = {"path": str(gguf), "key": content_key(gguf), "architecture": arch}
         (tmp / "source.json").write_text(json.dumps(source, indent=1))
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished first
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:

@@ -227,22 +227,13 @@ def convert_gguf(model: EmbeddedModel, gguf: Path, target: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # Write to a temporary directory and rename, so that concurrent first loads never see half.
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
-    try:
+    with model_cache.publishing(target) as tmp:
         _plain_copy(loaded).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         for notice in ("GEMMA_TERMS.html", "NOTICE.md"):  # the terms travel with the weights
             source = _package_dir(model) / "data" / notice
             if source.is_file():
                 shutil.copyfile(source, tmp / notice)
-        try:
-            tmp.rename(target)
-        except OSError:  # another process finished first
-            if not (target / "config.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number in glibc's malloc.h

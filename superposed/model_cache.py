@@ -15,6 +15,8 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -74,3 +76,20 @@ def discard(folder: Path) -> None:
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextmanager
+def publishing(target: Path) -> Iterator[Path]:
+    """A scratch folder beside ``target`` to write a converted model into, renamed to
+    ``target`` when the block ends: a concurrent first load never sees half a folder, and
+    where another process published first, its folder stands."""
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
+        yield tmp
+        try:
+            tmp.rename(target)
+        except OSError:  # another process finished first
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
