@@ -262,6 +262,7 @@ def decode(
     if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     suggestions = [replace(s, text=context.layout.ends(s.text)) for s in suggestions]
+    timing_ms["shown_tokens"] = shown_tokens(engine, suggestions[: settings.k])
     return Answer(
         suggestions,
         timing_ms,
@@ -269,6 +270,13 @@ def decode(
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,
     )
+
+
+def shown_tokens(engine: Engine, suggestions: list[Suggestion]) -> int:
+    """A count, beside the timings: the most tokens a shown draft holds, the steps a request
+    needs at least (issue 54 item 1 holds the decode forwards run against it)."""
+    encode = engine.tokenizer.encode
+    return max((len(encode(s.text, add_special_tokens=False)) for s in suggestions), default=0)
 
 
 def shown(
