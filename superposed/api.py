@@ -29,7 +29,7 @@ from superposed.model import (
 from superposed.ngram import MatchSource, NgramSource
 from superposed.options import COMPILE_MODES, METHOD_TABLE, METHODS
 from superposed.prompt import Prompt, build_prompt
-from superposed.request import DecodeRequest, Method
+from superposed.request import DecodeRequest, Method, ShownFixed
 from superposed.runner import HFRunner, ModelRunner, reusable_prefix
 from superposed.runner_choice import default_precision, fast_runner_class, make_runner
 from superposed.types import CancelCheck, DecodeConfig, Draft, EngineError, StopCondition
@@ -267,6 +267,7 @@ class Engine:
         stop: StopCondition | None = None,
         cancel: CancelCheck | None = None,
         memory: MatchSource | None = None,
+        shown_fixed: ShownFixed | None = None,
     ) -> Completion:
         """Decode drafts for the cursor at the end of ``prompt``.
 
@@ -275,6 +276,7 @@ class Engine:
         the cursor, for which ``Engine.prompt``'s defaults build it here.
         memory: longest matches over the user's code, for a method that takes them
         (``MethodEntry.takes_memory``); the caller decides whether the memory is on.
+        shown_fixed: whether drafts fix what the caller shows (``DecodeRequest.shown_fixed``).
         """
         run = find_method(method)
         cfg = cfg or DecodeConfig()
@@ -296,6 +298,7 @@ class Engine:
             stop=stop or StopCondition(),
             cancel=cancel,
             memory=memory if takes_memory else None,
+            shown_fixed=shown_fixed,
         )
         drafts = run(request)
         done = time.perf_counter()

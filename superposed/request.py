@@ -33,6 +33,13 @@ class DecodeRequest:
     stop: StopCondition = field(default_factory=StopCondition)
     cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
     memory: MatchSource | None = None  # longest matches over the user's code (superposed)
+    # Whether drafts (best first, after the engine's ranking) fix what the caller shows, what
+    # lower-scored drafts follow them or not: the superposed method then stops (issue 54 item
+    # 1: no step past what is shown). None: decode until the k drafts settle.
+    shown_fixed: ShownFixed | None = None
+
+
+ShownFixed = Callable[[list[Draft]], bool]
 
 
 Method = Callable[[DecodeRequest], list[Draft]]

@@ -165,6 +165,8 @@ class SuperposedDecoder:
         self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
         self.context_len = max(self.ngram.orders) - 1 if self.ngram is not None else 0
         self.finished: list[Draft] = []
+        self.shown_fixed = request.shown_fixed
+        self.asked: list[Draft] | None = None  # the drafts shown_fixed last said no to
         self.branch = self.cfg.branch
         reason = rows.fallback_reason(self.runner)
         if self.branch != "off" and reason is not None:
@@ -229,6 +231,26 @@ class SuperposedDecoder:
         copied = mem.finish_from(hyp, match, self.cfg, self.vocab, self.finisher)
         return copied if copied is not None else self.finisher.unfinished(hyp)
 
+    def shown_now(self, alive: list[Hypothesis], seeded: list[Draft]) -> bool:
+        """Whether what the caller shows is fixed already (issue 54 item 1).
+
+        Scores only fall, so the finished drafts that beat every live one are the head of the
+        final list, whatever the steps to come add below them. Where the caller's
+        ``shown_fixed`` says that head fixes what it shows, the steps to come are wasted. A
+        memory seed is placed among the k best unless one of them says the same: decided only
+        where that head already says each seed's text."""
+        if self.shown_fixed is None or not alive:
+            return False
+        best_live = max(h.score for h in alive)
+        head = [d for d in self.finished if d.score > best_live]
+        if not head or head == self.asked:  # nothing new since the caller said no
+            return False
+        self.asked = head
+        top = ranking.best_drafts(head, self.cfg.k)
+        if any(all(d.text != s.text for d in top) for s in seeded):
+            return False
+        return self.shown_fixed(ranking.apply(head, ranking.engine_stages(seeded, self.cfg)))
+
     def run(self) -> list[Draft]:
         cfg = self.cfg
         logits = prefill_reusing_cache(self.runner, self.prompt.ids)  # [V]
@@ -238,8 +260,11 @@ class SuperposedDecoder:
             match = mem.prompt_match(self.memory, self.prompt.ids, cfg)
             seeded = mem.seeds(match, cfg, self.vocab, self.finisher)
             alive = self.sort_out(branch(logits, start, cfg, self.vocab, match))
+            shown = False  # the caller's drafts are fixed: those still going are never shown
             for step in range(1, cfg.max_new_tokens):
                 if settled(self.finished, alive, cfg.settle):
+                    break
+                if shown := self.shown_now(alive, seeded):
                     break
                 if self.cancel is not None and self.cancel():
                     raise Cancelled()
@@ -252,7 +277,7 @@ class SuperposedDecoder:
                     alive = self.sort_out(self._step(alive))
         finally:
             self.runner.rewind(prompt_len)  # never leave drafts in the cached prompt
-        ran_out = not settled(self.finished, alive, cfg.settle)  # the steps ran out first
+        ran_out = not (shown or settled(self.finished, alive, cfg.settle))  # steps ran out
         out = self._out_of_steps if ran_out else self.finisher.unfinished
         drafts = self.finished + [out(h) for h in alive]
         reserve = mem.reserves(self.memory, self.prompt.ids, cfg, self.vocab, self.finisher)

@@ -23,6 +23,7 @@ from lsp_server.completion.decode import (
     block_stop,
     decode,
     line_kind,
+    shown_fixed,
 )
 from lsp_server.completion.layout import Layout
 from lsp_server.completion.prompt_plan import prompt_text
@@ -322,3 +323,18 @@ def test_a_block_floor_is_deeper_only_after_an_opener() -> None:
     tabs = "def f():\n\tif x:"
     assert block_stop(CursorContext.at(tabs, len(tabs)), settings).body == "\t\t"
     assert Layout.of("a\n    b\n        c\n").unit == "    " and Layout.of("x = 1\n").unit == "    "
+
+
+def test_shown_fixed_waits_for_a_draft_that_says_what_the_memory_goes_on_with() -> None:
+    """A line request's drafts fix what it shows once k of them are shown (issue 54 item 1),
+    but where the memory leads (``evidence``) and none says what it goes on with: a later,
+    lower-scored draft that does would be moved first."""
+
+    def ranked(ds: list[Draft]) -> list[Suggestion]:
+        return [Suggestion(d.text, d.score) for d in ds][:2]
+
+    two = [Draft("x = 1", [], -1.0, True), Draft("y = 2", [], -2.0, True)]
+    assert not shown_fixed(ranked, 2, None)(two[:1])
+    assert shown_fixed(ranked, 2, None)(two)
+    assert not shown_fixed(ranked, 2, "z = 3")(two)
+    assert shown_fixed(ranked, 2, "x = 1")(two)

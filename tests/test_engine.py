@@ -440,6 +440,31 @@ def test_superposed_returns_once_settle_k_drafts_are_final(tiny_engine: Any) -> 
     assert steps[1] < steps[None], steps
 
 
+@pytest.mark.parametrize(
+    ("prompt", "end"), [("def main():\n    return", "t"), (CODE, " "), ("import os\n", "t")]
+)
+def test_superposed_stops_once_what_is_shown_is_fixed(
+    tiny_engine: Engine, prompt: str, end: str
+) -> None:
+    """shown_fixed (issue 54 item 1): a caller that shows the 2 best drafts says so once 2
+    finished drafts beat every live one; decoding stops there, fewer steps, the same 2 drafts
+    shown as when it decodes on until the k settle."""
+    from superposed.types import DecodeConfig, StopCondition
+
+    cfg = DecodeConfig(k=5, max_new_tokens=40)
+    stop = StopCondition(stop_strings=(end,))  # where the random model's drafts end early
+    asked: list[int] = []
+
+    def two_shown(drafts: list[Draft]) -> bool:
+        asked.append(len(drafts))
+        return len(drafts) >= 2
+
+    full = tiny_engine.complete(prompt, cfg=cfg, stop=stop)
+    early = tiny_engine.complete(prompt, cfg=cfg, stop=stop, shown_fixed=two_shown)
+    assert [d.text for d in early.drafts[:2]] == [d.text for d in full.drafts[:2]]
+    assert asked and early.timing_ms["forwards"] < full.timing_ms["forwards"]
+
+
 def _probe(request: DecodeRequest) -> list[Draft]:
     """A registered method that reports the memory it was given (as its first draft's text)."""
     return [Draft(repr(request.memory), [], 0.0, True)]

@@ -27,7 +27,7 @@ in their prompt (superposed/fim.py; the ``fim`` setting).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from lsp_server.completion.cleanup import (
@@ -48,7 +48,8 @@ from lsp_server.settings import DecodingSettings
 from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.ngram import MatchSource, NgramSource
-from superposed.types import CancelCheck, DecodeConfig, StopCondition
+from superposed.request import ShownFixed
+from superposed.types import CancelCheck, DecodeConfig, Draft, StopCondition
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
 # whitespace, merge in ranking (rank_stages); superposed decoding makes the spares in the
@@ -242,7 +243,14 @@ def decode(
     start = time.perf_counter()
     plan = PromptPlan.of(engine, context, settings)
     prompt, short = plan.choose(max_prompt_tokens, cfg.max_new_tokens)
+    evidence = prompt_lead(memory, prompt, engine, cfg.memory_follow)
     prompt_ms = (time.perf_counter() - start) * 1e3
+
+    def ranked(drafts: list[Draft]) -> list[Suggestion]:
+        """The engine's drafts as this request shows them."""
+        suggestions = shown(Completion(drafts), context, settings, kind, stop)
+        return rank(suggestions, context, settings, cfg, evidence, kind)
+
     completion = engine.complete(
         prompt,
         method=settings.method,
@@ -251,13 +259,12 @@ def decode(
         stop=stop,
         cancel=cancel,
         memory=memory,
+        shown_fixed=shown_fixed(ranked, settings.k, evidence) if kind == "line" else None,
     )
     timing_ms = {**completion.timing_ms, "prompt": prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + prompt_ms
-    suggestions = shown(completion, context, settings, kind, stop)
     start = time.perf_counter()
-    evidence = prompt_lead(memory, prompt, engine, cfg.memory_follow)
-    suggestions = rank(suggestions, context, settings, cfg, evidence, kind)
+    suggestions = ranked(completion.drafts)
     timing_ms["wellformed"] = (time.perf_counter() - start) * 1e3
     if ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
@@ -270,6 +277,23 @@ def decode(
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,
     )
+
+
+def shown_fixed(
+    ranked: Callable[[list[Draft]], list[Suggestion]], k: int, evidence: str | None
+) -> ShownFixed:
+    """Whether a line request's drafts (best first) fix the k it shows, whatever drafts of lower
+    scores follow them (issue 54 item 1: the engine then stops). Each stage keeps the better
+    draft (cleanup and ``kept`` judge each draft alone, ``merged`` keeps the better-scored,
+    ``cut`` the first k) but ``led``: where none of these drafts says what the memory goes on
+    with (``evidence``), a later one that does would be moved first. A block's
+    ``new_keys_first`` may move a later draft up too: blocks decode until they settle."""
+
+    def fixed(drafts: list[Draft]) -> bool:
+        shown = ranked(drafts)
+        return len(shown) >= k and (not evidence or says(shown[0].text, evidence))
+
+    return fixed
 
 
 def shown_tokens(engine: Engine, suggestions: list[Suggestion]) -> int:
