@@ -16,6 +16,9 @@ and the overhead (request to response, less the model call's phases). Medians pe
 machine's load before and after.
 
     .venv/bin/python -m bench.cold_request [--requests 8] [--settings JSON] [--out PATH]
+        [--before REF [--rounds 2]]
+
+``--before REF``: the server of commit REF side by side with the checkout's, ABBA.
 """
 
 from __future__ import annotations
@@ -33,9 +36,20 @@ from typing import Any
 from lsprotocol import types
 
 from bench.lsp_latency import save
-from bench.lsp_latency.client import COMPILE_WAIT_S, LONG_SOURCE, REST_S, SHORT, Bench, server
+from bench.lsp_latency.client import (
+    COMPILE_WAIT_S,
+    LONG_SOURCE,
+    REST_S,
+    SHORT,
+    Bench,
+    server,
+    sources_at,
+)
 from bench.measure import RESULTS
 from bench.tables import table
+
+CASES = ("open", "rest")
+
 
 FIELDS = {  # a request's row -> the table's column
     "ms": "request ms",
@@ -115,13 +129,16 @@ def medians(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"n": len(called), **result}
 
 
-async def run(model: str, requests: int, settings: dict[str, Any]) -> dict[str, Any]:
+async def run(
+    model: str, requests: int, settings: dict[str, Any], sources: Path | None = None
+) -> dict[str, Any]:
+    """Both cases on one server (``sources``: its code from there, an earlier commit's)."""
     text = LONG_SOURCE.read_text()
     with tempfile.TemporaryDirectory(prefix="cold-request-") as tmp:
         workspace = Path(tmp) / "ws"
         workspace.mkdir()
         options = {"model": model, "userStore": False, **settings}
-        async with server(workspace, Path(tmp) / "data", options) as client:
+        async with server(workspace, Path(tmp) / "data", options, sources) as client:
             bench = Bench(client, workspace)
             await bench.wait_ready()
             compiled = await bench.wait_compiled(COMPILE_WAIT_S)
@@ -141,13 +158,48 @@ async def run(model: str, requests: int, settings: dict[str, Any]) -> dict[str, 
     }
 
 
+async def side_by_side(
+    model: str, requests: int, settings: dict[str, Any], ref: str, rounds: int
+) -> dict[str, Any]:
+    """The checkout's server and the server of commit ``ref``, ``rounds`` runs each in the
+    order ABBA... (a drift of the load falls on both alike); each side's requests pooled."""
+    sides: dict[str, list[dict[str, Any]]] = {"this": [], ref: []}
+    order = [w for r in range(rounds) for w in (("this", ref) if r % 2 == 0 else (ref, "this"))]
+    with tempfile.TemporaryDirectory(prefix="cold-before-") as tmp:
+        then = sources_at(ref, Path(tmp) / "before")
+        for which in order:
+            sides[which].append(
+                await run(model, requests, settings, then if which == ref else None)
+            )
+    result = {**sides["this"][0], "order": order, "before": ref}
+    result["per_request"] = {
+        side: {case: [r for run in runs for r in run["per_request"][case]] for case in CASES}
+        for side, runs in (("this", sides["this"]), ("before", sides[ref]))
+    }
+    result["sides"] = {
+        side: {case: medians(rows) for case, rows in cases.items()}
+        for side, cases in result["per_request"].items()
+    }
+    result["cases"] = result["sides"]["this"]
+    return result
+
+
 def markdown(result: dict[str, Any]) -> str:
     settings = result["settings"]
+    sides = result.get("sides", {"this": result["cases"]})
     rows = [
-        [name, c["n"], *(f"{c[f]:.0f}" for f in FIELDS), f"{c['forwards_per_shown_token']:.2f}"]
-        for name, c in result["cases"].items()
-        if c["n"]
+        [f"{name}{'' if side == 'this' else ', ' + result['before']}", c["n"]]
+        + [*(f"{c[f]:.0f}" for f in FIELDS), f"{c['forwards_per_shown_token']:.2f}"]
+        for name in CASES
+        for side, cases in sides.items()
+        if (c := cases[name])["n"]
     ]
+    order = ""
+    if "before" in result:
+        order = (
+            f" Side by side with the server of commit {result['before']} (its rows name it), "
+            f"runs in the order {', '.join(result['order'])}, each side's requests pooled."
+        )
     return "\n".join(
         [
             "# Where a cold request's time goes (issue 54)",
@@ -159,7 +211,7 @@ def markdown(result: dict[str, Any]) -> str:
             f"{result['loadavg_after'][0]:.2f} (shared: noisy). Medians over the requests that "
             "made a model call. open: the long file opened under a new name, a request at "
             "once; rest: the cursor rested 1 s there first (`cursorRest`). Overhead: request to "
-            "response less the model call's phases (prompt, prefill, decode, ranking).",
+            "response less the model call's phases (prompt, prefill, decode, ranking)." + order,
             "",
             table(
                 ["case", "n", *FIELDS.values(), "forwards / token shown"],
@@ -181,9 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=8, help="requests per case")
     parser.add_argument("--settings", type=json.loads, default={}, metavar="JSON")
     parser.add_argument("--out", type=Path, default=RESULTS / "cold_request")
+    parser.add_argument("--before", metavar="REF", help="also the server at this commit, ABBA")
+    parser.add_argument("--rounds", type=int, default=2, help="with --before: runs per side")
     args = parser.parse_args(argv)
     before = os.getloadavg()
-    result = asyncio.run(run(args.model, args.requests, args.settings))
+    if args.before:
+        both = side_by_side(args.model, args.requests, args.settings, args.before, args.rounds)
+        result = asyncio.run(both)
+    else:
+        result = asyncio.run(run(args.model, args.requests, args.settings))
     result["loadavg_after"] = os.getloadavg()
     save(result, before, args.out, "cold_request.py", argv, markdown)
     return 0
