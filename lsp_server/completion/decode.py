@@ -290,6 +290,8 @@ def shown_fixed(
     ``new_keys_first`` may move a later draft up too: blocks decode until they settle."""
 
     def fixed(drafts: list[Draft]) -> bool:
+        if len({d.text for d in drafts}) < k:  # fewer shown whatever the ranking: not yet
+            return False
         shown = ranked(drafts)
         return len(shown) >= k and (not evidence or says(shown[0].text, evidence))
 
