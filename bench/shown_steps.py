@@ -83,7 +83,7 @@ def markdown(result: dict[str, Any]) -> str:
         [
             "# Decode steps run against the tokens shown (issue 54 item 1)",
             "",
-            "The replay's quick split through the server, before and after (each run's "
+            "The same replay positions through the server, before and after (each run's "
             f"server: its command's `--server-commit`, else the checkout {result['after_code']}):"
             f" `{stamp_b['command']}` and `{stamp_a['command']}`, {stamp_b['date']}; "
             f"{stamp_a['machine']}, load {stamp_b['load_start'][0]:.1f}-"
@@ -101,7 +101,7 @@ def markdown(result: dict[str, Any]) -> str:
             ),
             "",
             "Command: `python -m bench.shown_steps BEFORE.json AFTER.json --after-code REF` "
-            "(the two replays are bench/results/shown_steps-before.json and -after.json)",
+            "(the replays: bench/results/shown_steps[-blocks]-before.json and -after.json)",
             "",
         ]
     )
