@@ -334,7 +334,7 @@ def test_shown_fixed_waits_for_a_draft_that_says_what_the_memory_goes_on_with() 
         return [Suggestion(d.text, d.score) for d in ds][:2]
 
     two = [Draft("x = 1", [], -1.0, True), Draft("y = 2", [], -2.0, True)]
-    assert not shown_fixed(ranked, 2, None)(two[:1])
-    assert shown_fixed(ranked, 2, None)(two)
-    assert not shown_fixed(ranked, 2, "z = 3")(two)
-    assert shown_fixed(ranked, 2, "x = 1")(two)
+    assert not shown_fixed(ranked, 2, lambda: None)(two[:1])
+    assert shown_fixed(ranked, 2, lambda: None)(two)
+    assert not shown_fixed(ranked, 2, lambda: "z = 3")(two)
+    assert shown_fixed(ranked, 2, lambda: "x = 1")(two)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cache, partial
 
 from lsp_server.completion.cleanup import (
     Suggestion,
@@ -243,13 +244,15 @@ def decode(
     start = time.perf_counter()
     plan = PromptPlan.of(engine, context, settings)
     prompt, short = plan.choose(max_prompt_tokens, cfg.max_new_tokens)
-    evidence = prompt_lead(memory, prompt, engine, cfg.memory_follow)
     prompt_ms = (time.perf_counter() - start) * 1e3
+    # What the memory's lead says, once and only when asked: after the prefill, as the memory
+    # indexes the open documents on its own thread meanwhile.
+    evidence = cache(partial(prompt_lead, memory, prompt, engine, cfg.memory_follow))
 
     def ranked(drafts: list[Draft]) -> list[Suggestion]:
         """The engine's drafts as this request shows them."""
         suggestions = shown(Completion(drafts), context, settings, kind, stop)
-        return rank(suggestions, context, settings, cfg, evidence, kind)
+        return rank(suggestions, context, settings, cfg, evidence(), kind)
 
     completion = engine.complete(
         prompt,
@@ -280,7 +283,9 @@ def decode(
 
 
 def shown_fixed(
-    ranked: Callable[[list[Draft]], list[Suggestion]], k: int, evidence: str | None
+    ranked: Callable[[list[Draft]], list[Suggestion]],
+    k: int,
+    evidence: Callable[[], str | None],
 ) -> ShownFixed:
     """Whether a line request's drafts (best first) fix the k it shows, whatever drafts of lower
     scores follow them (issue 54 item 1: the engine then stops). Each stage keeps the better
@@ -293,7 +298,8 @@ def shown_fixed(
         if len({d.text for d in drafts}) < k:  # fewer shown whatever the ranking: not yet
             return False
         shown = ranked(drafts)
-        return len(shown) >= k and (not evidence or says(shown[0].text, evidence))
+        lead = evidence()
+        return len(shown) >= k and (not lead or says(shown[0].text, lead))
 
     return fixed
 
