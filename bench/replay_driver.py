@@ -196,15 +196,34 @@ async def run_configs(
                         uri = client.open(str(Path(meta["root"]) / p.path), p.document)
                         line_text = p.document.split("\n")[p.line]
                         at = types.Position(p.line, column_utf16(line_text, p.column))
+                        calls = (await client.stats())["counters"].get("model_calls", 0)
                         ms, drafts = await client.inline(uri, at)
                         client.close(uri)
-                        rows.append({"config": config.name, "ms": ms, **row_of(p, drafts)})
+                        cost = work_of(await client.stats(), calls)
+                        rows.append({"config": config.name, "ms": ms, **row_of(p, drafts), **cost})
                         if (n + 1) % 20 == 0:
                             print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
                 if done is not None:
                     done(rows)
             stats = await client.stats()
     return rows, {"compiled_step": compiled, "model": stats["model"], "counters": stats["counters"]}
+
+
+def work_of(stats: Mapping[str, Any], calls_before: int) -> dict[str, Any]:
+    """What the request's model call did (the server's ``lastTimingMs`` and ``lastPrompt``):
+    decode forwards against the tokens the shown drafts hold (issue 54 item 1), the tokens
+    prefilled and the ms by phase. Empty where the request made no model call (``model_calls``
+    was ``calls_before``), or for a server from before the counts."""
+    timing, prompt = stats.get("lastTimingMs") or {}, stats.get("lastPrompt") or {}
+    if "forwards" not in timing or stats["counters"].get("model_calls", 0) == calls_before:
+        return {}
+    return {
+        "forwards": timing["forwards"],
+        "shown_tokens": timing.get("shown_tokens", 0),
+        "prefilled": prompt.get("tokens", 0) - prompt.get("reused", 0),
+        "prefill_ms": timing.get("prefill", 0.0),
+        "steps_ms": timing.get("steps", 0.0),
+    }
 
 
 def parse_configs(names: str, defines: Sequence[str]) -> list[Config]:

@@ -68,11 +68,14 @@ def _check_size(
 
 
 class PrefillClock:
-    """A runner seen through a clock on ``prefill``: how much of a request was prompt work."""
+    """A runner seen through a clock on ``prefill``: how much of a request was prompt work;
+    and a count of its decode forwards (``step``, ``step_mixture``: one per decoding step, the
+    cost issue 54 item 1 holds against the tokens the shown drafts hold)."""
 
     def __init__(self, runner: ModelRunner) -> None:
         self.runner = runner
         self.seconds = 0.0
+        self.forwards = 0
 
     def prefill(self, ids: list[int]) -> torch.Tensor:
         start = time.perf_counter()
@@ -81,8 +84,20 @@ class PrefillClock:
         finally:
             self.seconds += time.perf_counter() - start
 
+    def step(self, embeds: torch.Tensor) -> torch.Tensor:
+        self.forwards += 1
+        return self.runner.step(embeds)
+
     def __getattr__(self, name: str) -> Any:  # everything else is the runner's own
-        return getattr(self.runner, name)
+        found = getattr(self.runner, name)
+        if name != "step_mixture":
+            return found
+
+        def counted(*args: Any) -> Any:
+            self.forwards += 1
+            return found(*args)
+
+        return counted
 
 
 @dataclass
@@ -307,6 +322,7 @@ class Engine:
                 "steps": (decode - clock.seconds) * 1e3,  # the drafts' decoding itself
                 "decode": decode * 1e3,
                 "total": (done - start) * 1e3,
+                "forwards": clock.forwards,  # a count, not ms: the decode steps run
             },
             prompt_tokens=len(prompt.ids),
             reused_tokens=reused,

@@ -396,6 +396,22 @@ def test_timings_split_the_prompt_prefill_from_the_drafts_steps(tiny_loaded) -> 
     assert warm.reused_tokens == warm.prompt_tokens - 1 and cold.reused_tokens == 0
 
 
+def test_timings_count_the_decode_forwards(tiny_loaded) -> None:
+    """timing_ms["forwards"] counts the decode steps run (issue 54 item 1): the runner's own
+    ``step`` calls, the prefill not among them."""
+    engine = Engine(tiny_loaded)
+    calls = {"n": 0}
+    step = engine.runner.step
+
+    def counted(*args: Any) -> Any:
+        calls["n"] += 1
+        return step(*args)
+
+    engine.runner.step = counted  # type: ignore[method-assign]
+    completion = engine.complete(CODE, "superposed", cfg=DecodeConfig(max_new_tokens=7))
+    assert completion.timing_ms["forwards"] == calls["n"] == 6  # the first token: the prefill's
+
+
 def test_superposed_returns_once_settle_k_drafts_are_final(tiny_engine: Any) -> None:
     """settle_k: decoding ends when that many finished drafts beat every live one, not k
     (completion asks for the k shown, the spares decoded beside them need not finish)."""

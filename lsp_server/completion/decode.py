@@ -293,6 +293,7 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
     if decoded.ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     suggestions = [replace(s, text=plan.context.layout.ends(s.text)) for s in suggestions]
+    timing_ms["shown_tokens"] = shown_tokens(engine, suggestions[: plan.settings.k])
     return Answer(
         suggestions,
         timing_ms,
@@ -300,6 +301,13 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,
     )
+
+
+def shown_tokens(engine: Engine, suggestions: list[Suggestion]) -> int:
+    """A count, beside the timings: the most tokens a shown draft holds, the steps a request
+    needs at least (issue 54 item 1 holds the decode forwards run against it)."""
+    encode = engine.tokenizer.encode
+    return max((len(encode(s.text, add_special_tokens=False)) for s in suggestions), default=0)
 
 
 def shown(completion: Completion, plan: RequestPlan) -> list[Suggestion]:
