@@ -197,8 +197,10 @@ async def run_configs(
                         line_text = p.document.split("\n")[p.line]
                         at = types.Position(p.line, column_utf16(line_text, p.column))
                         ms, drafts = await client.inline(uri, at)
+                        sure = await client.confidence()  # after the answer: not in ms
                         client.close(uri)
-                        rows.append({"config": config.name, "ms": ms, **row_of(p, drafts)})
+                        row = {"config": config.name, "ms": ms, **row_of(p, drafts)}
+                        rows.append({**row, **sure})
                         if (n + 1) % 20 == 0:
                             print(f"{config.name} {repo}: {n + 1}/{len(mine)}", file=sys.stderr)
                 if done is not None:

@@ -225,6 +225,8 @@ class SuperposedServer(LanguageServer):
             "tokens": answer.prompt_tokens,
             "reused": answer.reused_tokens,
             "short": answer.short_window,
+            "confidence": answer.confidence,  # completion/confidence.py (issue 57)
+            "features": answer.features,
         }
         if answer.short_window:  # a cold cache: extend it to the full window, in the background
             self.counters["short_window"] += 1

@@ -174,6 +174,13 @@ class Bench:
         items = result.items if isinstance(result, types.InlineCompletionList) else []
         return elapsed, [str(i.insert_text) for i in items]
 
+    async def confidence(self) -> dict[str, Any]:
+        """The last model call's confidence and its features (issue 57; the server's stats'
+        lastPrompt), as a replay row's ``confidence`` and ``features``; empty from a server
+        that does not say them (--server-commit of an older one)."""
+        last = (await self.stats()).get("lastPrompt") or {}
+        return {key: last[key] for key in ("confidence", "features") if key in last}
+
     async def stats(self) -> dict[str, Any]:
         stats = await self.client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="superposed.stats", arguments=[])

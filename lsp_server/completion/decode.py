@@ -38,6 +38,7 @@ from lsp_server.completion.cleanup import (
     postprocess,
     unreadable,
 )
+from lsp_server.completion.confidence import confidence, features
 from lsp_server.completion.cursor import CursorContext
 from lsp_server.completion.evidence import prompt_lead, says
 from lsp_server.completion.prompt_plan import PromptPlan
@@ -78,6 +79,10 @@ class Answer:
     short_window: bool = False  # the cache was cold: the prompt was the short recent window
     prompt_tokens: int = 0  # the prompt's length in tokens
     reused_tokens: int = 0  # how many of them the KV cache already held
+    # How sure the first draft is (completion/confidence.py): the probability that it is
+    # right, and what decoding knew of it (its ``features``); 0 and {} where none is shown.
+    confidence: float = 0.0
+    features: dict[str, float] = field(default_factory=dict)
 
 
 def line_kind(context: CursorContext, settings: DecodingSettings) -> Decision:
@@ -284,12 +289,18 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
     completion = engine.run(plan.engine)
     timing_ms = {**completion.timing_ms, "prompt": plan.prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + plan.prompt_ms
-    suggestions = shown(completion, plan)
+    cleaned = shown(completion, plan)
     start = time.perf_counter()
     decoded = plan.engine
     evidence = prompt_lead(decoded.memory, decoded.prompt, engine, decoded.cfg.memory_follow)
-    suggestions = rank(suggestions, plan.context, plan.settings, evidence, plan.kind)
-    timing_ms["wellformed"] = (time.perf_counter() - start) * 1e3
+    suggestions = rank(cleaned, plan.context, plan.settings, evidence, plan.kind)
+    ranked = time.perf_counter()
+    timing_ms["wellformed"] = (ranked - start) * 1e3
+    first = suggestions[0] if suggestions else None
+    mid_line = bool(plan.context.line_before.strip())
+    known = features(completion.drafts, cleaned, first, evidence, mid_line)
+    sure = confidence(known)
+    timing_ms["confidence"] = (time.perf_counter() - ranked) * 1e3
     if decoded.ngram is not None:  # the stores' n-grams weighed in on every decoded draft
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     suggestions = [replace(s, text=plan.context.layout.ends(s.text)) for s in suggestions]
@@ -299,6 +310,8 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
         short_window=plan.short_window,
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,
+        confidence=sure,
+        features=known,
     )
 
 

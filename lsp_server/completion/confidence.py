@@ -1,0 +1,105 @@
+"""How sure a request's first draft is, from what decoding already knows (issue 57).
+
+``features`` reads the engine's drafts as decoded (before the distinct-drafts stage makes them
+differ on purpose), the drafts as cleaned up, the first one shown and the memory's lead;
+``confidence`` weighs them with a logistic fit (``COEFFICIENTS``) into the probability that
+the first draft shown is right. bench/confidence.py fits the weights on the replay's validation
+split (bench/results/confidence.json, which a test holds ``COEFFICIENTS`` to). A few
+arithmetic operations over at most k + 2 drafts: far under a millisecond
+(``timing_ms["confidence"]``).
+
+What the engine does not hand up, and is read from its drafts instead: the first token's
+probability is the share of the drafts' probability mass (a softmax of their scores, which
+mix in the n-grams and the memory) on the first draft's first token.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.evidence import says
+from superposed.types import Draft
+
+MARGIN_CAP = 10.0  # a score margin beyond this says nothing more (and one draft alone has it)
+
+# The features, in the order of the fit's weights; "bias" is the constant 1.
+FEATURES = (
+    "bias",
+    "mean_logp",  # the first decoded draft's mean log-probability per token
+    "share",  # its share of the drafts' probability mass (softmax of their scores)
+    "margin",  # its score over the second's, at most MARGIN_CAP
+    "first_token_share",  # the mass on drafts that start with its first token
+    "agree",  # cleaned drafts equal to the first shown, over all cleaned drafts
+    "prefix",  # their mean shared prefix with it, over its length
+    "memory_lead",  # log(1 + characters of the memory's lead at the cursor)
+    "memory_says",  # the memory's lead says the first shown draft
+    "from_memory",  # the first shown draft is a memory copy
+    "length",  # log(1 + its length in characters)
+    "mid_line",  # the cursor has code before it on its line
+)
+
+# bench/confidence.py's fit on the validation split (bench/results/confidence.json).
+COEFFICIENTS: dict[str, float] = {name: 0.0 for name in FEATURES}
+
+
+def features(
+    drafts: Sequence[Draft],
+    cleaned: Sequence[Suggestion],
+    first: Suggestion | None,
+    evidence: str | None,
+    mid_line: bool,
+) -> dict[str, float]:
+    """What decoding knows of the first draft shown (``FEATURES``); empty when none is shown.
+
+    drafts: the engine's, best first, as decoded; cleaned: the same after the clean-up, before
+    the ranking stages; first: the draft shown first; evidence: the memory's lead (evidence.py).
+    """
+    scored = [d for d in drafts if math.isfinite(d.score)]
+    if first is None or not first.text.strip() or not scored:
+        return {}
+    top = scored[0]
+    high = max(d.score for d in scored)
+    weights = [math.exp(d.score - high) for d in scored]
+    total = sum(weights)
+    head = top.token_ids[:1]
+    want = first.text.strip()
+    texts = [s.text.strip() for s in cleaned] or [want]
+    margin = scored[0].score - scored[1].score if len(scored) > 1 else MARGIN_CAP
+    return {
+        "bias": 1.0,
+        "mean_logp": top.score / max(1, len(top.token_ids)),
+        "share": weights[0] / total,
+        "margin": min(margin, MARGIN_CAP),
+        "first_token_share": sum(
+            w for w, d in zip(weights, scored, strict=True) if d.token_ids[:1] == head
+        )
+        / total,
+        "agree": sum(t == want for t in texts) / len(texts),
+        "prefix": sum(shared_prefix(t, want) for t in texts) / (len(texts) * len(want)),
+        "memory_lead": math.log1p(len(evidence or "")),
+        "memory_says": float(evidence is not None and says(first.text, evidence)),
+        "from_memory": float(first.source.startswith("memory")),
+        "length": math.log1p(len(want)),
+        "mid_line": float(mid_line),
+    }
+
+
+def shared_prefix(a: str, b: str) -> int:
+    """How many characters ``a`` and ``b`` share at their start."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def confidence(values: Mapping[str, float], weights: Mapping[str, float] = COEFFICIENTS) -> float:
+    """The probability that the first draft shown is right: the logistic fit over
+    ``values`` (``features``); 0 where nothing is shown."""
+    if not values:
+        return 0.0
+    z = sum(weights.get(name, 0.0) * value for name, value in values.items())
+    return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))

@@ -1,0 +1,49 @@
+"""Issue 57: a confidence for every request, from what decoding already knows."""
+
+from __future__ import annotations
+
+import math
+
+from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.confidence import FEATURES, confidence, features
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.decode import decode
+from lsp_server.settings import DecodingSettings
+from superposed.api import Engine
+from superposed.types import Draft
+
+
+def test_a_decoded_answer_says_its_confidence_and_features(tiny_engine: Engine) -> None:
+    settings = DecodingSettings(k=3, max_new_tokens=6, memory=False, line_mode="single")
+    answer = decode(tiny_engine, CursorContext.at("x = 1\ny = ", 10), settings)
+    assert answer.suggestions
+    assert set(answer.features) == set(FEATURES)
+    assert answer.features["mid_line"] == 1.0
+    assert 0.0 < answer.features["share"] <= 1.0
+    assert answer.features["mean_logp"] < 0.0  # log-probabilities of the tiny model's noise
+    assert 0.0 < answer.confidence < 1.0
+    assert "confidence" in answer.timing_ms
+
+
+def test_drafts_that_agree_say_more_than_drafts_that_do_not() -> None:
+    first = Suggestion("return x", -1.0)
+    agreeing = [Draft("return x", [5, 6], -1.0), Draft("return x ", [5, 6, 7], -3.0)]
+    apart = [Draft("return x", [5, 6], -1.0), Draft("pass", [9], -1.1)]
+    sure = features(agreeing, [first, Suggestion("return x", -3.0)], first, None, False)
+    unsure = features(apart, [first, Suggestion("pass", -1.1)], first, None, False)
+    assert sure["agree"] == 1.0 and unsure["agree"] == 0.5
+    assert sure["first_token_share"] == 1.0 > unsure["first_token_share"]
+    assert sure["margin"] == 2.0 and math.isclose(unsure["margin"], 0.1)
+    assert sure["mean_logp"] == -0.5
+    assert unsure["prefix"] == 0.5  # "pass" shares nothing with "return x"
+
+
+def test_nothing_shown_has_no_features_and_no_confidence() -> None:
+    assert features([Draft("", [], -1.0)], [], None, None, True) == {}
+    assert confidence({}) == 0.0
+
+
+def test_confidence_is_the_logistic_of_the_weighted_features() -> None:
+    weights = {"bias": -1.0, "agree": 2.0}
+    assert math.isclose(confidence({"bias": 1.0, "agree": 1.0}, weights), 1 / (1 + math.exp(-1)))
+    assert confidence({"bias": 1.0, "agree": 0.0}, weights) < 0.5
