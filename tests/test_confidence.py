@@ -10,6 +10,7 @@ from lsp_server.completion.cursor import CursorContext
 from lsp_server.completion.decode import decode
 from lsp_server.settings import DecodingSettings
 from superposed.api import Engine
+from superposed.ngram import Match
 from superposed.types import Draft
 
 
@@ -29,8 +30,8 @@ def test_drafts_that_agree_say_more_than_drafts_that_do_not() -> None:
     first = Suggestion("return x", -1.0)
     agreeing = [Draft("return x", [5, 6], -1.0), Draft("return x ", [5, 6, 7], -3.0)]
     apart = [Draft("return x", [5, 6], -1.0), Draft("pass", [9], -1.1)]
-    sure = features(agreeing, [first, Suggestion("return x", -3.0)], first, None, False)
-    unsure = features(apart, [first, Suggestion("pass", -1.1)], first, None, False)
+    sure = features(agreeing, [first, Suggestion("return x", -3.0)], first, None, None, False)
+    unsure = features(apart, [first, Suggestion("pass", -1.1)], first, None, None, False)
     assert sure["agree"] == 1.0 and unsure["agree"] == 0.5
     assert sure["first_token_share"] == 1.0 > unsure["first_token_share"]
     assert sure["margin"] == 2.0 and math.isclose(unsure["margin"], 0.1)
@@ -38,8 +39,18 @@ def test_drafts_that_agree_say_more_than_drafts_that_do_not() -> None:
     assert unsure["prefix"] == 0.5  # "pass" shares nothing with "return x"
 
 
+def test_the_memory_match_says_how_long_and_how_agreeing() -> None:
+    first = Suggestion("return x", -1.0)
+    drafts = [Draft("return x", [5, 6], -1.0)]
+    match = Match(length=40, next_counts={5: 3, 9: 1}, continuation=[5, 6], weight=0.5)
+    known = features(drafts, [first], first, match, "return x\n", False)
+    assert known["memory_length"] == math.log1p(20)
+    assert known["memory_agree"] == 0.75
+    assert known["memory_lead"] == 1.0 and known["memory_says"] == 1.0
+
+
 def test_nothing_shown_has_no_features_and_no_confidence() -> None:
-    assert features([Draft("", [], -1.0)], [], None, None, True) == {}
+    assert features([Draft("", [], -1.0)], [], None, None, None, True) == {}
     assert confidence({}) == 0.0
 
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from lsp_server.completion.cleanup import Suggestion
 from lsp_server.completion.evidence import says
+from superposed.ngram import Match
 from superposed.types import Draft
 
 MARGIN_CAP = 10.0  # a score margin beyond this says nothing more (and one draft alone has it)
@@ -33,7 +34,9 @@ FEATURES = (
     "first_token_share",  # the mass on drafts that start with its first token
     "agree",  # cleaned drafts equal to the first shown, over all cleaned drafts
     "prefix",  # their mean shared prefix with it, over its length
-    "memory_lead",  # log(1 + characters of the memory's lead at the cursor)
+    "memory_length",  # log(1 + tokens the prompt's memory match is long, by its weight)
+    "memory_agree",  # the commonest next token's share of the match's occurrences
+    "memory_lead",  # the match is long and agreeing enough to lead (evidence.py)
     "memory_says",  # the memory's lead says the first shown draft
     "from_memory",  # the first shown draft is a memory copy
     "length",  # log(1 + its length in characters)
@@ -48,13 +51,15 @@ def features(
     drafts: Sequence[Draft],
     cleaned: Sequence[Suggestion],
     first: Suggestion | None,
+    match: Match | None,
     evidence: str | None,
     mid_line: bool,
 ) -> dict[str, float]:
     """What decoding knows of the first draft shown (``FEATURES``); empty when none is shown.
 
     drafts: the engine's, best first, as decoded; cleaned: the same after the clean-up, before
-    the ranking stages; first: the draft shown first; evidence: the memory's lead (evidence.py).
+    the ranking stages; first: the draft shown first; match: the prompt's memory match;
+    evidence: what it goes on with where it leads (evidence.py).
     """
     scored = [d for d in drafts if math.isfinite(d.score)]
     if first is None or not first.text.strip() or not scored:
@@ -66,6 +71,7 @@ def features(
     head = top.token_ids[:1]
     want = first.text.strip()
     texts = [s.text.strip() for s in cleaned] or [want]
+    counts = match.next_counts if match is not None else {}
     margin = scored[0].score - scored[1].score if len(scored) > 1 else MARGIN_CAP
     return {
         "bias": 1.0,
@@ -78,7 +84,9 @@ def features(
         / total,
         "agree": sum(t == want for t in texts) / len(texts),
         "prefix": sum(shared_prefix(t, want) for t in texts) / (len(texts) * len(want)),
-        "memory_lead": math.log1p(len(evidence or "")),
+        "memory_length": math.log1p(match.length * match.weight) if match else 0.0,
+        "memory_agree": max(counts.values()) / sum(counts.values()) if counts else 0.0,
+        "memory_lead": float(evidence is not None),
         "memory_says": float(evidence is not None and says(first.text, evidence)),
         "from_memory": float(first.source.startswith("memory")),
         "length": math.log1p(len(want)),

@@ -40,7 +40,7 @@ from lsp_server.completion.cleanup import (
 )
 from lsp_server.completion.confidence import confidence, features
 from lsp_server.completion.cursor import CursorContext
-from lsp_server.completion.evidence import prompt_lead, says
+from lsp_server.completion.evidence import leading_text, prompt_match, says
 from lsp_server.completion.prompt_plan import PromptPlan
 from lsp_server.completion.syntax import Decision, decide
 from lsp_server.completion.wellformed import Cursor, parses
@@ -190,7 +190,7 @@ def rank_stages(
     cleanup.near_key), a block's first line (cleanup.first_line_key), whether a draft parses at
     the cursor (tree-sitter, lsp_server/completion/wellformed.py; off for the tiny test model, whose
     drafts are noise), what a block that does not parse is cut to (``shorter_blocks``) and
-    what the memory's lead says (issue 38; ``evidence``: evidence.prompt_lead,
+    what the memory's lead says (issue 38; ``evidence``: evidence.leading_text,
     evidence.says)."""
     parsing = settings.well_formed and not testing_tiny()
     cursor = Cursor(context.before, context.following, context.language)
@@ -292,13 +292,14 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
     cleaned = shown(completion, plan)
     start = time.perf_counter()
     decoded = plan.engine
-    evidence = prompt_lead(decoded.memory, decoded.prompt, engine, decoded.cfg.memory_follow)
+    match = prompt_match(decoded.memory, decoded.prompt, decoded.cfg.memory_follow)
+    evidence = leading_text(match, decoded.prompt, engine.vocab)
     suggestions = rank(cleaned, plan.context, plan.settings, evidence, plan.kind)
     ranked = time.perf_counter()
     timing_ms["wellformed"] = (ranked - start) * 1e3
     first = suggestions[0] if suggestions else None
     mid_line = bool(plan.context.line_before.strip())
-    known = features(completion.drafts, cleaned, first, evidence, mid_line)
+    known = features(completion.drafts, cleaned, first, match, evidence, mid_line)
     sure = confidence(known)
     timing_ms["confidence"] = (time.perf_counter() - ranked) * 1e3
     if decoded.ngram is not None:  # the stores' n-grams weighed in on every decoded draft

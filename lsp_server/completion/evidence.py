@@ -58,12 +58,16 @@ def leading_text(match: Match | None, prompt: Prompt, vocab: Vocab) -> str | Non
     return data[len(prompt.heal) :].decode("utf-8", "replace")
 
 
+def prompt_match(memory: MatchSource | None, prompt: Prompt, follow: int) -> Match | None:
+    """The prompt's match in ``memory`` (one more lookup: the engine's is inside its
+    decoding); None without a memory."""
+    if memory is None:
+        return None
+    return memory.match(prompt.ids[-LOOKUP_TOKENS:], follow=follow)
+
+
 def prompt_lead(
     memory: MatchSource | None, prompt: Prompt, engine: Engine, follow: int
 ) -> str | None:
-    """``leading_text`` of the prompt's match in ``memory`` (one more lookup: the engine's
-    is inside its decoding); None without a memory."""
-    if memory is None:
-        return None
-    match = memory.match(prompt.ids[-LOOKUP_TOKENS:], follow=follow)
-    return leading_text(match, prompt, engine.vocab)
+    """``leading_text`` of the prompt's match in ``memory``; None without a memory."""
+    return leading_text(prompt_match(memory, prompt, follow), prompt, engine.vocab)
