@@ -30,6 +30,7 @@ from pygls.workspace import TextDocument
 
 from lsp_server.completion.answer import stores_here, unsaid
 from lsp_server.completion.cleanup import Suggestion
+from lsp_server.completion.confidence import shows
 from lsp_server.completion.cursor import CursorContext
 from lsp_server.completion.items import (
     CMD_ACCEPT,
@@ -232,6 +233,9 @@ class SuperposedServer(LanguageServer):
             self.counters["short_window"] += 1
             self.warmer.warm(request)
         self.drafts.remember(request.key, context.before, answer.suggestions)
+        if not shows(answer.confidence, request.settings.decoding):  # showWhen (issue 57)
+            self.counters["quiet"] += 1  # unsure: nothing shown; typing along may show it
+            return []
         return answer.suggestions
 
     def draft_ahead(self, item: dict[str, Any]) -> None:

@@ -36,6 +36,7 @@ from superposed.types import DecodeConfig, Setting
 
 SECTION = "superposed"
 LINE_MODES = ("single", "multi", "auto")
+SHOW_WHEN = ("always", "confident")
 # Where next edits look for sites (lsp_server/next_edits/proposals.py reads it from here).
 NEXT_EDIT_SCOPES = ("file", "open", "workspace")
 DEFAULT_DEBOUNCE_MS = 0
@@ -133,6 +134,13 @@ class DecodingSettings(DecodeConfig):
     # keystroke did not improve (superseded decodes stop at their next step), and every
     # answer after a pause comes that much later. So 0: 150-200 spends less CPU while typing.
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
+    # always: every request's drafts are shown; confident: only where the request's
+    # confidence (lsp_server/completion/confidence.py: the probability that the first draft is
+    # right) is at least show_threshold; a request below it still fills the typing-along
+    # cache. The default and the threshold: bench/results/confidence.json (issue 57's rule on
+    # the replay's validation split; docs/benchmarks.md has the curve).
+    show_when: str = "always"
+    show_threshold: float = 0.25
 
 
 @dataclass
@@ -372,6 +380,8 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "fim": ("decoding", "fim", _Choice(FIM_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _PromptTokens("all the model's context")),
     "debounceMs": ("decoding", "debounce_ms", _Int(0, 2000)),
+    "showWhen": ("decoding", "show_when", _Choice(SHOW_WHEN)),
+    "showThreshold": ("decoding", "show_threshold", _Float(0.0, 1.0)),
     "firstPromptTokens": (
         "decoding",
         "first_prompt_tokens",

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
+from pathlib import Path
+from typing import Any
 
+from lsprotocol import types
+from pygls.workspace import Workspace
+
+from lsp_server import models
 from lsp_server.completion.cleanup import Suggestion
-from lsp_server.completion.confidence import FEATURES, confidence, features
+from lsp_server.completion.confidence import FEATURES, confidence, features, shows
 from lsp_server.completion.cursor import CursorContext
 from lsp_server.completion.decode import decode
-from lsp_server.settings import DecodingSettings
+from lsp_server.server import SuperposedServer
+from lsp_server.session import Session
+from lsp_server.settings import DecodingSettings, parse_settings
+from lsp_server.stores.match_indexes import MatchIndexes
+from lsp_server.stores.stores import Stores
+from lsp_server.workspace import doc_key
 from superposed.api import Engine
 from superposed.ngram import Match
 from superposed.types import Draft
+from tests.test_answer import COL, LINE, MAIN
+from tests.test_answer import repo as answer_repo  # noqa: F401 (a fixture)
 
 
 def test_a_decoded_answer_says_its_confidence_and_features(tiny_engine: Engine) -> None:
@@ -58,3 +72,46 @@ def test_confidence_is_the_logistic_of_the_weighted_features() -> None:
     weights = {"bias": -1.0, "agree": 2.0}
     assert math.isclose(confidence({"bias": 1.0, "agree": 1.0}, weights), 1 / (1 + math.exp(-1)))
     assert confidence({"bias": 1.0, "agree": 0.0}, weights) < 0.5
+
+
+def quiet_server(repo: tuple[Path, Path], options: dict[str, Any]) -> tuple[Any, list[str]]:
+    """A server on test_answer's repository and tiny model with ``options``: itself and the
+    drafts of one inline request at the call's open bracket."""
+    path, db = repo
+    settings, errors = parse_settings({"userStore": False, "codebaseDb": str(db), **options})
+    assert not errors
+    ls = SuperposedServer()
+    ls.protocol._workspace = Workspace(None)
+    ls.protocol.client_capabilities = types.ClientCapabilities()
+    ls.workspace.put_text_document(types.TextDocumentItem(path.as_uri(), "python", 1, MAIN))
+    ls.settings = settings
+    engine = models.load_engine(settings.model)
+    session = Session(
+        engine, Stores(engine.tokenizer, settings.stores), MatchIndexes(engine.tokenizer)
+    )
+    ls.slot.state = session
+    try:
+        _, drafts = asyncio.run(ls.suggest(path.as_uri(), types.Position(LINE, COL)))
+    finally:
+        session.stores.close()
+    return ls, [d.text for d in drafts]
+
+
+def test_below_the_threshold_nothing_is_shown_but_typing_along_has_the_drafts(
+    answer_repo: tuple[Path, Path],  # noqa: F811 (the fixture imported above)
+) -> None:
+    repo = answer_repo
+    always, shown = quiet_server(repo, {})
+    assert shown and always.counters["quiet"] == 0
+    quiet, hidden = quiet_server(repo, {"showWhen": "confident", "showThreshold": 1.0})
+    assert hidden == [] and quiet.counters["quiet"] == 1
+    key = doc_key(repo[0].as_uri())
+    assert quiet.drafts.cache.entry(key) is not None  # the next keystroke can show them
+    sure, again = quiet_server(repo, {"showWhen": "confident", "showThreshold": 0.0})
+    assert again == shown and sure.counters["quiet"] == 0
+
+
+def test_show_when_confident_shows_from_the_threshold_up() -> None:
+    confident = DecodingSettings(show_when="confident", show_threshold=0.4)
+    assert shows(0.4, confident) and not shows(0.39, confident)
+    assert shows(0.0, DecodingSettings())  # always, the default

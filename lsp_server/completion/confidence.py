@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from lsp_server.completion.cleanup import Suggestion
 from lsp_server.completion.evidence import says
+from lsp_server.settings import DecodingSettings
 from superposed.ngram import Match
 from superposed.types import Draft
 
@@ -111,3 +112,9 @@ def confidence(values: Mapping[str, float], weights: Mapping[str, float] = COEFF
         return 0.0
     z = sum(weights.get(name, 0.0) * value for name, value in values.items())
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, z))))
+
+
+def shows(sure: float, settings: DecodingSettings) -> bool:
+    """Whether a request's drafts are shown (``showWhen``): always, or where its confidence
+    ``sure`` is at least ``showThreshold``."""
+    return settings.show_when == "always" or sure >= settings.show_threshold

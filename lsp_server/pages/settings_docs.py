@@ -198,6 +198,25 @@ DOCS: tuple[Doc, ...] = (
         "(`bench/results/lsp_debounce.md`)",
     ),
     Doc(
+        "showWhen",
+        "always: every draft is shown; confident: drafts are shown only where the server is "
+        "sure enough that the first is right (showThreshold), and kept for typing along "
+        "where it is not.",
+        "`confident`: a request's drafts are shown only where its confidence (the probability "
+        "that the first draft is right, from the drafts' probabilities, how far they agree "
+        "and the memory's evidence: `lsp_server/completion/confidence.py`) is at least "
+        "`showThreshold`; below it nothing is shown, but the drafts wait for typing along. "
+        "The curve of shown requests against right first drafts: `docs/benchmarks.md`",
+    ),
+    Doc(
+        "showThreshold",
+        "With showWhen confident: the confidence (0 to 1) a request needs for its drafts to "
+        "be shown.",
+        "with `showWhen: confident`, the confidence (0 to 1) a request needs for its drafts to "
+        "be shown; the default is chosen on the replay's validation split "
+        "(`bench/results/confidence.json`)",
+    ),
+    Doc(
         "device",
         "Device the model runs on. Changing it restarts the server.",
         "where the model runs; `auto`: cuda, else mps, else cpu",

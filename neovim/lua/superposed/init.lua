@@ -35,10 +35,10 @@ M.defaults = {
   -- settings: python -m lsp_server.pages.settings_pages
   -- model, k, lineMode, trigger, nextEdits, maxNewTokens, maxLines, midLine, minPrefixChars,
   -- triggerOnAccept, nextEditsScope, indexOnSave, userStore, memory, wellFormed, fim,
-  -- debounceMs, device, dtype, runner, precision, threads, compile, prefillCopy,
-  -- maxPromptTokens, firstPromptTokens, userWeight, maxFileBytes, codebaseDb, userDb,
-  -- sharedIndexes, sharedBudgetMs; research = { method, alpha, mix, temperature, lambdas,
-  -- orders, memorySeed, branch, distinctDrafts, sharedWeight }.
+  -- debounceMs, showWhen, showThreshold, device, dtype, runner, precision, threads, compile,
+  -- prefillCopy, maxPromptTokens, firstPromptTokens, userWeight, maxFileBytes, codebaseDb,
+  -- userDb, sharedIndexes, sharedBudgetMs; research = { method, alpha, mix, temperature,
+  -- lambdas, orders, memorySeed, branch, distinctDrafts, sharedWeight }.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,
