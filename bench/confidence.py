@@ -39,6 +39,7 @@ NEWTON_STEPS = 50
 PRECISION_GAIN = 1.5  # issue 57: shown first drafts right at least 1.5x as often as today
 KEPT_RIGHT = 0.8  # ... while at least 80% of today's right first drafts are still shown
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(20))  # the curve's points
+CHOICES = tuple(round(0.01 * i, 2) for i in range(100))  # the default's candidates
 CURSORS = ("line-start", "mid-line")
 
 
@@ -110,26 +111,31 @@ def curve(
     return out
 
 
-def choose(points: Mapping[str, Sequence[Mapping[str, float]]]) -> dict[str, Any]:
+def choose(
+    points: Mapping[str, Sequence[Mapping[str, float]]], thresholds: Sequence[float] = THRESHOLDS
+) -> dict[str, Any]:
     """Issue 57's default: the lowest threshold whose precision is at least PRECISION_GAIN
-    times today's (threshold 0) while it keeps at least KEPT_RIGHT of today's right first
-    drafts, at every cursor (``points``: cursor -> curve); none where no threshold does, with
-    the best precision gain among those that keep enough."""
+    times today's (the first point: everything shown) while it keeps at least KEPT_RIGHT of
+    today's right first drafts, at every cursor (``points``: cursor -> curve over
+    ``thresholds``); None where none does. ``closest``: among the thresholds that keep
+    enough at every cursor, the one whose smallest gain over the cursors is the largest
+    (how near the rule comes), with its gain and kept share per cursor."""
     base = {c: pts[0]["precision"] for c, pts in points.items()}
-    passing = []
-    best: dict[str, float] = {}
-    for i, t in enumerate(THRESHOLDS):
-        ok = True
-        for c, pts in points.items():
-            gain = pts[i]["precision"] / base[c] if base[c] else 0.0
-            if pts[i]["kept"] >= KEPT_RIGHT:
-                best[c] = max(best.get(c, 0.0), gain)
-            ok = ok and gain >= PRECISION_GAIN and pts[i]["kept"] >= KEPT_RIGHT
-        if ok:
+    passing, closest, nearest = [], None, -1.0
+    for i, t in enumerate(thresholds):
+        gains = {c: pts[i]["precision"] / base[c] if base[c] else 0.0 for c, pts in points.items()}
+        gains = {c: 0.0 if math.isnan(g) else g for c, g in gains.items()}
+        kept = {c: pts[i]["kept"] for c, pts in points.items()}
+        if min(kept.values()) < KEPT_RIGHT:
+            continue
+        if min(gains.values()) >= PRECISION_GAIN:
             passing.append(t)
+        if min(gains.values()) > nearest:
+            nearest = min(gains.values())
+            closest = {"threshold": t, "gain": gains, "kept": kept}
     return {
         "threshold": passing[0] if passing else None,
-        "best_gain_keeping_enough": best,  # per cursor, at kept >= KEPT_RIGHT
+        "closest": closest,
         "rule": f"precision >= {PRECISION_GAIN}x today's, kept >= {KEPT_RIGHT:.0%}, each cursor",
     }
 
@@ -139,10 +145,12 @@ def by_cursor(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, 
 
 
 def cursor_curves(
-    rows: Sequence[Mapping[str, Any]], weights: Mapping[str, float]
+    rows: Sequence[Mapping[str, Any]],
+    weights: Mapping[str, float],
+    thresholds: Sequence[float] = THRESHOLDS,
 ) -> dict[str, list[dict[str, float]]]:
     """Each cursor's curve over ``rows`` scored with ``weights``."""
-    return {c: curve(mine, score(mine, weights), THRESHOLDS) for c, mine in by_cursor(rows).items()}
+    return {c: curve(mine, score(mine, weights), thresholds) for c, mine in by_cursor(rows).items()}
 
 
 def log_loss(p: np.ndarray, y: np.ndarray) -> float:
@@ -171,10 +179,20 @@ def run_fit(path: Path) -> dict[str, Any]:
         "coefficients": weights,
         "log_loss": log_loss(np.array(sure), y),
         "curve": points,
-        "default": choose(points),
+        "default": choose(cursor_curves(rows, weights, CHOICES), CHOICES),
     }
     write_json(FIT, result)
     return result
+
+
+def at_threshold(points: Mapping[str, Sequence[Mapping[str, float]]], at: float) -> dict[str, Any]:
+    """Each cursor's precision gain over today's and kept share at ``at`` (``points``: the
+    curves at 0 and at ``at``)."""
+    return {
+        "threshold": at,
+        "gain": {c: p[1]["precision"] / p[0]["precision"] for c, p in points.items()},
+        "kept": {c: p[1]["kept"] for c, p in points.items()},
+    }
 
 
 def run_curve(path: Path) -> dict[str, Any]:
@@ -183,11 +201,14 @@ def run_curve(path: Path) -> dict[str, Any]:
     weights = json.loads(FIT.read_text())["coefficients"]
     rows = [r for r in run["rows"] if "features" in r]
     points = cursor_curves(rows, weights)
+    chosen = json.loads(FIT.read_text())["default"]
+    at = chosen["threshold"] if chosen["threshold"] is not None else chosen["closest"]["threshold"]
     result = {
         "stamp": Stamp(model=run["stamp"]["model"]).finish(started),
         "rows_from": str(path),
         "rows_stamp": run["stamp"],
         "curve": points,
+        "at_default": at_threshold(cursor_curves(rows, weights, (0.0, at)), at),
     }
     write_json(CURVE, result)
     return result
@@ -201,7 +222,10 @@ def curve_table(points: Mapping[str, Sequence[Mapping[str, float]]]) -> str:
     for cursor in points:
         header += [f"{cursor} coverage", "precision", "kept"]
     rows = []
-    for i, t in enumerate(THRESHOLDS):
+    last = max(
+        i for i, _ in enumerate(THRESHOLDS) if any(p[i]["coverage"] for p in points.values())
+    )
+    for i, t in enumerate(THRESHOLDS[: last + 2]):  # up to the first that shows nothing
         row: list[Any] = [f"{t:.2f}"]
         for pts in points.values():
             p = pts[i]
@@ -223,14 +247,26 @@ def report_section() -> str | None:
     fitted, tested = json.loads(FIT.read_text()), json.loads(CURVE.read_text())
     chosen = fitted["default"]
     if chosen["threshold"] is None:
-        gains = ", ".join(f"{c} {g:.2f}x" for c, g in chosen["best_gain_keeping_enough"].items())
+        near = chosen["closest"]
+        at = ", ".join(
+            f"{c} {near['gain'][c]:.2f}x keeping {near['kept'][c]:.0%}" for c in near["gain"]
+        )
         default = (
-            f"no threshold meets it (the best gain that keeps enough: {gains}); "
-            "`showWhen` stays `always`."
+            f"no threshold meets it at both cursors; the nearest, {near['threshold']:.2f} "
+            f"(the default `showThreshold`), gives {at} on validation. `showWhen` stays "
+            "`always`."
         )
     else:
         default = f"`showWhen: confident`, `showThreshold` {chosen['threshold']:.2f}."
     n = {c: pts[0]["requests"] for c, pts in tested["curve"].items()}
+    there = tested["at_default"]
+    default += (
+        f" On the test split at {there['threshold']:.2f}: "
+        + ", ".join(
+            f"{c} {there['gain'][c]:.2f}x keeping {there['kept'][c]:.0%}" for c in there["gain"]
+        )
+        + "."
+    )
     return say(
         "confidence",
         fit_command=fitted["stamp"]["command"],

@@ -140,7 +140,7 @@ class DecodingSettings(DecodeConfig):
     # cache. The default and the threshold: bench/results/confidence.json (issue 57's rule on
     # the replay's validation split; docs/benchmarks.md has the curve).
     show_when: str = "always"
-    show_threshold: float = 0.25
+    show_threshold: float = 0.16
 
 
 @dataclass

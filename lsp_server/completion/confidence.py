@@ -45,7 +45,22 @@ FEATURES = (
 )
 
 # bench/confidence.py's fit on the validation split (bench/results/confidence.json).
-COEFFICIENTS: dict[str, float] = {name: 0.0 for name in FEATURES}
+COEFFICIENTS: dict[str, float] = {
+    "bias": -0.6202,
+    "mean_logp": 1.3243,
+    "share": 0.3807,
+    "margin": 0.0439,
+    "first_token_share": 0.1293,
+    "agree": 0.0697,
+    "prefix": 0.3358,
+    "memory_length": 0.0142,
+    "memory_agree": 0.2663,
+    "memory_lead": 0.0545,
+    "memory_says": 0.1861,
+    "from_memory": -0.1618,
+    "length": -0.5334,
+    "mid_line": 0.6968,
+}
 
 
 def features(
