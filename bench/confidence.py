@@ -153,6 +153,32 @@ def cursor_curves(
     return {c: curve(mine, score(mine, weights), thresholds) for c, mine in by_cursor(rows).items()}
 
 
+def auc(sure: Sequence[float], truth: Sequence[bool]) -> float:
+    """The chance that a right first draft's confidence is above a wrong one's (ties half)."""
+    pos = [s for s, t in zip(sure, truth, strict=True) if t]
+    neg = [s for s, t in zip(sure, truth, strict=True) if not t]
+    if not pos or not neg:
+        return math.nan
+    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def separation(rows: Sequence[Mapping[str, Any]], weights: Mapping[str, float]) -> dict[str, Any]:
+    """How well the confidence tells right first drafts from wrong ones at each cursor: AUC,
+    and its log-loss against a constant at the rows' own rate of right drafts."""
+    out: dict[str, Any] = {}
+    for cursor, mine in by_cursor(rows).items():
+        truth = [right(r) for r in mine]
+        sure = np.array(score(mine, weights))
+        y = np.array(truth, dtype=float)
+        out[cursor] = {
+            "auc": auc(list(sure), truth),
+            "log_loss": log_loss(sure, y),
+            "constant_log_loss": log_loss(np.full(len(y), y.mean()), y),
+        }
+    return out
+
+
 def log_loss(p: np.ndarray, y: np.ndarray) -> float:
     p = np.clip(p, 1e-9, 1 - 1e-9)
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
@@ -168,7 +194,6 @@ def run_fit(path: Path) -> dict[str, Any]:
     y = np.array([float(right(r)) for r in rows])
     w = fit(x, y)
     weights = {n: round(float(v), 4) for n, v in zip(FEATURES, w, strict=True)}
-    sure = score(rows, weights)
     points = cursor_curves(rows, weights)
     result = {
         "stamp": Stamp(model=run["stamp"]["model"]).finish(started),
@@ -177,7 +202,7 @@ def run_fit(path: Path) -> dict[str, Any]:
         "requests": len(rows),
         "right": int(y.sum()),
         "coefficients": weights,
-        "log_loss": log_loss(np.array(sure), y),
+        "separation": separation(rows, weights),
         "curve": points,
         "default": choose(cursor_curves(rows, weights, CHOICES), CHOICES),
     }
@@ -209,6 +234,7 @@ def run_curve(path: Path) -> dict[str, Any]:
         "rows_stamp": run["stamp"],
         "curve": points,
         "at_default": at_threshold(cursor_curves(rows, weights, (0.0, at)), at),
+        "separation": separation(rows, weights),
     }
     write_json(CURVE, result)
     return result
@@ -267,8 +293,15 @@ def report_section() -> str | None:
         )
         + "."
     )
+    sep = ", ".join(
+        f"{split} {c} {v['auc']:.2f} (log-loss {v['log_loss']:.3f}, "
+        f"a constant's {v['constant_log_loss']:.3f})"
+        for split, run in (("validation", fitted), ("test", tested))
+        for c, v in run["separation"].items()
+    )
     return say(
         "confidence",
+        separation=sep,
         fit_command=fitted["stamp"]["command"],
         fit_rows=fitted["rows_from"],
         curve_command=tested["stamp"]["command"],
