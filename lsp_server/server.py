@@ -234,8 +234,7 @@ class SuperposedServer(LanguageServer):
             self.warmer.warm(request)
         self.drafts.remember(request.key, context.before, answer.suggestions)
         if not shows(answer.confidence, request.settings.decoding):  # showWhen (issue 57)
-            self.counters["quiet"] += 1  # unsure: nothing shown; typing along may show it
-            return []
+            return []  # unsure: nothing shown; the typing-along cache has the drafts
         return answer.suggestions
 
     def draft_ahead(self, item: dict[str, Any]) -> None:

@@ -102,13 +102,13 @@ def test_below_the_threshold_nothing_is_shown_but_typing_along_has_the_drafts(
 ) -> None:
     repo = answer_repo
     always, shown = quiet_server(repo, {})
-    assert shown and always.counters["quiet"] == 0
+    assert shown
     quiet, hidden = quiet_server(repo, {"showWhen": "confident", "showThreshold": 1.0})
-    assert hidden == [] and quiet.counters["quiet"] == 1
+    assert hidden == []
     key = doc_key(repo[0].as_uri())
     assert quiet.drafts.cache.entry(key) is not None  # the next keystroke can show them
     sure, again = quiet_server(repo, {"showWhen": "confident", "showThreshold": 0.0})
-    assert again == shown and sure.counters["quiet"] == 0
+    assert again == shown
 
 
 def test_show_when_confident_shows_from_the_threshold_up() -> None:
