@@ -293,7 +293,7 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
     start = time.perf_counter()
     decoded = plan.engine
     match = prompt_match(decoded.memory, decoded.prompt, decoded.cfg.memory_follow)
-    evidence = leading_text(match, decoded.prompt, engine.vocab)
+    evidence = None if match is None else leading_text(match, decoded.prompt, engine.vocab)
     suggestions = rank(cleaned, plan.context, plan.settings, evidence, plan.kind)
     ranked = time.perf_counter()
     timing_ms["wellformed"] = (ranked - start) * 1e3
