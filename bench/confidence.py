@@ -4,8 +4,8 @@
         --out bench/results/confidence_validation.json
     python -m bench.confidence fit bench/results/confidence_validation.json
     python -m bench.replay --split test --configs superposed+store \\
-        --out bench/results/confidence_test.json
-    python -m bench.confidence curve bench/results/confidence_test.json
+        --out bench/results/confidence_test_full.json
+    python -m bench.confidence curve bench/results/confidence_test_full.json
 
 ``fit`` reads the rows' ``features`` (what the server's stats said of each request:
 lsp_server/completion/confidence.py) and fits a logistic model, target "the first draft is
