@@ -6,6 +6,7 @@
     python -m bench.replay --split test --configs superposed+store \\
         --out bench/results/confidence_test_full.json
     python -m bench.confidence curve bench/results/confidence_test_full.json
+    python -m bench.confidence cost   # its time per request: bench/results/confidence_cost.json
 
 ``fit`` reads the rows' ``features`` (what the server's stats said of each request:
 lsp_server/completion/confidence.py) and fits a logistic model, target "the first draft is
@@ -34,6 +35,7 @@ from bench.replay import draft_line
 
 FIT = RESULTS / "confidence.json"
 CURVE = RESULTS / "confidence_curve.json"
+COST = RESULTS / "confidence_cost.json"
 RIDGE = 1e-2  # the ridge on the weights (not the bias): keeps a rare feature's weight finite
 NEWTON_STEPS = 50
 PRECISION_GAIN = 1.5  # issue 57: shown first drafts right at least 1.5x as often as today
@@ -334,14 +336,16 @@ def run_cost(calls: int = 2000) -> dict[str, Any]:
     drafts = [Draft(t, list(range(i, i + 12)), -2.0 - i) for i, t in enumerate(texts)]
     cleaned = [Suggestion(t, d.score) for t, d in zip(texts, drafts, strict=True)]
     match = Match(length=40, next_counts={3: 4, 5: 1}, continuation=list(range(16)))
-    times = []
+    times, started = [], time.perf_counter()
     for _ in range(calls):
         start = time.perf_counter()
         confidence(features(drafts, cleaned, cleaned[0], match, texts[0], True))
         times.append((time.perf_counter() - start) * 1e3)
     median = float(np.median(times))
     print(f"confidence per request: median {median:.4f} ms over {calls} calls")
-    return {"median_ms": median, "calls": calls}
+    result = {"stamp": Stamp(model="none").finish(started), "median_ms": median, "calls": calls}
+    write_json(COST, result)
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> None:
