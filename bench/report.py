@@ -80,7 +80,7 @@ FROZEN_RUNS = ("replay_distinct", "replay_diversity", "replay_blocks", "replay_l
                "replay_blocks_multi")  # fmt: skip
 # bench/results/sections/, in the document's order
 FROZEN = ("distinct", "diversity", "blocks", "models", "context", "shared", "wellformed",
-          "branch")  # fmt: skip
+          "branch", "confidence")  # fmt: skip
 
 
 def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:

@@ -195,6 +195,7 @@ ROOMS: dict[str, set[str]] = {
 # demo) put the rooms together. A ground module missing here fails the test below.
 GROUND: dict[str, set[str]] = {
     "settings": set(),
+    "setting_values": set(),  # the settings' parsers
     "device_model": set(),
     "models": set(),
     "triggers": set(),
