@@ -11,7 +11,14 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import { drive, ghostText, openAndWaitReady, saveAndRead, stableGhost } from './editor.mjs';
+import {
+  drive,
+  ghostText,
+  openAndWaitReady,
+  requireGhost,
+  saveAndRead,
+  stableGhost,
+} from './editor.mjs';
 
 const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const timeout = config.timeoutMs ?? 300_000;
@@ -21,13 +28,7 @@ await drive(
   async (page, result, step) => {
     step('open the file and wait for the model');
     const editor = await openAndWaitReady(page, config, config.file, timeout, result);
-    const ghost = async (not) => {
-      const shown = await stableGhost(page, not, timeout);
-      if (shown === undefined) {
-        throw new Error(`no ghost text (other than ${JSON.stringify(not)})`);
-      }
-      return shown;
-    };
+    const ghost = (not) => requireGhost(page, not, timeout);
 
     step('the block as ghost text (Alt+\\)');
     await editor.click();

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import { drive, ghostText, openAndWaitReady, stableGhost } from './editor.mjs';
+import { drive, ghostText, openAndWaitReady, requireGhost, stableGhost } from './editor.mjs';
 
 const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const timeout = config.timeoutMs ?? 300_000;
@@ -17,13 +17,7 @@ await drive(
   async (page, result, step) => {
     step('open the file and wait for the model');
     const editor = await openAndWaitReady(page, config, config.file, timeout, result);
-    const ghost = async (not) => {
-      const shown = await stableGhost(page, not, timeout);
-      if (shown === undefined) {
-        throw new Error(`no ghost text (other than ${JSON.stringify(not)})`);
-      }
-      return shown;
-    };
+    const ghost = (not) => requireGhost(page, not, timeout);
 
     step('type, then the drafts (Alt+\\)');
     await editor.click();

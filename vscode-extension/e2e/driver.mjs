@@ -15,8 +15,8 @@ import {
   drive,
   ghostText,
   openAndWaitReady,
+  requireGhost,
   runCommand,
-  stableGhost,
   statusText,
 } from './editor.mjs';
 
@@ -24,13 +24,7 @@ const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const timeout = config.timeoutMs ?? 300_000;
 
 await drive({ failureScreenshot: 'vscode-failure.png', ...config }, async (page, result, step) => {
-  const ghost = async (not) => {
-    const shown = await stableGhost(page, not, timeout);
-    if (shown === undefined) {
-      throw new Error(`no ghost text (other than ${JSON.stringify(not)}) within ${timeout} ms`);
-    }
-    return shown;
-  };
+  const ghost = (not) => requireGhost(page, not, timeout);
   // The extension starts the server with the first Python file: open it, then wait.
   step('open the file and wait for the model');
   const editor = await openAndWaitReady(page, config, config.file, timeout, result);

@@ -39,6 +39,15 @@ export async function stableGhost(page, not, waitMs) {
   return undefined;
 }
 
+/** The stable ghost text (see `stableGhost`), or an error that says none came. */
+export async function requireGhost(page, not, waitMs) {
+  const shown = await stableGhost(page, not, waitMs);
+  if (shown === undefined) {
+    throw new Error(`no ghost text (other than ${JSON.stringify(not)}) within ${waitMs} ms`);
+  }
+  return shown;
+}
+
 export async function statusText(page) {
   const item = page.locator('.statusbar-item', { hasText: 'Superposed' }).first();
   return (await item.count()) > 0 ? ((await item.textContent()) ?? '').trim() : '';
