@@ -209,6 +209,28 @@ def latency_line(runs: list[Run]) -> Line:
     )
 
 
+def cold_line(runs: list[Run]) -> Line:
+    """bench.cold_request: the first draft where the cursor arrives (issue 54), by phase."""
+    found = [r for r in runs if {"open", "rest"} <= (r.get("cases") or {}).keys()]
+    run = newest(found)
+    picked = None if run is None else (run, run["cases"])
+
+    def text(cases: Any) -> str:
+        opened, rest = cases["open"], cases["rest"]
+        return (
+            f"p50 {opened['ms']:,.0f} ms in a file just opened ({opened['prefill_ms']:,.0f} of "
+            f"them prefilling {opened['prefilled']:,.0f} tokens, {opened['steps_ms']:,.0f} "
+            f"decoding), {rest['ms']:,.0f} ms after a cursor rest"
+        )
+
+    return _line(
+        "The first draft where the cursor arrives",
+        picked,
+        text,
+        "no result: `python -m bench.cold_request`",
+    )
+
+
 def llama_line(runs: list[Run]) -> Line:
     """bench.cpu_anchor: the default precision's decode beside llama.cpp's on the same CPU,
     one thread (the ``threads`` default)."""
@@ -290,6 +312,7 @@ def lines(quick: bool) -> list[Line]:
     return [
         *replay_lines(replays, quick),
         latency_line(_runs("lsp_latency*.json")),
+        cold_line(_runs("cold_request*.json")),
         llama_line(_runs("cpu_anchor*.json")),
         *next_edits_lines(_runs("next_edits*.json")),
     ]

@@ -158,3 +158,22 @@ def test_next_edits_get_a_line_per_test_split_each_from_its_own_split() -> None:
     assert "needs, on every test split, 90%" in first.default  # issue 55's bar, not issue 35's
     (missing, _) = summary.next_edits_lines([runs[1]])
     assert missing.file == "" and "--split test`" in missing.default
+
+
+def test_the_cold_request_line_reads_the_newest_run_by_phase() -> None:
+    def run(date: str, ms: float) -> dict[str, Any]:
+        phases = {"ms": ms, "prefill_ms": 812.0, "prefilled": 210, "steps_ms": 341.0}
+        return {
+            "_file": f"bench/results/cold_request-{ms:.0f}.json",
+            "date": date,
+            "commit": "abc1234",
+            "cases": {"open": phases, "rest": {**phases, "ms": ms / 2}},
+        }
+
+    line = summary.cold_line(
+        [run("2026-12-06 09:00 UTC", 1106.0), run("2026-12-05 09:00 UTC", 9.0)]
+    )
+    assert line.file.endswith("cold_request-1106.json") and line.date == "2026-12-06 09:00 UTC"
+    assert "p50 1,106 ms in a file just opened (812 of them prefilling 210 tokens" in line.default
+    assert "553 ms after a cursor rest" in line.default
+    assert summary.cold_line([]).file == ""  # said missing, not made up
