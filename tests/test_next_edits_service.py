@@ -30,6 +30,14 @@ SOURCE = "def get_user():\n    pass\n\nget_user()\nget_user()\n"
 WAIT_S = 30.0  # the longest wait for an event (a loaded machine is slow, never this slow)
 
 
+@pytest.fixture(autouse=True)
+def short_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The typist's pauses (1 s after a name's character) shortened: what these tests need of
+    a pause is that it ends a change; the tests about which pause ends it set their own."""
+    monkeypatch.setattr(service_module, "PAUSE_S", 0.02)
+    monkeypatch.setattr(service_module, "NAME_PAUSE_S", 0.05, raising=False)
+
+
 def _service(
     sent: list[tuple[str, dict[str, Any]]],
     settings: NextEditSettings | None = None,
