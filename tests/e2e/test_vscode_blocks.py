@@ -20,13 +20,10 @@ import json
 import os
 import re
 import shutil
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.nvim_harness import tiny_model_env
 from tests.e2e.vscode_harness import (
     OUTPUT,
     ROOT,
@@ -34,6 +31,7 @@ from tests.e2e.vscode_harness import (
     extension_lines,
     require_tools,
     run_driver,
+    server_python,
 )
 
 pytestmark = pytest.mark.editor
@@ -70,23 +68,11 @@ DOCS_PICK_SCREENSHOT = ROOT / "docs" / "images" / "vscode-drafts.png"
 
 
 def hooked_python(tmp_path: Path, drafts: list[dict[str, object]]) -> Path:
-    """An executable the extension runs as its interpreter (``-m lsp_server.cli ARGS``): the
-    hooked server with ``drafts`` and the tiny model instead."""
+    """An executable the extension runs as its interpreter: the hooked server with ``drafts``
+    and the tiny model (vscode_harness.server_python)."""
     rules = tmp_path / "drafts.json"
     rules.write_text(json.dumps(drafts))
-    env = " ".join(f"{key}='{value}'" for key, value in tiny_model_env(tmp_path).items())
-    script = tmp_path / "python-hooked"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"export {env}\n"
-        # the extension's check of the interpreter (-c) runs this Python
-        f'[ "$1" = "-m" ] || exec \'{sys.executable}\' "$@"\n'
-        "shift 2\n"
-        f"exec '{sys.executable}' '{ROOT / 'tests' / 'e2e' / 'hooked_server.py'}'"
-        f" --drafts '{rules}' -- \"$@\" -v --log-file '{tmp_path / 'server.log'}'\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script
+    return server_python(tmp_path, "--drafts", f"'{rules}'")
 
 
 def logged(user_data: Path, what: str) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -26,14 +25,13 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.nvim_harness import tiny_model_env
 from tests.e2e.vscode_harness import (
-    ROOT,
     Session,
     code_server,
     extension_lines,
     require_tools,
     run_driver,
+    server_python,
 )
 
 pytestmark = pytest.mark.editor
@@ -45,26 +43,6 @@ FILES = {"geometry.py": SOURCE}
 SETTLED = r"Superposed: (?!starting|loading|indexing)"
 # The crash storm of a server that cannot start (vscode-languageclient's own messages).
 STORM = ("-32097", "crashed", "Client is not running", "Pending response rejected")
-
-
-def server_python(tmp_path: Path, *hooks: str, stderr: bool = False) -> Path:
-    """An executable the extension runs as its interpreter: ``-m lsp_server.cli ARGS`` runs
-    tests/e2e/hooked_server.py with ``hooks`` and the tiny model (logging to a file, or to
-    stderr with ``stderr``); anything else (the extension's check of the interpreter) runs
-    this Python."""
-    env = " ".join(f"{key}='{value}'" for key, value in tiny_model_env(tmp_path).items())
-    logs = "" if stderr else f" --log-file '{tmp_path / 'server.log'}'"
-    script = tmp_path / "python-hooked"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"export {env}\n"
-        f'[ "$1" = "-m" ] || exec \'{sys.executable}\' "$@"\n'
-        "shift 2\n"
-        f"exec '{sys.executable}' '{ROOT / 'tests' / 'e2e' / 'hooked_server.py'}'"
-        f' {" ".join(hooks)} -- "$@" -v{logs}\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script
 
 
 def user_settings(session: Session, tmp_path: Path, **settings: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.e2e.nvim_harness import tiny_model_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = ROOT / "vscode-extension"
@@ -231,3 +234,23 @@ def run_driver(
             shutil.copy(log, OUTPUT / f"vscode-{log.parent.name}-{log.name}")
         pytest.fail(f"driver failed: {result.get('error')}\n{run.stderr[-3000:]}")
     return result
+
+
+def server_python(tmp_path: Path, *hooks: str, stderr: bool = False) -> Path:
+    """An executable the extension runs as its interpreter: ``-m lsp_server.cli ARGS`` runs
+    tests/e2e/hooked_server.py with ``hooks`` and the tiny model (logging to a file, or to
+    stderr with ``stderr``); anything else (the extension's check of the interpreter) runs
+    this Python."""
+    env = " ".join(f"{key}='{value}'" for key, value in tiny_model_env(tmp_path).items())
+    logs = "" if stderr else f" --log-file '{tmp_path / 'server.log'}'"
+    script = tmp_path / "python-hooked"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"export {env}\n"
+        f'[ "$1" = "-m" ] || exec \'{sys.executable}\' "$@"\n'
+        "shift 2\n"
+        f"exec '{sys.executable}' '{ROOT / 'tests' / 'e2e' / 'hooked_server.py'}'"
+        f' {" ".join(hooks)} -- "$@" -v{logs}\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
