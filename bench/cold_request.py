@@ -19,6 +19,8 @@ machine's load before and after.
         [--before REF [--rounds 2]]
 
 ``--before REF``: the server of commit REF side by side with the checkout's, ABBA.
+``--versus JSON``: the checkout's server with these settings too, side by side, ABBA (issue
+54 item 4: ``{"answerWithinMs": 250}``, the rows then also say how long the drafts shown are).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ FIELDS = {  # a request's row -> the table's column
     "forwards": "decode forwards",
     "steps_ms": "decode ms",
     "shown_tokens": "tokens shown (most)",
+    "first_chars": "first draft chars",
     "overhead_ms": "overhead ms",
 }
 
@@ -81,6 +84,7 @@ async def request_at(bench: Bench, uri: str, line: int, column: int) -> dict[str
         "forwards": timing.get("forwards"),
         "steps_ms": timing.get("steps", 0.0),
         "shown_tokens": timing.get("shown_tokens"),
+        "first_chars": len(drafts[0]) if drafts else 0,
         "overhead_ms": ms - phases,
         "timing_ms": timing,
         "drafts": drafts,
@@ -159,22 +163,32 @@ async def run(
 
 
 async def side_by_side(
-    model: str, requests: int, settings: dict[str, Any], ref: str, rounds: int
+    model: str,
+    requests: int,
+    settings: dict[str, Any],
+    ref: str | None,
+    rounds: int,
+    versus: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The checkout's server and the server of commit ``ref``, ``rounds`` runs each in the
-    order ABBA... (a drift of the load falls on both alike); each side's requests pooled."""
-    sides: dict[str, list[dict[str, Any]]] = {"this": [], ref: []}
-    order = [w for r in range(rounds) for w in (("this", ref) if r % 2 == 0 else (ref, "this"))]
+    """The checkout's server and the server of commit ``ref`` (or the checkout's with the
+    ``versus`` settings), ``rounds`` runs each in the order ABBA... (a drift of the load
+    falls on both alike); each side's requests pooled."""
+    other = ref or json.dumps(versus)
+    sides: dict[str, list[dict[str, Any]]] = {"this": [], other: []}
+    order = [w for r in range(rounds) for w in (("this", other) if r % 2 == 0 else (other, "this"))]
     with tempfile.TemporaryDirectory(prefix="cold-before-") as tmp:
-        then = sources_at(ref, Path(tmp) / "before")
+        then = sources_at(ref, Path(tmp) / "before") if ref else None
         for which in order:
-            sides[which].append(
-                await run(model, requests, settings, then if which == ref else None)
-            )
-    result = {**sides["this"][0], "order": order, "before": ref}
+            if which == "this":
+                sides[which].append(await run(model, requests, settings))
+            else:
+                sides[which].append(
+                    await run(model, requests, {**settings, **(versus or {})}, then)
+                )
+    result = {**sides["this"][0], "order": order, "before": other}
     result["per_request"] = {
         side: {case: [r for run in runs for r in run["per_request"][case]] for case in CASES}
-        for side, runs in (("this", sides["this"]), ("before", sides[ref]))
+        for side, runs in (("this", sides["this"]), ("before", sides[other]))
     }
     result["sides"] = {
         side: {case: medians(rows) for case, rows in cases.items()}
@@ -196,8 +210,13 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     order = ""
     if "before" in result:
+        other = (
+            f"the same server with the settings {result['before']}"
+            if result["before"].startswith("{")
+            else f"the server of commit {result['before']}"
+        )
         order = (
-            f" Side by side with the server of commit {result['before']} (its rows name it), "
+            f" Side by side with {other} (its rows name it), "
             f"runs in the order {', '.join(result['order'])}, each side's requests pooled."
         )
     return "\n".join(
@@ -234,11 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", type=json.loads, default={}, metavar="JSON")
     parser.add_argument("--out", type=Path, default=RESULTS / "cold_request")
     parser.add_argument("--before", metavar="REF", help="also the server at this commit, ABBA")
+    parser.add_argument("--versus", type=json.loads, metavar="JSON", help="also these settings")
     parser.add_argument("--rounds", type=int, default=2, help="with --before: runs per side")
     args = parser.parse_args(argv)
     before = os.getloadavg()
-    if args.before:
-        both = side_by_side(args.model, args.requests, args.settings, args.before, args.rounds)
+    if args.before or args.versus:
+        both = side_by_side(
+            args.model, args.requests, args.settings, args.before, args.rounds, args.versus
+        )
         result = asyncio.run(both)
     else:
         result = asyncio.run(run(args.model, args.requests, args.settings))

@@ -50,6 +50,7 @@ LINE_MODES = ("single", "multi", "auto")
 # Where next edits look for sites (lsp_server/next_edits/proposals.py reads it from here).
 NEXT_EDIT_SCOPES = ("file", "open", "workspace")
 DEFAULT_DEBOUNCE_MS = 0
+DEFAULT_ANSWER_WITHIN_MS = 0  # off until bench/results/deadline.md says otherwise
 
 
 @dataclass
@@ -140,6 +141,11 @@ class DecodingSettings(DecodeConfig):
     # keystroke did not improve (superseded decodes stop at their next step), and every
     # answer after a pause comes that much later. So 0: 150-200 spends less CPU while typing.
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
+    # Milliseconds from a model call's start within which it answers: the drafts as far as
+    # they got then (at least completion.decode.DEADLINE_MIN_TOKENS tokens), and the server
+    # decodes the rest at once into the typing-along cache, which the next keystroke along a
+    # draft reads; 0: no deadline. bench/results/deadline.md measured the default.
+    answer_within_ms: int = DEFAULT_ANSWER_WITHIN_MS
 
 
 @dataclass
@@ -244,6 +250,7 @@ _FIELDS: dict[str, tuple[str, str, Callable[[Any], Any]]] = {
     "fim": ("decoding", "fim", _Choice(FIM_MODES)),
     "maxPromptTokens": ("decoding", "max_prompt_tokens", _PromptTokens("all the model's context")),
     "debounceMs": ("decoding", "debounce_ms", _Int(0, 2000)),
+    "answerWithinMs": ("decoding", "answer_within_ms", _Int(0, 10000)),
     "firstPromptTokens": (
         "decoding",
         "first_prompt_tokens",

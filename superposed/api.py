@@ -108,6 +108,7 @@ class Completion:
     timing_ms: dict[str, float] = field(default_factory=dict)
     prompt_tokens: int = 0
     reused_tokens: int = 0
+    cut: bool = False  # the drafts stopped at the plan's deadline, as far as they got
 
 
 class Engine:
@@ -310,6 +311,7 @@ class Engine:
             stop=plan.stop,
             cancel=plan.cancel,
             memory=plan.memory if takes_memory else None,
+            deadline=plan.deadline,
         )
         drafts = run(request)
         done = time.perf_counter()
@@ -326,4 +328,5 @@ class Engine:
             },
             prompt_tokens=len(prompt.ids),
             reused_tokens=reused,
+            cut=plan.deadline is not None and plan.deadline.cut,
         )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from superposed.ngram import MatchSource, NgramSource
 from superposed.prompt import Prompt
 from superposed.runner import ModelRunner
-from superposed.types import CancelCheck, DecodeConfig, Draft, StopCondition
+from superposed.types import CancelCheck, Deadline, DecodeConfig, Draft, StopCondition
 from superposed.vocab import Vocab
 
 
@@ -33,6 +33,7 @@ class DecodeRequest:
     stop: StopCondition = field(default_factory=StopCondition)
     cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
     memory: MatchSource | None = None  # longest matches over the user's code (superposed)
+    deadline: Deadline | None = None  # the drafts as far as they got by then (superposed)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Plan:
     ngram: NgramSource | None = None  # per-draft n-gram re-scoring (the superposed methods)
     memory: MatchSource | None = None  # for a method that takes it (takes_memory)
     cancel: CancelCheck | None = None  # polled between steps; True raises Cancelled
+    deadline: Deadline | None = None  # when the drafts are due, as far as they got
 
 
 Method = Callable[[DecodeRequest], list[Draft]]

@@ -162,6 +162,7 @@ class SuperposedDecoder:
         self.runner, self.vocab, self.prompt = request.runner, request.vocab, request.prompt
         self.cfg, self.ngram = request.cfg, request.ngram
         self.cancel, self.memory = request.cancel, request.memory
+        self.deadline = request.deadline
         self.finisher = Finisher(self.vocab, self.prompt.heal, request.stop)
         self.context_len = max(self.ngram.orders) - 1 if self.ngram is not None else 0
         self.finished: list[Draft] = []
@@ -243,6 +244,8 @@ class SuperposedDecoder:
                     break
                 if self.cancel is not None and self.cancel():
                     raise Cancelled()
+                if self.deadline is not None and self.deadline.passed(step):
+                    break  # due: the drafts as far as they got (finished from the memory)
                 if rows.branch_now(self.branch, alive, self.vocab):  # each draft its own row
                     alive = rows.decode_rows(self, alive, prompt_len, step)
                     break

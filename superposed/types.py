@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -249,3 +250,21 @@ class Draft:
 
 
 CancelCheck = Callable[[], bool]
+
+
+@dataclass
+class Deadline:
+    """When a request's drafts are due (``time.perf_counter()`` seconds): a method stops
+    between steps once it has passed and the drafts hold at least ``min_tokens`` tokens, and
+    the drafts as far as they got are the answer (cut at a token boundary). ``cut`` says it
+    stopped there."""
+
+    at: float
+    min_tokens: int = 1
+    cut: bool = False
+
+    def passed(self, tokens: int) -> bool:
+        """Whether to stop with drafts of ``tokens`` tokens (and note that they were cut)."""
+        if tokens >= self.min_tokens and time.perf_counter() >= self.at:
+            self.cut = True
+        return self.cut

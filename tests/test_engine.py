@@ -15,7 +15,7 @@ from superposed.hypotheses import Hypothesis
 from superposed.ngram import InMemoryNgramSource
 from superposed.options import METHODS
 from superposed.prompt import Prompt
-from superposed.request import DecodeRequest
+from superposed.request import DecodeRequest, Plan
 from superposed.runner import HFRunner, ModelRunner
 from superposed.superposed import (
     rescore,
@@ -26,6 +26,7 @@ from superposed.superposed import (
 )
 from superposed.types import (
     Cancelled,
+    Deadline,
     DecodeConfig,
     Draft,
     EngineError,
@@ -190,6 +191,24 @@ def test_cancel_between_steps(tiny_engine: Engine) -> None:
     with pytest.raises(Cancelled):
         tiny_engine.complete(CODE, "superposed", DecodeConfig(max_new_tokens=10), cancel=cancel)
     assert tiny_engine.runner.cached_ids == tiny_engine.prompt(CODE, 10).ids
+
+
+def test_a_deadline_cuts_the_drafts_as_far_as_they_got(tiny_engine: Engine) -> None:
+    """Issue 54 item 4: past its deadline a request stops once its drafts hold min_tokens,
+    says it was cut, and leaves the prompt cached; a deadline never reached changes nothing."""
+    cfg = DecodeConfig(k=3, max_new_tokens=12)
+    prompt = tiny_engine.prompt(CODE, cfg.max_new_tokens)
+    whole = tiny_engine.run(Plan(prompt, cfg=cfg))
+    assert not whole.cut and max(len(d.token_ids) for d in whole.drafts) > 3
+    due = Deadline(at=0.0, min_tokens=3)  # long past
+    cut = tiny_engine.run(Plan(prompt, cfg=cfg, deadline=due))
+    assert cut.cut and due.cut
+    assert cut.drafts and all(len(d.token_ids) <= 3 for d in cut.drafts)
+    assert any(not d.finished for d in cut.drafts)  # stopped, not ended
+    assert tiny_engine.runner.cached_ids == prompt.ids
+    later = tiny_engine.run(Plan(prompt, cfg=cfg, deadline=Deadline(at=math.inf)))
+    assert not later.cut
+    assert [d.token_ids for d in later.drafts] == [d.token_ids for d in whole.drafts]
 
 
 class StepFailsAt:

@@ -49,7 +49,7 @@ from superposed import ranking
 from superposed.api import Completion, Engine
 from superposed.ngram import MatchSource, NgramSource
 from superposed.request import Plan
-from superposed.types import CancelCheck, DecodeConfig, StopCondition
+from superposed.types import CancelCheck, Deadline, DecodeConfig, StopCondition
 
 # Drafts decoded beyond k: drafts that differ only after their first line, or only in
 # whitespace, merge in ranking (rank_stages); superposed decoding makes the spares in the
@@ -66,6 +66,11 @@ BLOCK_MAX_TOKENS = 48
 BLOCK_FOLLOW_PER_LINE = 16
 BLOCK_BLANK_LINES = 2  # blank lines in a row that end a block draft
 REPEAT_SCAN_LINES = 64  # lines after the cursor searched for the first non-blank one
+# A request due at ``answerWithinMs`` (counted from its model call's start) still decodes
+# drafts of this many tokens (a word or two) before it answers: past the deadline after the
+# prefill, a draft of one token is too little to show. The server then decodes the rest
+# into the typing-along cache (server.py).
+DEADLINE_MIN_TOKENS = 4
 
 
 @dataclass
@@ -78,6 +83,7 @@ class Answer:
     short_window: bool = False  # the cache was cold: the prompt was the short recent window
     prompt_tokens: int = 0  # the prompt's length in tokens
     reused_tokens: int = 0  # how many of them the KV cache already held
+    cut: bool = False  # due at ``answerWithinMs``: the drafts as far as they got by then
 
 
 def line_kind(context: CursorContext, settings: DecodingSettings) -> Decision:
@@ -275,7 +281,12 @@ def plan(
     prompts = PromptPlan.of(engine, context, settings)
     prompt, short = prompts.choose(settings.max_prompt_tokens or None, cfg.max_new_tokens)
     prompt_ms = (time.perf_counter() - start) * 1e3
-    whole = Plan(prompt, settings.method, cfg, stop, sources.ngram, sources.memory, cancel)
+    deadline = None
+    if settings.answer_within_ms:
+        deadline = Deadline(start + settings.answer_within_ms / 1e3, DEADLINE_MIN_TOKENS)
+    whole = Plan(
+        prompt, settings.method, cfg, stop, sources.ngram, sources.memory, cancel, deadline
+    )
     return RequestPlan(context, settings, kind, whole, short, prompt_ms)
 
 
@@ -300,6 +311,7 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
         short_window=plan.short_window,
         prompt_tokens=completion.prompt_tokens,
         reused_tokens=completion.reused_tokens,
+        cut=completion.cut,
     )
 
 

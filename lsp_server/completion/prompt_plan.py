@@ -115,4 +115,3 @@ class PromptPlan:
         if not self.cold(max_prompt_tokens, full):
             return full, False
         return self.prompt(self.settings.first_prompt_tokens, max_new_tokens), True
-

@@ -277,6 +277,17 @@ DOCS: tuple[Doc, ...] = (
         "context); nearby requests reuse its KV cache",
     ),
     Doc(
+        "answerWithinMs",
+        "Milliseconds from the start of a model call within which it answers: the drafts as "
+        "far as they got (a few tokens at least), and the rest is decoded at once for your "
+        "next keystroke along a draft; 0: no deadline, each answer whole.",
+        "milliseconds from the start of a model call within which the server answers: the "
+        "drafts as far as decoding got by then (cut at a token boundary, at least a few tokens "
+        "each), and the server then decodes them whole at once, for the next request along a "
+        "draft (a keystroke typed along it) to answer from; 0: no deadline "
+        "(`bench/results/deadline.md`)",
+    ),
+    Doc(
         "firstPromptTokens",
         "When the server's cache lacks more than this many tokens of the prompt (a file just "
         "opened), answer from only the most recent this many and extend the cache to the full "

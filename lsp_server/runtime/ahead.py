@@ -58,6 +58,7 @@ class _Job:
     cancel: threading.Event
     future: Future[Any]
     shown: object  # the typing-along cache's entry when the job started (TypingCache.entry)
+    completes: bool  # the whole drafts of those shown (cut at a deadline): they replace them
 
 
 class Ahead:
@@ -73,11 +74,13 @@ class Ahead:
         cancel: threading.Event,
         future: Future[Any],
         shown: object = None,
+        completes: bool = False,
     ) -> None:
         """``future`` decodes at ``context`` (its ``cancel`` stops it); it replaces the
-        document's earlier job. ``shown``: the typing-along cache's entry now."""
+        document's earlier job. ``shown``: the typing-along cache's entry now; ``completes``:
+        the job decodes whole the drafts shown there, cut at their deadline."""
         self.cancel(key)
-        self._jobs[key] = _Job(context, cancel, future, shown)
+        self._jobs[key] = _Job(context, cancel, future, shown, completes)
 
     def take(self, key: str, context: CursorContext) -> tuple[CursorContext, Future[Any]] | None:
         """The document's job if a request at ``context`` can answer from it (its text
@@ -101,12 +104,14 @@ class Ahead:
     def finished(self, key: str, future: Future[Any], shown: object) -> CursorContext | None:
         """``future`` is done: where it decoded, if it is still the document's job (not
         taken, cancelled or replaced, which it no longer is) and the typing-along cache's
-        entry is still ``shown``, the one it started with; else None."""
+        entry is still ``shown``, the one it started with, or the job completes the drafts
+        shown there (typing along them kept the job: what it decoded continues them); else
+        None."""
         job = self._jobs.get(key)
         if job is None or job.future is not future:
             return None
         del self._jobs[key]
-        return job.context if job.shown is shown else None
+        return job.context if job.shown is shown or job.completes else None
 
     def cancel(self, key: str) -> None:
         job = self._jobs.pop(key, None)
@@ -173,15 +178,21 @@ class DraftsAhead:
         self.cache.remember(key, before, suggestions)
 
     def draft_ahead(
-        self, key: str, context: CursorContext, job: Callable[[threading.Event], Any]
+        self,
+        key: str,
+        context: CursorContext,
+        job: Callable[[threading.Event], Any],
+        completes: bool = False,
     ) -> None:
-        """On accept: run ``job(cancel)`` (a decode at ``context``) on the engine thread next;
-        the next request there takes its drafts, or they wait in the typing-along cache."""
+        """On accept (or after an answer cut at its deadline, ``completes``: the drafts shown
+        at ``context`` decoded whole): run ``job(cancel)`` (a decode at ``context``) on the
+        engine thread next; the next request there takes its drafts, or they wait in the
+        typing-along cache."""
         cancel = threading.Event()
         self._scheduler.stop_warming()  # the engine thread is this job's next
         future = self._scheduler.submit(job, cancel)
-        self.ahead.start(key, context, cancel, future, self.cache.entry(key))
-        self._counters["drafted_ahead"] += 1
+        self.ahead.start(key, context, cancel, future, self.cache.entry(key), completes)
+        self._counters["decoded_whole" if completes else "drafted_ahead"] += 1
         future.add_done_callback(lambda _: self._call_soon(self._done, key, future))
 
     def _done(self, key: str, job: Future[Any]) -> None:

@@ -36,9 +36,9 @@ M.defaults = {
   -- model, k, lineMode, trigger, nextEdits, maxNewTokens, maxLines, midLine, minPrefixChars,
   -- triggerOnAccept, nextEditsScope, indexOnSave, userStore, memory, wellFormed, fim,
   -- debounceMs, device, dtype, runner, precision, threads, compile, prefillCopy,
-  -- maxPromptTokens, firstPromptTokens, userWeight, maxFileBytes, codebaseDb, userDb,
-  -- sharedIndexes, sharedBudgetMs; research = { method, alpha, mix, temperature, lambdas,
-  -- orders, memorySeed, branch, distinctDrafts, sharedWeight }.
+  -- maxPromptTokens, answerWithinMs, firstPromptTokens, userWeight, maxFileBytes, codebaseDb,
+  -- userDb, sharedIndexes, sharedBudgetMs; research = { method, alpha, mix, temperature,
+  -- lambdas, orders, memorySeed, branch, distinctDrafts, sharedWeight }.
   settings = {},
   -- 0.11: ask for completions as you type (at the server's trigger characters); else use keys.trigger.
   autotrigger = false,

@@ -1,0 +1,71 @@
+"""End-to-end: an answer due at ``answerWithinMs`` (issue 54 item 4) holds the drafts as far
+as they got, and the server decodes them whole at once for the next keystroke along them.
+
+The tiny model over stdio, its steps slowed so that the deadline falls mid-decode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from tests.e2e.lsp_harness import (
+    K,
+    command,
+    end_of,
+    inline_items,
+    open_doc,
+    session,
+)
+
+pytestmark = pytest.mark.slow  # every test starts the server over stdio
+
+TEXT = "def area(side):\n    return side * side\n\n\ndef perimeter(side):\n    "
+SETTINGS = {"k": K, "maxNewTokens": 12, "wellFormed": False, "memory": False}
+
+
+async def texts(client: LanguageClient, uri: str, pos: types.Position) -> list[str]:
+    kind = types.InlineCompletionTriggerKind.Invoked
+    return [str(item.insert_text) for item in await inline_items(client, uri, pos, kind)]
+
+
+async def counters(client: LanguageClient) -> Any:
+    return (await command(client, "superposed.stats"))["counters"]
+
+
+async def ready_whole(client: LanguageClient) -> None:
+    """Until the drafts decoded whole are in the typing-along cache (a minute at most)."""
+    for _ in range(600):
+        if (await counters(client)).get("ahead_ready"):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never decoded whole: {await counters(client)}")
+
+
+async def test_an_answer_due_early_is_cut_then_completed_for_the_next_keystroke(
+    workspace: Path,
+) -> None:
+    """Cut at the deadline; asked again while the rest decodes, the cut drafts answer at once
+    (a deadline never makes a request wait for more); once the rest is decoded, the next
+    request gets the drafts whole, as a server without the deadline answers."""
+    slow = 0.1  # s a cancellation check (a few a step): the rest decodes for seconds
+    async with session(workspace, SETTINGS, step_delay_s=slow) as client:
+        uri = open_doc(client, workspace / "area.py", TEXT)
+        whole = await texts(client, uri, end_of(TEXT))  # no deadline: the drafts whole
+    assert whole
+    async with session(workspace, {**SETTINGS, "answerWithinMs": 1}, step_delay_s=slow) as client:
+        uri = open_doc(client, workspace / "area.py", TEXT)
+        cut = await texts(client, uri, end_of(TEXT))
+        assert cut and cut != whole  # as far as they got: a few tokens each
+        assert sum(map(len, cut)) < sum(map(len, whole))
+        assert await texts(client, uri, end_of(TEXT)) == cut  # at once, from the cut drafts
+        await ready_whole(client)  # decoded whole, in the typing-along cache
+        assert await texts(client, uri, end_of(TEXT)) == whole
+        done = await counters(client)
+        assert done["decoded_whole"] == 1 and done["model_calls"] == 2
+        assert done["typed_along"] == 2
