@@ -227,11 +227,9 @@ class SuperposedServer(LanguageServer):
             "short": answer.short_window,
         }
         self.drafts.remember(request.key, context.before, answer.suggestions)
-        if answer.cut and (session := ready(self.session)) is not None:
-            # due at answerWithinMs: decoded whole next (the prompt cached), for the next
-            # keystroke along a draft (DraftsAhead.draft_ahead), before any warm-up
-            job = self.calls.job(session, request.whole())
-            self.drafts.draft_ahead(request.key, context, job, completes=True)
+        if answer.rest is not None:  # cut at answerWithinMs: decoded whole next (the
+            # prompt cached), for a keystroke along a draft, before any warm-up
+            self.drafts.draft_ahead(request.key, context, answer.rest, completes=True)
         if answer.short_window:  # a cold cache: extend it to the full window, in the background
             self.counters["short_window"] += 1
             self.warmer.warm(request)

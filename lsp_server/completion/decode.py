@@ -26,8 +26,9 @@ in their prompt (superposed/fim.py; the ``fim`` setting).
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from lsp_server.completion.cleanup import (
@@ -84,6 +85,8 @@ class Answer:
     prompt_tokens: int = 0  # the prompt's length in tokens
     reused_tokens: int = 0  # how many of them the KV cache already held
     cut: bool = False  # due at ``answerWithinMs``: the drafts as far as they got by then
+    # A cut answer's job(cancel) that decodes it whole, for the engine thread (model_calls)
+    rest: Callable[[threading.Event], Answer | None] | None = None
 
 
 def line_kind(context: CursorContext, settings: DecodingSettings) -> Decision:

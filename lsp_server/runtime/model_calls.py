@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from lsp_server.completion.answer import answer, start_memory
@@ -50,21 +51,27 @@ class ModelCalls:
 
     async def request(self, request: Request) -> Answer | None:
         """The request's answer (Scheduler.request): None if superseded, or if no model is
-        in yet (counted ``not_ready``: it answers nothing)."""
+        in yet (counted ``not_ready``: it answers nothing). An answer cut at its deadline
+        comes with the job that decodes it whole (``Answer.rest``)."""
         session = self.ready()
         if session is None:
             self._counters["not_ready"] += 1
             return None
         debounce_s = request.settings.decoding.debounce_ms / 1000
-        return await self._scheduler.request(request.key, self.job(session, request), debounce_s)
+        pending = self._memory(session, request)
+        job = partial(self._run, request, pending)
+        answer = await self._scheduler.request(request.key, job, debounce_s)
+        if answer is not None and answer.cut:  # the same memory: the documents indexed once
+            answer = replace(answer, rest=partial(self._run, request.whole(), pending))
+        return answer
 
     def job(self, session: Session, request: Request) -> Job:
         """The model call for ``request``, made now: ``job(cancel)`` on the engine thread. The
         memory (when on) starts indexing the open documents at once."""
-        pending = None
-        if request.settings.decoding.memory:
-            pending = start_memory(session, request)
-        return partial(self._run, request, pending)
+        return partial(self._run, request, self._memory(session, request))
+
+    def _memory(self, session: Session, request: Request) -> PendingSource | None:
+        return start_memory(session, request) if request.settings.decoding.memory else None
 
     def _run(
         self, request: Request, pending: PendingSource | None, cancel: threading.Event
