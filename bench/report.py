@@ -102,12 +102,12 @@ def own_sections(quick: bool) -> list[str]:
     22 part 3 (the codebase in the prompt), 27 (shared indexes), 38 (malformed drafts and
     branching); at commit f3fa5fe 22 (distinct drafts, and first lines and words) and 23
     (whole blocks). Issue 35's next edits still render from their results."""
-    from bench.report_next_edits import next_edits_section
+    from bench.report_next_edits import model_section, next_edits_section
 
     if quick:
         return []
     frozen = [(SECTIONS / f"{name}.md").read_text() for name in FROZEN]
-    return [s for s in (*frozen, next_edits_section()) if s is not None]
+    return [s for s in (*frozen, next_edits_section(), model_section()) if s is not None]
 
 
 def document(quick: bool, plots: bool = True) -> str:

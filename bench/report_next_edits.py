@@ -141,3 +141,115 @@ def rule_lines(summaries: list[Mapping[str, Any]]) -> str:
             f"{yes(recall >= DEFAULT_RECALL)})"
         )
     return "; ".join(out)
+
+
+# ----- issue 55 item 1: the model's word on each site (bench/next_edits_model.py) -------------
+
+MODEL = RESULTS / "next_edits_model.json"
+SPLIT_NAMES = {"validation": "validation", "test": "test", "test2": "test 2"}
+
+
+def best_config(result: Mapping[str, Any]) -> tuple[str, str]:
+    """The scoring (``window N score``) whose chosen margin gave the highest precision on
+    validation, and that margin."""
+
+    def precision(item: tuple[str, str]) -> float:
+        key, margin = item
+        w, s = key.split()[1], key.split()[2]
+        got = result["splits"]["validation"][f"window {w}"]["sweep"][s][margin]["precision"]
+        return -1.0 if math.isnan(got) else float(got)
+
+    key, margin = max(result["chosen"].items(), key=precision)
+    return key, margin
+
+
+def headline_cells(h: Mapping[str, float]) -> str:
+    p = "n/a" if math.isnan(h["precision"]) else f"{100 * h['precision']:.1f}%"
+    fa = "n/a" if math.isnan(h["false_alarms_per_100"]) else f"{h['false_alarms_per_100']:.1f}"
+    return f"{p} ({h['proposed']:.0f}) / {fa} / {100 * h['recall3']:.1f}%"
+
+
+def model_section() -> str | None:
+    """Issue 55 item 1's measurement, or None before it ran."""
+    result = load_file(MODEL)
+    if result is None:
+        return None
+    key, margin = best_config(result)
+    w, s = key.split()[1], key.split()[2]
+    splits = result["splits"]
+    sweeps = {name: entry[f"window {w}"]["sweep"][s] for name, entry in splits.items()}
+    rows = [
+        [("rules (saved run)" if m == "rules" else "rules (read again)" if m == "-inf" else m)]
+        + [headline_cells(sweeps[name][m]) for name in splits]
+        for m in sweeps["validation"]
+    ]
+    header = [
+        "margin",
+        *(f"{SPLIT_NAMES[n]}: precision (n) / false alarms / recall@3" for n in splits),
+    ]
+    chosen_rows = [
+        [f"window {cw}, {cs}", cm]
+        + [
+            f"{headline_cells(e[f'window {cw}']['sweep'][cs]['-inf'])} -> "
+            f"{headline_cells(e[f'window {cw}']['sweep'][cs][cm])}"
+            for e in splits.values()
+        ]
+        + [" / ".join(ms(e[f"window {cw}"]["cost_ms"]["p50"]) for e in splits.values())]
+        for ck, cm in result["chosen"].items()
+        for cw, cs in [(ck.split()[1], ck.split()[2])]
+    ]
+    chosen_header = ["scoring", "margin (validation)"]
+    chosen_header += [f"{SPLIT_NAMES[n]}: rules -> with the score" for n in splits]
+    chosen_header += ["cost p50 ms a change (per split)"]
+    stamp = result["stamp"]
+    bought = []
+    for name in ("test", "test2"):
+        before, after = sweeps[name]["-inf"], sweeps[name][margin]
+        bought.append(
+            f"{SPLIT_NAMES[name]}: precision {100 * before['precision']:.1f}% -> "
+            f"{100 * after['precision']:.1f}%, false alarms {before['false_alarms_per_100']:.1f} "
+            f"-> {after['false_alarms_per_100']:.1f} / 100, recall@3 "
+            f"{100 * before['recall3']:.1f}% -> {100 * after['recall3']:.1f}%"
+        )
+    met = [
+        f"window {w2} {s2} margin {m2}"
+        for w2 in result["windows"]
+        for s2 in ("total", "mean")
+        for m2, h in splits["test"][f"window {w2}"]["sweep"][s2].items()
+        if m2 not in ("rules", "-inf")
+        and all(rule_met(splits[n][f"window {w2}"]["sweep"][s2][m2]) for n in ("test", "test2"))
+    ]
+    costs = [
+        entry[f"window {w2}"]["cost_ms"]["p50"]
+        for entry in splits.values()
+        for w2 in result["windows"]
+    ]
+    return say(
+        "next_edits_model",
+        command=stamp["command"],
+        commit=stamp["commit"],
+        load=f"{stamp['load_start']} -> {stamp['load_end']}",
+        runner=stamp.get("runner", ""),
+        threads=stamp["torch_threads"],
+        chosen=table(chosen_header, chosen_rows, "lrrrrr"),
+        window=w,
+        score=s,
+        margin=margin,
+        sweep=table(header, rows, "lrrr"),
+        budget=f"{READY_MS:.0f}",
+        bought="; ".join(bought),
+        any_met=", ".join(met) or "none",
+        recalls=" and ".join(
+            f"{100 * sweeps[n]['-inf']['recall3']:.1f}%" for n in ("test", "test2")
+        ),
+        costs=f"{min(costs):.0f} to {max(costs):.0f}",
+    )
+
+
+def rule_met(h: Mapping[str, float]) -> bool:
+    """Issue 55's precision and false-alarm bars on one margin's headline numbers."""
+    return (
+        not math.isnan(h["precision"])
+        and h["precision"] >= DEFAULT_PRECISION
+        and h["false_alarms_per_100"] <= FALSE_ALARMS
+    )
