@@ -81,6 +81,9 @@ FROZEN_RUNS = ("replay_distinct", "replay_diversity", "replay_blocks", "replay_l
 # bench/results/sections/, in the document's order
 FROZEN = ("distinct", "diversity", "blocks", "models", "context", "shared", "wellformed",
           "branch", "confidence")  # fmt: skip
+# ... and after issue 35's next edits, which still render from their results: issue 55 item
+# 1's model score on each site (measured and retired; its code at c097828)
+FROZEN_AFTER_NEXT_EDITS = ("next_edits_model",)
 
 
 def load_runs(quick: bool) -> dict[str, dict[str, Any] | None]:
@@ -101,13 +104,15 @@ def own_sections(quick: bool) -> list[str]:
     (bench/results/README.md): at commit 6faa04a 16 (which embedded model is the default),
     22 part 3 (the codebase in the prompt), 27 (shared indexes), 38 (malformed drafts and
     branching); at commit f3fa5fe 22 (distinct drafts, and first lines and words) and 23
-    (whole blocks). Issue 35's next edits still render from their results."""
+    (whole blocks); at commit c097828 issue 55 item 1 (the model's word on each next-edit
+    site), after issue 35's next edits, which still render from their results."""
     from bench.report_next_edits import next_edits_section
 
     if quick:
         return []
     frozen = [(SECTIONS / f"{name}.md").read_text() for name in FROZEN]
-    return [s for s in (*frozen, next_edits_section()) if s is not None]
+    after = [(SECTIONS / f"{name}.md").read_text() for name in FROZEN_AFTER_NEXT_EDITS]
+    return [s for s in (*frozen, next_edits_section(), *after) if s is not None]
 
 
 def document(quick: bool, plots: bool = True) -> str:
