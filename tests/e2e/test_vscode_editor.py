@@ -126,6 +126,7 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
         tmp_path,
         {
             "file": "geometry.py",
+            "otherFile": "report.py",
             "type": TYPED,
             "typeWhenOff": TYPED_WHEN_OFF,
             "timeoutMs": 240_000,
@@ -176,6 +177,10 @@ def test_ghost_text_cycle_accept_and_save(session: Session, tmp_path: Path) -> N
     # extension told the server (superposed/cursorRest), which warms its cache there.
     rests = [line for line in extension_lines(session.user_data) if "cursor rests at" in line]
     assert any("geometry.py:" in line for line in rests), rests
+    # Brought to the front again (its selection unchanged), geometry.py is where the cursor
+    # arrived last: the extension told the server there too, after report.py.
+    others = [i for i, line in enumerate(rests) if "report.py:" in line]
+    assert others and any("geometry.py:" in line for line in rests[others[-1] + 1 :]), rests
     assert SCREENSHOT.exists()
     if os.environ.get("SUPERPOSED_UPDATE_DOCS"):
         shutil.copy(SCREENSHOT, DOCS_SCREENSHOT)

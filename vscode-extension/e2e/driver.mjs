@@ -1,8 +1,9 @@
 // Drives a real VS Code (code-server) in headless Chromium through the user's steps:
 // wait for the server, index the workspace, open a file, type, trigger the inline suggestion,
 // read the ghost text, cycle to the next draft (Alt+]), accept its next word (Ctrl+Right,
-// Superposed: Accept Next Word of the Draft), accept the rest (Tab) and save; then turn the
-// drafts off for the language (Superposed: Toggle Completions for This Language) and type.
+// Superposed: Accept Next Word of the Draft), accept the rest (Tab) and save, switch to another
+// file and back; then turn the drafts off for the language (Superposed: Toggle Completions for
+// This Language) and type.
 //
 //   node driver.mjs config.json      (config: see tests/e2e/test_vscode_editor.py)
 //
@@ -15,6 +16,7 @@ import {
   drive,
   ghostText,
   openAndWaitReady,
+  quickOpen,
   requireGhost,
   runCommand,
   statusText,
@@ -66,6 +68,13 @@ await drive({ failureScreenshot: 'vscode-failure.png', ...config }, async (page,
   // The status bar's tooltip refreshes the store stats two seconds after a save.
   await page.waitForTimeout(3000);
   result.statusAfterSave = await statusText(page);
+
+  step('open another file (Ctrl+P), then back to the first (its tab): the cursor arrives in each');
+  await quickOpen(page, config.otherFile);
+  await page.waitForTimeout(1500); // the extension tells a rest after 300 ms
+  await page.locator('.tab', { hasText: config.file }).first().click();
+  await page.locator('.tab.active', { hasText: config.file }).waitFor();
+  await page.waitForTimeout(1500);
 
   step('toggle completions off for the language');
   await runCommand(page, 'Superposed: Toggle Completions for This Language', timeout);

@@ -84,17 +84,22 @@ export async function launch(config) {
   });
 }
 
+/** Ctrl+P `file`: its editor, opened or brought to the front, is the active one. */
+export async function quickOpen(page, file) {
+  await page.keyboard.press('Control+P');
+  const input = page.locator('.quick-input-widget input');
+  await input.waitFor({ state: 'visible' });
+  await input.fill(file);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first().waitFor();
+  await page.keyboard.press('Enter');
+  await page.locator(`.tab.active`, { hasText: file }).waitFor();
+}
+
 /** Opens the workbench and `file` (Ctrl+P); waits until the server says ready. The editor. */
 export async function openAndWaitReady(page, config, file, timeout, result) {
   await page.goto(config.url, { waitUntil: 'domcontentloaded', timeout });
   await page.locator('.monaco-workbench').waitFor({ timeout });
-  await page.keyboard.press('Control+P');
-  const quickOpen = page.locator('.quick-input-widget input');
-  await quickOpen.waitFor({ state: 'visible' });
-  await quickOpen.fill(file);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first().waitFor();
-  await page.keyboard.press('Enter');
-  await page.locator(`.tab.active`, { hasText: file }).waitFor();
+  await quickOpen(page, file);
   const editor = page.locator('.editor-instance .monaco-editor .view-lines').first();
   await editor.waitFor();
   await page

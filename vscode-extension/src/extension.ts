@@ -136,6 +136,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidSaveTextDocument(() => setTimeout(() => void refreshStats(), 2000)),
     vscode.workspace.onDidOpenTextDocument((document) => startFor([document])),
     vscode.window.onDidChangeTextEditorSelection((event) => srv.cursorMoved(event.textEditor)),
+    // An editor brought to the front keeps its selection: the cursor arrives there all the same.
+    vscode.window.onDidChangeActiveTextEditor((editor) => editor && srv.cursorMoved(editor)),
   );
   // Another interpreter in the Python extension: a new server if it is the one to use now
   // (pythonPath unset), also after a start that failed.
