@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,8 @@ def repo(
 
 
 def _args(root: Path, db: Path, settings: dict[str, Any]) -> Any:
-    options = {"userStore": False, "debounceMs": 0, **settings}
+    # answerWithinMs 0: the server's drafts must not depend on how fast the machine decodes
+    options = {"userStore": False, "debounceMs": 0, "answerWithinMs": 0, **settings}
     return cli.build_parser().parse_args(
         ["complete", str(root / "main.py"), "--line", str(LINE), "--col", str(COL), "--db", str(db)]
         + ["--settings", json.dumps(options)]
@@ -70,9 +72,12 @@ def server_drafts(path: Path, args: Any) -> list[str]:
     return served(path, cli.cli_settings(args))
 
 
-def served(path: Path, settings: Settings) -> list[str]:
-    """The drafts an inlineCompletion gets from a server with ``settings`` (server_drafts)."""
+def served(path: Path, settings: Settings, step_s: float = 0.0) -> list[str]:
+    """The drafts an inlineCompletion gets from a server with ``settings`` (server_drafts);
+    ``step_s``: each decoding step that much slower."""
     ls = SuperposedServer()
+    if step_s:
+        ls.scheduler.step_hook = lambda: time.sleep(step_s)
     ls.protocol._workspace = Workspace(None)
     ls.protocol.client_capabilities = types.ClientCapabilities()
     uri = path.as_uri()
@@ -106,6 +111,18 @@ def test_the_command_line_answers_as_the_server(repo: tuple[Path, Path]) -> None
     assert with_memory != without
     assert with_memory == server_drafts(path, memory)
     assert without == server_drafts(path, plain)
+
+
+def test_only_a_request_someone_waits_for_is_due(repo: tuple[Path, Path]) -> None:
+    """answerWithinMs cuts the server's answer to an editor's request (issue 54 item 4); the
+    command line, whose drafts are all there is, answers whole with the same settings."""
+    path, db = repo
+    due = _args(path.parent, db, {"answerWithinMs": 1, "memory": False})
+    whole = cli_drafts(due)
+    assert whole == cli_drafts(_args(path.parent, db, {"memory": False}))
+    cut = served(path, cli.cli_settings(due), step_s=0.05)
+    assert cut and cut != whole
+    assert max(map(len, cut)) < max(map(len, whole))
 
 
 def test_an_older_versions_knn_file_is_never_read(repo: tuple[Path, Path]) -> None:

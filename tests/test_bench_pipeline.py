@@ -292,4 +292,3 @@ def test_the_committed_reports_are_the_saved_results(quick: bool) -> None:
     from bench import report
 
     assert report.document(quick, plots=False) == report.path(quick).read_text()
-

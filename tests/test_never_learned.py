@@ -114,7 +114,6 @@ def test_drafts_shown_before_an_erasure_are_not_typed_along() -> None:
     assert counters["typed_along"] == 2 and counters["dropped_after_forget"] == 1
 
 
-
 def test_where_a_document_lies_is_judged_again_in_the_background(
     ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

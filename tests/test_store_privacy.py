@@ -259,4 +259,3 @@ def test_not_a_store_errors_stay_not_a_store(tmp_path: Path) -> None:
     folder.mkdir()
     with pytest.raises(NotAStore, match="directory"):
         NgramStore.open(folder, BYTES)
-

@@ -125,9 +125,7 @@ def test_a_malformed_draft_is_replaced_by_the_next_candidate(
     shown takes its place."""
     texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
     drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
-    monkeypatch.setattr(
-        tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0})
-    )
+    monkeypatch.setattr(tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0}))
     text = BODY + AFTER
     context = CursorContext.at(text, len(BODY), "python")
     settings = replace(DecodingSettings(), k=3, line_mode="single")
@@ -141,9 +139,7 @@ def test_well_formed_off_shows_the_drafts_as_decoded(tiny_engine: Engine, monkey
     does not parse, is shown where it was decoded."""
     texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
     drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
-    monkeypatch.setattr(
-        tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0})
-    )
+    monkeypatch.setattr(tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0}))
     context = CursorContext.at(BODY + AFTER, len(BODY), "python")
     settings, errors = parse_settings({"superposed": {"wellFormed": False}})
     assert errors == [] and settings.decoding.well_formed is False
@@ -156,9 +152,7 @@ def test_the_tiny_test_models_drafts_are_not_judged(tiny_engine: Engine, monkeyp
     that would all be dropped) the drafts are shown as decoded."""
     texts = ["data = load(path))", "data = load(path)", "data = read(path)", "data = {}"]
     drafts = [Draft(t, [], -float(i), finished=True) for i, t in enumerate(texts)]
-    monkeypatch.setattr(
-        tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0})
-    )
+    monkeypatch.setattr(tiny_engine, "run", lambda *a, **kw: Completion(drafts, {"total": 1.0}))
     monkeypatch.setenv("SUPERPOSED_TEST_TINY_MODEL", "1")
     context = CursorContext.at(BODY + AFTER, len(BODY), "python")
     answer = decode(tiny_engine, context, replace(DecodingSettings(), k=3, line_mode="single"))

@@ -63,6 +63,8 @@ def answer(
     """
     request, plain = plain_request(request)  # LF and the usual indentation (plain.py)
     decoding = request.settings.decoding
+    if not request.due:  # no one waits for it (the command line, work done ahead): whole
+        decoding = replace(decoding, answer_within_ms=0)
     here = stores_here(session, request, report)
     ngram = session.stores.source_of(here, decoding.lambdas)
     matches = None

@@ -256,7 +256,8 @@ def decode(
     """One model call: the drafts for the cursor, post-processed (``plan``, then ``run``).
 
     What is drafted, a line or a block, is ``line_kind``'s; "none" answers an automatic
-    request with no drafts (an asked-for one drafts a line).
+    request with no drafts (an asked-for one drafts a line). With ``answer_within_ms`` the
+    answer comes by then, the drafts cut as far as they got (``Answer.cut``).
     """
     planned = plan(engine, context, settings, sources, cancel)
     return Answer([]) if planned is None else run(engine, planned)

@@ -7,7 +7,7 @@ thread, a warm-up, a draft ahead) takes it as it is. Frozen: nothing on the way 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from lsp_server.completion.cursor import CursorContext
 from lsp_server.settings import Settings
@@ -22,8 +22,6 @@ class Request:
     where: Where  # the document and the workspace around it, as they were when it came
     context: CursorContext  # the text around the cursor
     settings: Settings  # the settings when it came
-
-    def whole(self) -> Request:
-        """The same request with no deadline (``answerWithinMs`` 0): its drafts decoded whole."""
-        decoding = replace(self.settings.decoding, answer_within_ms=0)
-        return replace(self, settings=replace(self.settings, decoding=decoding))
+    # Someone waits for the answer (the server's request, not work done ahead or the command
+    # line): it comes within ``answerWithinMs``, as far as the drafts got (decode.decode).
+    due: bool = False

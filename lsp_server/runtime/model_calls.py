@@ -59,10 +59,10 @@ class ModelCalls:
             return None
         debounce_s = request.settings.decoding.debounce_ms / 1000
         pending = self._memory(session, request)
-        job = partial(self._run, request, pending)
+        job = partial(self._run, replace(request, due=True), pending)  # in answerWithinMs
         answer = await self._scheduler.request(request.key, job, debounce_s)
         if answer is not None and answer.cut:  # the same memory: the documents indexed once
-            answer = replace(answer, rest=partial(self._run, request.whole(), pending))
+            answer = replace(answer, rest=partial(self._run, request, pending))
         return answer
 
     def job(self, session: Session, request: Request) -> Job:

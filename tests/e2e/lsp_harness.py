@@ -72,7 +72,11 @@ async def session(
     step_delay_s: float = 0.0,
     **env: str,
 ) -> AsyncIterator[LanguageClient]:
-    """A server session; a load or step delay runs it through tests/e2e/hooked_server.py."""
+    """A server session; a load or step delay runs it through tests/e2e/hooked_server.py.
+
+    ``answerWithinMs`` is 0 unless ``options`` set it: a test's drafts and counters must not
+    depend on how fast the machine decodes (tests/e2e/test_lsp_deadline.py sets it)."""
+    options = {"answerWithinMs": 0, **(options or {})}
     entry = ["-m", "lsp_server.cli"]
     if load_delay_s or step_delay_s:
         hooks = ["--load-delay", str(load_delay_s), "--step-delay", str(step_delay_s)]

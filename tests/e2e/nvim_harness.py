@@ -4,6 +4,9 @@ config file the Lua reads, the run itself, and the Lua prelude (``cfg``, ``out``
 
 A test's Lua plays the editor's steps and writes what Neovim showed to ``cfg.result`` as
 JSON; :func:`run_nvim` runs it and returns that, and the assertions stay in the test.
+Every test's plugin settings hold ``compile = 'off', answerWithinMs = 0``: no compile in the
+background, and drafts that do not depend on how fast the machine decodes (test_lsp_deadline
+tests the deadline).
 """
 
 from __future__ import annotations

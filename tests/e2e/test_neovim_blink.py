@@ -82,7 +82,8 @@ require('superposed').setup({
   cmd = { cfg.python, cfg.hooked, '--drafts', cfg.drafts, '--', '-v', '--log-file',
     cfg.result .. '.log' },
   ui = 'none',
-  settings = { k = cfg.k, compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { k = cfg.k, compile = 'off', answerWithinMs = 0,
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """
     + LUA_OPEN_AND_WAIT_READY

@@ -78,7 +78,7 @@ vim.cmd('filetype on')
 require('superposed').setup({
   cmd = { cfg.python, cfg.hooked, '--drafts', cfg.drafts, '--', '-v', '--log-file',
     cfg.result .. '.log' },
-  settings = { k = cfg.k, compile = 'off', debounceMs = cfg.debounce_ms,
+  settings = { k = cfg.k, compile = 'off', answerWithinMs = 0, debounceMs = cfg.debounce_ms,
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """

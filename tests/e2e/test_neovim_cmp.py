@@ -54,7 +54,7 @@ vim.lsp.config('superposed', { capabilities = require('cmp_nvim_lsp').default_ca
 require('superposed').setup({
   python = cfg.python,
   ui = 'none',
-  settings = { k = cfg.k, maxNewTokens = 6, compile = 'off',
+  settings = { k = cfg.k, maxNewTokens = 6, compile = 'off', answerWithinMs = 0,
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """

@@ -27,7 +27,8 @@ vim.cmd('filetype on')
 local superposed = require('superposed')
 superposed.setup({
   python = cfg.python,
-  settings = { compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { compile = 'off', answerWithinMs = 0,
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 local function wait_note(pattern)
   return vim.wait(cfg.timeout_ms, function()

@@ -45,7 +45,7 @@ vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 vim.lsp.config('superposed', {
   cmd = { cfg.python, '-m', 'lsp_server.cli', '-v', '--log-file', cfg.result .. '.log' },
-  settings = { superposed = { k = cfg.k, maxNewTokens = 8, compile = 'off',
+  settings = { superposed = { k = cfg.k, maxNewTokens = 8, compile = 'off', answerWithinMs = 0,
     wellFormed = false,  -- the tiny random model drafts word salad, which does not parse
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db } },
 })
@@ -204,7 +204,7 @@ vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 require('superposed').setup({
   python = cfg.python,
-  settings = { k = cfg.k, maxNewTokens = 8, compile = 'off', wellFormed = false,
+  settings = { k = cfg.k, maxNewTokens = 8, compile = 'off', answerWithinMs = 0, wellFormed = false,
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """

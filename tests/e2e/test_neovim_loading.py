@@ -54,7 +54,8 @@ local superposed = require('superposed')
 superposed.setup({
   cmd = { cfg.python, cfg.hooked, '--load-delay', tostring(cfg.load_delay), '--drafts',
     cfg.drafts, '--', '-v', '--log-file', cfg.result .. '.log' },
-  settings = { k = cfg.k, compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { k = cfg.k, compile = 'off', answerWithinMs = 0,
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 vim.cmd.edit(cfg.file)
 local buf = vim.api.nvim_get_current_buf()

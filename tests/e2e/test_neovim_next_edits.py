@@ -46,7 +46,8 @@ vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 require('superposed').setup({
   cmd = { cfg.python, '-m', 'lsp_server.cli', '-v', '--log-file', cfg.result .. '.log' },
-  settings = { compile = 'off', trigger = 'manual', nextEdits = true, nextEditsScope = 'file',
+  settings = { compile = 'off', answerWithinMs = 0,
+    trigger = 'manual', nextEdits = true, nextEditsScope = 'file',
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """
@@ -280,7 +281,8 @@ vim.opt.rtp:prepend(cfg.plugin)
 vim.cmd('filetype on')
 require('superposed').setup({
   cmd = { cfg.python, '-m', 'lsp_server.cli', '-v', '--log-file', cfg.result .. '.log' },
-  settings = { compile = 'off', trigger = 'manual', nextEdits = true, nextEditsScope = 'file',
+  settings = { compile = 'off', answerWithinMs = 0,
+    trigger = 'manual', nextEdits = true, nextEditsScope = 'file',
     codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """

@@ -54,7 +54,8 @@ vim.cmd('filetype on')
 local superposed = require('superposed')
 superposed.setup({
   python = cfg.python,
-  settings = { k = 3, compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { k = 3, compile = 'off', answerWithinMs = 0,
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 vim.cmd.edit(cfg.file)
 local buf = vim.api.nvim_get_current_buf()

@@ -173,7 +173,8 @@ local superposed = require('superposed')
 superposed.setup({
   cmd = { cfg.python, cfg.hooked, '--load-error', cfg.load_error, '--', '-v', '--log-file',
     cfg.result .. '.log' },
-  settings = { compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { compile = 'off', answerWithinMs = 0,
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 vim.cmd.edit(cfg.file)
 step('wait for the error')

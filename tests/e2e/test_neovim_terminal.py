@@ -65,7 +65,8 @@ local cfg = vim.json.decode(vim.fn.readfile(vim.env.SUPERPOSED_TEST_CONFIG)[1])
 require('superposed').setup({
   cmd = { cfg.python, cfg.hooked, '--load-delay', '3', '--drafts', cfg.drafts, '--',
     '--log-file', cfg.log },
-  settings = { k = 3, compile = 'off', codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
+  settings = { k = 3, compile = 'off', answerWithinMs = 0,
+    codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 vim.cmd.edit(cfg.file)
 vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })

@@ -35,7 +35,7 @@ vim.cmd('filetype on')
 local superposed = require('superposed')
 superposed.setup({
   python = cfg.python,
-  settings = { k = 3, maxNewTokens = 4, compile = 'off', trigger = 'manual',
+  settings = { k = 3, maxNewTokens = 4, compile = 'off', answerWithinMs = 0, trigger = 'manual',
                codebaseDb = cfg.codebase_db, userDb = cfg.user_db },
 })
 """

@@ -52,6 +52,8 @@ BASE_SETTINGS: dict[str, Any] = {
     "extensions.autoUpdate": False,
     "editor.quickSuggestions": {"other": False, "comments": False, "strings": False},
     "editor.suggestOnTriggerCharacters": False,
+    # the drafts shown must not depend on how fast the machine decodes (test_lsp_deadline)
+    "superposed.answerWithinMs": 0,
     "editor.autoClosingBrackets": "never",
     "editor.autoClosingQuotes": "never",
     "editor.autoIndent": "none",
