@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-# Entries in each cache. A forward reuses its four shapes across the layers, so four keep a
-# prefill as fast as the default 1,024 (onednn_caches.md times both); 16 keep four lengths.
+# Entries in each cache: a forward reuses its four shapes across the layers, and 16 keep four
+# lengths' (onednn_caches.md: 16, and even 1, prefilled as fast as 1,024 and held less).
 CAPACITY = 16
 VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 
