@@ -27,6 +27,7 @@ from typing import Any
 
 from lsp_server.settings import LINE_MODES, Settings, parse_settings
 from superposed.embedded import DEFAULT_MODEL, EMBEDDED
+from superposed.onednn_caches import bound_onednn_caches
 from superposed.options import METHODS, PRECISION_CHOICES, RUNNERS
 
 
@@ -196,6 +197,7 @@ def run_complete(args: argparse.Namespace) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    bound_onednn_caches()  # before torch's first matmul: a long-lived server's memory
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose, getattr(args, "log_file", None))
     if args.command == "complete":
