@@ -81,6 +81,14 @@ def write_json(path: Path, data: Any) -> None:
     print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
 
+def write_results(out: Path, result: Any, markdown: Callable[[Any], str]) -> None:
+    """``result`` as ``out``.json, and its report (``markdown``) as ``out``.md, printed."""
+    write_json(out.with_suffix(".json"), result)
+    report = markdown(result)
+    out.with_suffix(".md").write_text(report)
+    print(report)
+
+
 @contextmanager
 def progress(label: str, total: int) -> Iterator[Any]:
     """A tqdm bar on stderr (stdout stays for the summary lines)."""

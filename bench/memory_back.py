@@ -26,7 +26,7 @@ from typing import Any
 from lsprotocol import types
 
 from bench.lsp_latency.client import LONG_SOURCE, Bench, server, sources_at
-from bench.measure import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, Stamp, write_results
 from bench.tables import table
 
 TARGET_MB = 50  # issue 51: back to within this much of the level once the model loaded
@@ -166,10 +166,7 @@ def main(argv: list[str] | None = None) -> None:
             run = one_server(args.model, args.docs, then, env)
             cases[f"before ({args.before}){said}"] = asyncio.run(run)
     result = {"stamp": stamp.finish(started), "cases": cases}
-    write_json(args.out.with_suffix(".json"), result)
-    report = markdown(result)
-    args.out.with_suffix(".md").write_text(report)
-    print(report)
+    write_results(args.out, result, markdown)
 
 
 if __name__ == "__main__":

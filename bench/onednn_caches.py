@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.measure import RESULTS, Stamp, write_json
+from bench.measure import RESULTS, Stamp, write_results
 from bench.tables import table
 from superposed.onednn_caches import VARIABLES
 
@@ -159,10 +159,7 @@ def main(argv: list[str] | None = None) -> None:
         "cases": cases,
         "runs": {str(capacity): rows for capacity, rows in runs.items()},
     }
-    write_json(args.out.with_suffix(".json"), result)
-    report = markdown(result)
-    args.out.with_suffix(".md").write_text(report)
-    print(report)
+    write_results(args.out, result, markdown)
 
 
 if __name__ == "__main__":
