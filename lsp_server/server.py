@@ -76,6 +76,8 @@ CMD_STATS = "superposed.stats"
 CMD_FORGET = "superposed.forget"
 # Notification, client to server: {"textDocument": {"uri"}, "position"} where the cursor rests.
 CURSOR_REST = "superposed/cursorRest"
+# {textDocument: {uri}}: an answer cut at answerWithinMs is whole in the typing-along cache
+DRAFTS_WHOLE = "superposed/draftsWhole"
 # Where a client that completes as you type (Neovim 0.11's autotrigger, Helix, Emacs) asks on
 # its own: where the rest of a line is worth drafting. After a space ends a word ("return ",
 # "x = ", "if "), and after the characters that open an attribute, a call, an index, a literal
@@ -227,9 +229,9 @@ class SuperposedServer(LanguageServer):
             "short": answer.short_window,
         }
         self.drafts.remember(request.key, context.before, answer.suggestions)
-        if answer.rest is not None:  # cut at answerWithinMs: decoded whole next (the
-            # prompt cached), for a keystroke along a draft, before any warm-up
-            self.drafts.draft_ahead(request.key, context, answer.rest, completes=True)
+        if answer.rest is not None:  # cut at answerWithinMs: whole next, then said (DRAFTS_WHOLE)
+            whole = partial(self.protocol.notify, DRAFTS_WHOLE, {"textDocument": {"uri": uri}})
+            self.drafts.draft_ahead(request.key, context, answer.rest, True, whole)
         if answer.short_window:  # a cold cache: extend it to the full window, in the background
             self.counters["short_window"] += 1
             self.warmer.warm(request)

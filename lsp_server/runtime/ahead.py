@@ -183,19 +183,20 @@ class DraftsAhead:
         context: CursorContext,
         job: Callable[[threading.Event], Any],
         completes: bool = False,
+        ready: Callable[[], None] | None = None,
     ) -> None:
         """On accept (or after an answer cut at its deadline, ``completes``: the drafts shown
         at ``context`` decoded whole): run ``job(cancel)`` (a decode at ``context``) on the
         engine thread next; the next request there takes its drafts, or they wait in the
-        typing-along cache."""
+        typing-along cache (then ``ready()`` is called: the editor may ask again)."""
         cancel = threading.Event()
         self._scheduler.stop_warming()  # the engine thread is this job's next
         future = self._scheduler.submit(job, cancel)
         self.ahead.start(key, context, cancel, future, self.cache.entry(key), completes)
         self._counters["decoded_whole" if completes else "drafted_ahead"] += 1
-        future.add_done_callback(lambda _: self._call_soon(self._done, key, future))
+        future.add_done_callback(lambda _: self._call_soon(self._done, key, future, ready))
 
-    def _done(self, key: str, job: Future[Any]) -> None:
+    def _done(self, key: str, job: Future[Any], ready: Callable[[], None] | None = None) -> None:
         """On the event loop: an accept's job finished; if no request took it, its drafts
         answer the next request there through the typing-along cache."""
         where = self.ahead.finished(key, job, self.cache.entry(key))
@@ -204,6 +205,8 @@ class DraftsAhead:
         if (answer := job.result()) is not None:
             self.cache.remember(key, where.before, answer.suggestions)
             self._counters["ahead_ready"] += 1
+            if ready is not None:
+                ready()
 
     def forget(self, key: str) -> None:
         """The document closed: its drafts and its job go."""

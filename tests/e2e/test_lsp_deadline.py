@@ -38,13 +38,14 @@ async def counters(client: LanguageClient) -> Any:
     return (await command(client, "superposed.stats"))["counters"]
 
 
-async def ready_whole(client: LanguageClient) -> None:
-    """Until the drafts decoded whole are in the typing-along cache (a minute at most)."""
+async def ready_whole(client: LanguageClient, told: list[Any]) -> None:
+    """Until the drafts decoded whole are in the typing-along cache and the server said so
+    (``superposed/draftsWhole``; a minute at most)."""
     for _ in range(600):
-        if (await counters(client)).get("ahead_ready"):
+        if told and (await counters(client)).get("ahead_ready"):
             return
         await asyncio.sleep(0.1)
-    raise AssertionError(f"never decoded whole: {await counters(client)}")
+    raise AssertionError(f"never decoded whole: {await counters(client)}, told {told}")
 
 
 async def test_an_answer_due_early_is_cut_then_completed_for_the_next_keystroke(
@@ -59,12 +60,20 @@ async def test_an_answer_due_early_is_cut_then_completed_for_the_next_keystroke(
         whole = await texts(client, uri, end_of(TEXT))  # no deadline: the drafts whole
     assert whole
     async with session(workspace, {**SETTINGS, "answerWithinMs": 1}, step_delay_s=slow) as client:
+        told: list[Any] = []
+
+        @client.feature("superposed/draftsWhole")
+        def drafts_whole(params: Any) -> None:
+            told.append(params)
+
         uri = open_doc(client, workspace / "area.py", TEXT)
         cut = await texts(client, uri, end_of(TEXT))
         assert cut and cut != whole  # as far as they got: a few tokens each
         assert sum(map(len, cut)) < sum(map(len, whole))
         assert await texts(client, uri, end_of(TEXT)) == cut  # at once, from the cut drafts
-        await ready_whole(client)  # decoded whole, in the typing-along cache
+        assert not told
+        await ready_whole(client, told)  # decoded whole, in the typing-along cache
+        assert [params.textDocument.uri for params in told] == [uri]  # the editor may ask
         assert await texts(client, uri, end_of(TEXT)) == whole
         done = await counters(client)
         assert done["decoded_whole"] == 1 and done["model_calls"] == 2
