@@ -98,6 +98,30 @@ function settleCycle(uri: string): { text: string; first: boolean } | undefined 
 }
 
 /** Alt+] (+1) and Alt+[ (-1): VS Code's own cycling, followed here (chosen.ts). */
+/** The server's superposed/draftsWhole: the drafts of an answer cut at its deadline (the
+ * server's answerWithinMs) are whole now. Where the cursor still is where they were shown, in
+ * the same version of the document, VS Code asks again (the server answers from its cache). */
+export async function draftsWhole(uri: string, log: (line: string) => void): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  const prior = shown.get(uri);
+  if (editor === undefined || prior === undefined || editor.document.uri.toString() !== uri) {
+    return;
+  }
+  const at = editor.selection.active;
+  const where = `${vscode.workspace.asRelativePath(editor.document.uri)}:${at.line + 1}:${at.character + 1}`;
+  if (
+    editor.document.version !== prior.version ||
+    !at.isEqual(new vscode.Position(prior.line, prior.character))
+  ) {
+    log(`drafts whole, not asked again: the cursor left ${where}`);
+    return; // the next keystroke asks anyway
+  }
+  log(`drafts whole at ${where}: asked again`);
+  // VS Code asks nothing while a suggestion shows: it drops the cut one and asks anew
+  await vscode.commands.executeCommand('editor.action.inlineSuggest.hide');
+  await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+}
+
 export async function cycle(delta: 1 | -1): Promise<void> {
   pendingCycle += delta;
   clearTimeout(cycleTimer);

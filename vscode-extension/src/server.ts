@@ -34,7 +34,7 @@ import {
   stderrLevel,
 } from './config';
 import { NEXT_EDITS_READY, NEXT_EDITS_REQUEST } from './nextEdits';
-import { answered } from './partial';
+import { answered, draftsWhole } from './partial';
 import type { DraftItem } from './picks';
 import { type ServerState, type ServerStatus, STATUS_NOTIFICATION, stateOfStatus } from './state';
 
@@ -86,6 +86,10 @@ const CURSOR_REST = new NotificationType<{
   textDocument: { uri: string };
   position: { line: number; character: number };
 }>('superposed/cursorRest');
+/** Sent when an answer the server cut at its deadline (answerWithinMs) is whole: ask again. */
+const DRAFTS_WHOLE = new NotificationType<{ textDocument: { uri: string } }>(
+  'superposed/draftsWhole',
+);
 /** The cursor rests once it has not moved for this long (Neovim's CursorHold is 'updatetime'). */
 export const REST_MS = 300;
 
@@ -250,6 +254,11 @@ export class Server {
     );
     client.onNotification(new NotificationType<unknown>(NEXT_EDITS_READY), (params) =>
       this.onNextEdits?.(params),
+    );
+    client.onNotification(DRAFTS_WHOLE, (params) =>
+      draftsWhole(client.protocol2CodeConverter.asUri(params.textDocument.uri).toString(), (line) =>
+        this.output.info(line),
+      ),
     );
     this.running = false;
     client.onDidChangeState(({ newState }) => {
