@@ -257,6 +257,16 @@ function M.refresh()
   end
 end
 
+--- The handler of superposed/draftsWhole ({ textDocument = { uri } }): the drafts of an answer
+--- the server cut at its deadline (answerWithinMs) are whole in its cache; in that buffer, in
+--- insert mode, ask again (the server answers from the cache), as the next keystroke would.
+function M.on_drafts_whole(_, params)
+  local uri = params and params.textDocument and params.textDocument.uri
+  if uri and vim.uri_to_bufnr(uri) == vim.api.nvim_get_current_buf() then
+    M.refresh()
+  end
+end
+
 --- Keymaps for ghost text in `bufnr`: accept, cycle, accept the next word or line.
 --- `partial(cut)` makes the accept command of a part of a draft (init.lua).
 function M.attach(bufnr, keys, map, partial)

@@ -272,6 +272,7 @@ function M.setup_global()
   global_done = true
   vim.lsp.handlers['superposed/status'] = status.on_status
   vim.lsp.handlers['superposed/nextEditsReady'] = next_edits.on_ready
+  vim.lsp.handlers['superposed/draftsWhole'] = ghost.on_drafts_whole
   problems.watch()
   local command = vim.api.nvim_create_user_command
   command('SuperposedStatus', function(args)
