@@ -45,7 +45,7 @@ local id = vim.lsp.start({
   name = 'superposed-raw',
   cmd = { cfg.python, '-m', 'lsp_server.cli' },
   root_dir = cfg.root,
-  init_options = { k = cfg.k, maxNewTokens = 6 },
+  init_options = { k = cfg.k, maxNewTokens = 6, answerWithinMs = 0 }, -- drafts not timed
 }, { bufnr = buf })
 local client = vim.lsp.get_client_by_id(id)
 
