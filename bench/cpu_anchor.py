@@ -409,7 +409,8 @@ def report(data: dict[str, Any]) -> str:
     measured = data["llama_cpp"] == "measured"
     parts = [
         "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)"
-        + ("" if data.get("model", "SmolLM2-135M") == "SmolLM2-135M" else f": {data['model']}"),
+        + ("" if data.get("model", "SmolLM2-135M") == "SmolLM2-135M" else f": {data['model']}")
+        + (", and llama.cpp's prompt lookup" if "prompt_lookup" in data else ""),
         f"{stamp_header(stamp)}, {load_span(stamp)}, torch CPU capability"
         f" {data['cpu_capability']}, {data['rounds']} interleaved rounds "
         f"(medians of all but the first), {data.get('model', 'SmolLM2-135M')}, eager steps. "

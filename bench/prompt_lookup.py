@@ -214,7 +214,9 @@ def report_parts(data: dict[str, Any], precision: str) -> list[str]:
         parts += [
             f"{key}:",
             table(
-                ["@threads", "ms", "tokens/s", "ms after the prefill", "forwards"], rows, "lrrrr"
+                ["way @threads", "ms", "tokens/s", "ms after the prefill", "forwards"],
+                rows,
+                "lrrrr",
             ),
         ]
     if data["llama_cpp"] == "measured":

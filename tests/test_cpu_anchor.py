@@ -290,6 +290,7 @@ def _lookup(measured: bool) -> dict:
 
 def test_the_prompt_lookup_tables_give_each_way_its_time_tokens_per_second_and_forwards() -> None:
     text = cpu_anchor.report(_data(llama=True) | {"prompt_lookup": _lookup(measured=True)})
+    assert text.splitlines()[0].endswith("(bench/cpu_anchor.py), and llama.cpp's prompt lookup")
     # 24 tokens in 600 ms: 40 a second; 72 in 2,500 ms: 28.8
     assert "| int4 @1 | 600.0 | 40.0 | 300.0 | 24 |" in text
     assert "| llama.cpp prompt lookup 10 @1 | 1500.0 | 16.0 | 750.0 | 9 |" in text
@@ -312,7 +313,7 @@ def test_prompt_lookup_is_asked_for_with_its_proposal_lengths() -> None:
     parser = cpu_anchor.BENCH.parser()
     assert parser.parse_args(["--prompt-lookup", "2", "10"]).prompt_lookup == [2, 10]
     assert parser.parse_args([]).prompt_lookup is None
-    assert "prompt_lookup" not in cpu_anchor.report(_data(llama=False))  # an older result
+    assert "prompt lookup" not in cpu_anchor.report(_data(llama=True))  # a run without it
 
 
 def test_without_llama_cpp_the_summary_is_the_products_rows_and_the_reason() -> None:
@@ -337,3 +338,30 @@ def test_the_products_workloads_report_its_forwards(tiny_engine: Any) -> None:
     for key in prompt_lookup.WORKLOADS:
         assert got[key] > 0 and got[key + prompt_lookup.FORWARDS] > 0
     assert tiny_engine.runner.length == 0  # left cold for the next row
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="make bench-llama")
+def test_llama_cpps_prompt_lookup_drafts_what_its_plain_loop_drafts(tokenizer: Any) -> None:
+    from bench.latency import code_context
+    from superposed.embedded import DEFAULT_MODEL
+    from superposed.llama_cpp_runner import gguf_for
+
+    ids = tokenizer.encode(code_context(tokenizer, 256), add_special_tokens=False)
+    plain, lookup = prompt_lookup.generators(gguf_for(DEFAULT_MODEL), [10])
+    try:
+        got = {g.label: g.sample(ids) for g in (plain, lookup)}
+    finally:
+        plain.close()
+        lookup.close()
+    assert lookup.drafts_made == plain.drafts_made  # greedy either way: the same tokens
+    drafts = plain.drafts_made[-1]
+    assert [len(d) for d in drafts] == [prompt_lookup.TOKENS] * 3 and len(
+        {d[0] for d in drafts}
+    ) == 3
+    forwards = {
+        label: per["3 drafts x 24, cold 256" + prompt_lookup.FORWARDS] for label, per in got.items()
+    }
+    assert forwards[plain.label] == 3 * (prompt_lookup.TOKENS - 1)  # one forward a token
+    assert forwards[lookup.label] <= forwards[plain.label]
