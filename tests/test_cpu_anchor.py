@@ -284,7 +284,7 @@ def _lookup(measured: bool) -> dict:
         "max_ngram_size": 2,
         "llama_cpp": "measured" if measured else reason,
         "median_ms": medians,
-        "same_drafts": {"llama.cpp prompt lookup 10": True} if measured else {},
+        "same_drafts": {"llama.cpp prompt lookup 10": [7, 8]} if measured else {},
     }
 
 
@@ -299,7 +299,8 @@ def test_the_prompt_lookup_tables_give_each_way_its_time_tokens_per_second_and_f
     assert "1 draft x 24, cold 256 at 1 thread(s): 0.40x llama.cpp's fastest" in text
     assert "(llama.cpp prompt lookup 10, 1,500 ms)" in text
     assert "3 drafts x 24, cold 256 at 1 thread(s): 0.50x llama.cpp's fastest (llama.cpp," in text
-    assert "llama.cpp prompt lookup 10 yes." in text
+    assert "greedy ones: llama.cpp prompt lookup 10 7 of 8 (greedy either way;" in text
+    assert prompt_lookup.identical([[1, 2], [3, 4]], [[1, 2], [3, 5]]) == [1, 2]
 
 
 def test_without_llama_cpp_the_prompt_lookup_section_says_why_and_keeps_the_products_rows() -> None:
@@ -355,8 +356,11 @@ def test_llama_cpps_prompt_lookup_drafts_what_its_plain_loop_drafts(tokenizer: A
     finally:
         plain.close()
         lookup.close()
-    assert lookup.drafts_made == plain.drafts_made  # greedy either way: the same tokens
-    drafts = plain.drafts_made[-1]
+    # greedy either way: the same first tokens (one prefill's), the same tokens but at a
+    # near-tie (this prompt's second draft of three reaches one: prompt_lookup's docstring)
+    assert [d[0] for d in lookup.drafts_made] == [d[0] for d in plain.drafts_made]
+    assert prompt_lookup.identical(lookup.drafts_made, plain.drafts_made)[0] >= 3
+    drafts = plain.drafts_made[-3:]
     assert [len(d) for d in drafts] == [prompt_lookup.TOKENS] * 3 and len(
         {d[0] for d in drafts}
     ) == 3
