@@ -242,29 +242,37 @@ def report_parts(data: dict[str, Any], precision: str) -> list[str]:
 
 def _row(name: str, per: dict[str, float], key: str, drafts: int) -> list[Any]:
     ms = per[key]
-    return [name, ms, f"{drafts * TOKENS * 1e3 / ms:.1f}", per[key + DECODE], per[key + FORWARDS]]
+    tokens_per_second = f"{drafts * TOKENS * 1e3 / ms:.1f}"
+    return [name, ms, tokens_per_second, per[key + DECODE], f"{per[key + FORWARDS]:.0f}"]
 
 
 def _versus(medians_: dict[str, dict[str, float]], precision: str) -> str:
-    """The product's ``precision`` over llama.cpp's fastest way, per workload and thread count."""
+    """The product's ``precision`` over llama.cpp's fastest way, per workload and thread
+    count: the whole request, and its part after the prefill."""
     said = []
     for name, ours in medians_.items():
         label, threads = name.rsplit(" @", 1)
         if label != precision:
             continue
         for key in WORKLOADS:
-            theirs = {
-                other.rsplit(" @", 1)[0]: per[key]
-                for other, per in medians_.items()
-                if other.endswith(f" @{threads}") and other.startswith(RUNNER) and key in per
-            }
-            if theirs:
-                best = min(theirs, key=lambda label: theirs[label])
-                said.append(
-                    f"{key} at {threads} thread(s): {ours[key] / theirs[best]:.2f}x "
-                    f"llama.cpp's fastest ({best}, {theirs[best]:,.0f} ms)"
-                )
-    return f"The product ({precision}) over llama.cpp's fastest way: " + "; ".join(said) + "."
+            parts = []
+            for part, words in ((key, ""), (key + DECODE, "after the prefill ")):
+                theirs = {
+                    other.rsplit(" @", 1)[0]: per[part]
+                    for other, per in medians_.items()
+                    if other.endswith(f" @{threads}") and other.startswith(RUNNER) and part in per
+                }
+                if theirs:
+                    best = min(theirs, key=lambda way: theirs[way])
+                    parts.append(
+                        f"{words}{ours[part] / theirs[best]:.2f}x ({best}, {theirs[best]:,.0f} ms)"
+                    )
+            if parts:
+                said.append(f"{key} at {threads} thread(s): " + ", ".join(parts))
+    return (
+        f"The product ({precision}) over llama.cpp's fastest way at the same thread count "
+        "(below 1: the product is faster): " + "; ".join(said) + "."
+    )
 
 
 def round_samples(

@@ -296,9 +296,13 @@ def test_the_prompt_lookup_tables_give_each_way_its_time_tokens_per_second_and_f
     assert "| llama.cpp prompt lookup 10 @1 | 1500.0 | 16.0 | 750.0 | 9 |" in text
     assert "| llama.cpp prompt lookup 10 @1 | 2500.0 | 28.8 | 1250.0 | 27 |" in text
     # the product over the fastest llama.cpp way at the same threads: 600 / 1500, 1200 / 2400
-    assert "1 draft x 24, cold 256 at 1 thread(s): 0.40x llama.cpp's fastest" in text
-    assert "(llama.cpp prompt lookup 10, 1,500 ms)" in text
-    assert "3 drafts x 24, cold 256 at 1 thread(s): 0.50x llama.cpp's fastest (llama.cpp," in text
+    # and after the prefill: 300 / 750, 600 / 1200
+    assert (
+        "1 draft x 24, cold 256 at 1 thread(s): 0.40x (llama.cpp prompt lookup 10, 1,500 ms), "
+        "after the prefill 0.40x (llama.cpp prompt lookup 10, 750 ms); "
+        "3 drafts x 24, cold 256 at 1 thread(s): 0.50x (llama.cpp, 2,400 ms), after the "
+        "prefill 0.50x (llama.cpp, 1,200 ms)."
+    ) in text
     assert "greedy ones: llama.cpp prompt lookup 10 7 of 8 (greedy either way;" in text
     assert prompt_lookup.identical([[1, 2], [3, 4]], [[1, 2], [3, 5]]) == [1, 2]
 
@@ -307,7 +311,7 @@ def test_without_llama_cpp_the_prompt_lookup_section_says_why_and_keeps_the_prod
     text = cpu_anchor.report(_data(llama=False) | {"prompt_lookup": _lookup(measured=False)})
     assert "llama.cpp's prompt lookup: not measured: llama_cpp is not installed" in text
     assert "| int4 @1 | 600.0 | 40.0 | 300.0 | 24 |" in text
-    assert "prompt lookup 10 @1" not in text and "fastest" not in text
+    assert "prompt lookup 10 @1" not in text and "fastest way" not in text
 
 
 def test_prompt_lookup_is_asked_for_with_its_proposal_lengths() -> None:
