@@ -466,7 +466,7 @@ def report(data: dict[str, Any]) -> str:
         parts.append(f"llama.cpp: {data['llama_cpp']}.")
     if (lookup := data.get("prompt_lookup")) is not None:
         precision = data.get("calibration", {}).get("precision", "int4")
-        parts += prompt_lookup.report_parts(lookup, precision)
+        parts += prompt_lookup.report_parts(lookup, precision, medians)
     return "\n\n".join(parts) + "\n"
 
 

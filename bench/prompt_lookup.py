@@ -18,8 +18,8 @@ the round, on:
 
 Every llama.cpp draft is greedy from the same prompt ids; ``same_drafts`` counts the drafts
 prompt lookup made identical to the plain loop's. They may differ at a near-tie: a forward over
-several positions (prompt lookup's check) computes logits a little apart from one position's
-(0.004 apart at a tie this prompt reaches, which the two decided differently).
+several positions (prompt lookup's check) computes logits a little apart from one position's,
+and the second of the 3 drafts on this prompt reaches a tie that the two decide differently.
 """
 
 from __future__ import annotations
@@ -197,9 +197,12 @@ def identical(drafts: list[list[int]], plain: list[list[int]]) -> list[int]:
     return [sum(a == b for a, b in zip(drafts, plain, strict=True)), len(plain)]
 
 
-def report_parts(data: dict[str, Any], precision: str) -> list[str]:
-    """The prompt-lookup section: a table a workload, and the product's ``precision`` over
-    llama.cpp's fastest way at each thread count."""
+def report_parts(
+    data: dict[str, Any], precision: str, kernels: dict[str, dict[str, float]] | None = None
+) -> list[str]:
+    """The prompt-lookup section: a table a workload, the product's ``precision`` over
+    llama.cpp's fastest way at each thread count, and what a check forward cost (beside
+    ``kernels``: the run's kernel rows, llama.cpp's prefill and one-row step among them)."""
     medians_ = data["median_ms"]
     parts = [
         "llama.cpp's own speculation beside the product (`--prompt-lookup`, issue 54 item 5): "
@@ -228,6 +231,8 @@ def report_parts(data: dict[str, Any], precision: str) -> list[str]:
         ]
     if data["llama_cpp"] == "measured":
         parts.append(_versus(medians_, precision))
+        if (costs := _check_costs(medians_, kernels or {})) is not None:
+            parts.append(costs)
         same = data["same_drafts"]
         parts.append(
             "Prompt lookup's drafts identical, token for token, to `Llama.generate`'s plain "
@@ -244,6 +249,37 @@ def _row(name: str, per: dict[str, float], key: str, drafts: int) -> list[Any]:
     ms = per[key]
     tokens_per_second = f"{drafts * TOKENS * 1e3 / ms:.1f}"
     return [name, ms, tokens_per_second, per[key + DECODE], f"{per[key + FORWARDS]:.0f}"]
+
+
+def _check_costs(
+    medians_: dict[str, dict[str, float]], kernels: dict[str, dict[str, float]]
+) -> str | None:
+    """Per thread count: llama.cpp's prefill per token and one-row step (the kernel rows),
+    and the ms per forward after the prefill of 1 draft, plain and with prompt lookup."""
+    key = next(iter(WORKLOADS))
+    said = []
+    for name, per in kernels.items():
+        label, threads = name.rsplit(" @", 1)
+        if label != RUNNER or "prefill 256" not in per or "step b1" not in per:
+            continue
+        ways = [
+            f"{'plain' if other.startswith(GENERATE) else other.rsplit(' @', 1)[0]} "
+            f"{row[key + DECODE] / row[key + FORWARDS]:.0f} ms a forward, "
+            f"{row[key + FORWARDS]:.0f} forwards"
+            for other, row in medians_.items()
+            if other.endswith(f" @{threads}") and other.startswith((GENERATE, LOOKUP))
+        ]
+        said.append(
+            f"at {threads} thread(s) its prefill took {per['prefill 256'] / 256:.1f} ms a token "
+            f"in a batch, a one-row step {per['step b1']:.1f} ms; after the prefill of 1 draft: "
+            + ", ".join(ways)
+        )
+    if not said:
+        return None
+    return (
+        "What prompt lookup's checks cost llama.cpp here (a check is one forward over the "
+        "draft's last token and the proposed ones): " + "; ".join(said) + "."
+    )
 
 
 def _versus(medians_: dict[str, dict[str, float]], precision: str) -> str:
