@@ -19,8 +19,13 @@ reads it as it is. ``--qwen-shapes`` writes a random-weight Q8_0 GGUF of Qwen2.5
 shapes (bench/gguf_models.py; no download: speed does not depend on the weights' values)
 and runs on it.
 
+``--prompt-lookup N...`` adds llama.cpp's own speculation (issue 54 item 5,
+bench/prompt_lookup.py): 1 and 3 greedy drafts of 24 tokens after the cold 256-token prompt
+on the product, on the llama.cpp runner, and through llama-cpp-python's ``Llama.generate``
+plain and with ``LlamaPromptLookupDecoding(num_pred_tokens=N)``, interleaved in the rounds.
+
     .venv/bin/python -m bench.cpu_anchor --rounds 5 [--long] [--no-llama]
-        [--gguf PATH | --qwen-shapes]
+        [--gguf PATH | --qwen-shapes] [--prompt-lookup N...]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 
 import torch
 
+from bench import prompt_lookup
 from bench.gguf_models import QWEN25_CODER_05B, write_gguf
 from bench.latency import code_context
 from bench.measure import Stamp, elapsed_ms, medians
@@ -150,14 +156,7 @@ def greedy_drafts(runner: Any, ids: list[int], k: int, tokens: int) -> list[list
     """k greedy drafts of ``tokens`` tokens from a cold cache: ``ids`` prefilled, the k best
     first tokens each a row of their own, then one k-row step of token ids a token."""
     runner.rewind(0)
-    first = runner.prefill(ids)  # [V]
-    runner.expand(k)
-    drafts = [[int(t)] for t in torch.topk(first, k).indices]
-    for _ in range(1, tokens):
-        logits = runner.score(torch.tensor([[d[-1]] for d in drafts]))  # [k, 1, V]
-        for draft, row in zip(drafts, logits[:, 0], strict=True):
-            draft.append(int(row.argmax()))
-    return drafts
+    return prompt_lookup.greedy_rows(runner, runner.prefill(ids), k, tokens)
 
 
 def embedding_matches_token(runner: Any, ids: list[int]) -> float:
@@ -295,6 +294,12 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         assert isinstance(on_llama, LlamaCppRunner)
         llama = LlamaSteps(on_llama, ids)
         embedding_check = embedding_matches_token(on_llama, ids[:64])
+    looked_up = args.prompt_lookup is not None
+    generators = (
+        prompt_lookup.generators(gguf, args.prompt_lookup) if looked_up and not skipped else []
+    )
+    products = {label: e for label, e in engines.items() if KERNEL_SETS[label][1] is None}
+    lookup_samples: dict[str, dict[str, list[float]]] = {}
     samples: dict[str, dict[str, list[float]]] = {}
     measured_bounds: dict[int, list[dict[str, float]]] = {t: [] for t in args.threads}
     for round_ in range(args.rounds):  # interleaved: every set and thread count once a round
@@ -315,9 +320,20 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
             for label, per in per_set.items():
                 for key, ms in per.items():
                     samples.setdefault(f"{label} @{threads}", {}).setdefault(key, []).extend(ms)
+            if looked_up:
+                on_runner = None if llama is None else llama.runner
+                rows = prompt_lookup.round_samples(
+                    products, on_runner, generators, threads, text, text_ids
+                )
+                for label, got in rows.items():
+                    for key, value in got.items():
+                        name = f"{label} @{threads}"
+                        lookup_samples.setdefault(name, {}).setdefault(key, []).append(value)
     torch.set_num_threads(1)
     if llama is not None:
         llama.runner.close()
+    for generator in generators:
+        generator.close()
     median_ms = {name: medians(per, warm_up=True) for name, per in samples.items()}
     config = loaded.model.config
     best = {str(t): {k: max(b[k] for b in bs) for k in bs[0]} for t, bs in measured_bounds.items()}
@@ -336,6 +352,10 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         "llama_cpp_version": None if skipped else _llama_version(),
         "embedding_check_max_abs": embedding_check,
     }
+    if looked_up:
+        results["prompt_lookup"] = prompt_lookup.summary(
+            lookup_samples, generators, args.prompt_lookup, skipped
+        )
     return results, stamp
 
 
@@ -389,7 +409,8 @@ def report(data: dict[str, Any]) -> str:
     measured = data["llama_cpp"] == "measured"
     parts = [
         "# The decode kernels side by side on this CPU (bench/cpu_anchor.py)"
-        + ("" if data.get("model", "SmolLM2-135M") == "SmolLM2-135M" else f": {data['model']}"),
+        + ("" if data.get("model", "SmolLM2-135M") == "SmolLM2-135M" else f": {data['model']}")
+        + (", and llama.cpp's prompt lookup" if "prompt_lookup" in data else ""),
         f"{stamp_header(stamp)}, {load_span(stamp)}, torch CPU capability"
         f" {data['cpu_capability']}, {data['rounds']} interleaved rounds "
         f"(medians of all but the first), {data.get('model', 'SmolLM2-135M')}, eager steps. "
@@ -443,6 +464,9 @@ def report(data: dict[str, Any]) -> str:
         )
     else:
         parts.append(f"llama.cpp: {data['llama_cpp']}.")
+    if (lookup := data.get("prompt_lookup")) is not None:
+        precision = data.get("calibration", {}).get("precision", "int4")
+        parts += prompt_lookup.report_parts(lookup, precision, medians)
     return "\n\n".join(parts) + "\n"
 
 
@@ -457,6 +481,14 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--long", action="store_true", help="also prefill 1,500 tokens")
     parser.add_argument("--steps", type=int, default=15, help="steps of each kind a round")
     parser.add_argument("--no-llama", action="store_true", help="the product's kernels alone")
+    parser.add_argument(
+        "--prompt-lookup",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="also 1 and 3 drafts of 24 tokens through llama-cpp-python, plain and with "
+        "LlamaPromptLookupDecoding(num_pred_tokens=N) for each N (bench/prompt_lookup.py)",
+    )
     parser.add_argument("--out", help="<out>.json and <out>.md (default bench/results/cpu_anchor)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--gguf", help="a GGUF file (or ollama:NAME) instead of the default model")

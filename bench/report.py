@@ -47,8 +47,8 @@ def other_results(name: str, script: str) -> list[str]:
 
 def speed_section(q: dict[str, Any] | None) -> str:
     out = ["## 5. Speed", ""]
-    names = ("cpu_anchor", "cpu_anchor-qwen2.5-coder-0.5b-shapes", "own_model",
-             "lsp_latency_cpu", "latency", "kernels", "kernel_choices", "fidelity",
+    names = ("cpu_anchor", "cpu_anchor-qwen2.5-coder-0.5b-shapes", "llama_prompt_lookup",
+             "own_model", "lsp_latency_cpu", "latency", "kernels", "kernel_choices", "fidelity",
              "lsp_latency", "knn_cost")  # fmt: skip
     for name in names:  # lsp_latency_cpu: issue 39's rerun of bench/lsp_latency
         out += other_results(name, name.removesuffix("_cpu").split("-")[0])

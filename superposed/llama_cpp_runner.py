@@ -20,6 +20,7 @@ id's logits (tests/test_llama_cpp_runner.py). Needs the ``llama`` extra: `make b
 from __future__ import annotations
 
 import ctypes
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,14 @@ def import_llama() -> Any:
     return llama_cpp
 
 
+@functools.cache
+def _silent_log(ll: Any) -> Any:
+    """A llama.cpp log callback that drops every line, made once for the process: llama.cpp
+    keeps the pointer and calls it on any later load, so it must outlive every runner (one
+    owned by a closed runner was freed with it, and the next ``llama_cpp.Llama`` crashed)."""
+    return ll.llama_log_callback(lambda level, text, data: None)
+
+
 def gguf_for(model: str) -> Path:
     """The GGUF file llama.cpp loads for ``model``: the user's own (a GGUF path, an Ollama
     name: own_model.py), or an embedded model's shipped as one file; EngineError for others."""
@@ -78,8 +87,7 @@ class LlamaCppRunner:
         ``gguf`` (the product's checkpoint of it). threads: llama.cpp's CPU threads."""
         ll = self.ll = import_llama()
         ll.llama_backend_init()
-        self._quiet = ll.llama_log_callback(lambda level, text, data: None)
-        ll.llama_log_set(self._quiet, ctypes.c_void_p())  # its load log goes to stderr
+        ll.llama_log_set(_silent_log(ll), ctypes.c_void_p())  # its load log goes to stderr
         self._model = ll.llama_model_load_from_file(
             str(gguf).encode(), ll.llama_model_default_params()
         )

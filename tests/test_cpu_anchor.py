@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from typing import Any
 
 import pytest
 import torch
 from transformers import LlamaConfig
 
-from bench import cpu_anchor
+from bench import cpu_anchor, prompt_lookup
 
 
 def _data(llama: bool) -> dict:
@@ -260,3 +261,122 @@ def test_the_readme_quotes_the_committed_runs_on_a_users_model() -> None:
     assert stream["peak_mb"] < whole["peak_mb"]  # what the streamed conversion is for
     architecture = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
     assert f"{stream['peak_mb']:,.0f} against {whole['peak_mb']:,.0f} MiB" in architecture
+
+
+def _lookup(measured: bool) -> dict:
+    one, three = prompt_lookup.WORKLOADS
+    d, f = prompt_lookup.DECODE, prompt_lookup.FORWARDS
+
+    def row(ms1: float, ms3: float, forwards: float) -> dict:
+        return {one: ms1, one + d: ms1 / 2, one + f: forwards,
+                three: ms3, three + d: ms3 / 2, three + f: 3 * forwards}  # fmt: skip
+
+    medians = {"int4 @1": row(600.0, 1200.0, 24)}
+    if measured:
+        medians |= {
+            "llama.cpp @1": row(2000.0, 2400.0, 23),
+            "llama.cpp generate @1": row(2100.0, 3000.0, 23),
+            "llama.cpp prompt lookup 10 @1": row(1500.0, 2500.0, 9),
+        }
+    reason = "not measured: llama_cpp is not installed (the `llama` extra)"
+    return {
+        "num_pred_tokens": [10],
+        "max_ngram_size": 2,
+        "llama_cpp": "measured" if measured else reason,
+        "median_ms": medians,
+        "same_drafts": {"llama.cpp prompt lookup 10": [7, 8]} if measured else {},
+    }
+
+
+def test_the_prompt_lookup_tables_give_each_way_its_time_tokens_per_second_and_forwards() -> None:
+    text = cpu_anchor.report(_data(llama=True) | {"prompt_lookup": _lookup(measured=True)})
+    assert text.splitlines()[0].endswith("(bench/cpu_anchor.py), and llama.cpp's prompt lookup")
+    # 24 tokens in 600 ms: 40 a second; 72 in 2,500 ms: 28.8
+    assert "| int4 @1 | 600.0 | 40.0 | 300.0 | 24 |" in text
+    assert "| llama.cpp prompt lookup 10 @1 | 1500.0 | 16.0 | 750.0 | 9 |" in text
+    assert "| llama.cpp prompt lookup 10 @1 | 2500.0 | 28.8 | 1250.0 | 27 |" in text
+    # the product over the fastest llama.cpp way at the same threads: 600 / 1500, 1200 / 2400
+    # and after the prefill: 300 / 750, 600 / 1200
+    assert (
+        "1 draft x 24, cold 256 at 1 thread(s): 0.40x (llama.cpp prompt lookup 10, 1,500 ms), "
+        "after the prefill 0.40x (llama.cpp prompt lookup 10, 750 ms); "
+        "3 drafts x 24, cold 256 at 1 thread(s): 0.50x (llama.cpp, 2,400 ms), after the "
+        "prefill 0.50x (llama.cpp, 1,200 ms)."
+    ) in text
+    assert "greedy ones: llama.cpp prompt lookup 10 7 of 8 (greedy either way;" in text
+    # what a check cost: llama.cpp's prefill 1,800 ms / 256 tokens, its step 15.25 ms; the
+    # forwards after the prefill 1,050 ms / 23 plain, 750 ms / 9 with prompt lookup
+    assert (
+        "at 1 thread(s) its prefill took 7.0 ms a token in a batch, a one-row step 15.2 ms; "
+        "after the prefill of 1 draft: plain 46 ms a forward, 23 forwards, llama.cpp prompt "
+        "lookup 10 83 ms a forward, 9 forwards."
+    ) in text
+    assert prompt_lookup.identical([[1, 2], [3, 4]], [[1, 2], [3, 5]]) == [1, 2]
+
+
+def test_without_llama_cpp_the_prompt_lookup_section_says_why_and_keeps_the_products_rows() -> None:
+    text = cpu_anchor.report(_data(llama=False) | {"prompt_lookup": _lookup(measured=False)})
+    assert "llama.cpp's prompt lookup: not measured: llama_cpp is not installed" in text
+    assert "| int4 @1 | 600.0 | 40.0 | 300.0 | 24 |" in text
+    assert "prompt lookup 10 @1" not in text and "fastest way" not in text
+
+
+def test_prompt_lookup_is_asked_for_with_its_proposal_lengths() -> None:
+    parser = cpu_anchor.BENCH.parser()
+    assert parser.parse_args(["--prompt-lookup", "2", "10"]).prompt_lookup == [2, 10]
+    assert parser.parse_args([]).prompt_lookup is None
+    assert "prompt lookup" not in cpu_anchor.report(_data(llama=True))  # a run without it
+
+
+def test_without_llama_cpp_the_summary_is_the_products_rows_and_the_reason() -> None:
+    samples = {"int4 @1": {"1 draft x 24, cold 256": [900.0, 600.0, 620.0]}}
+    got = prompt_lookup.summary(samples, [], [10], "not measured (--no-llama)")
+    assert got["median_ms"] == {"int4 @1": {"1 draft x 24, cold 256": 610.0}}  # warm-up left out
+    assert got["llama_cpp"] == "not measured (--no-llama)" and got["same_drafts"] == {}
+
+
+def test_the_runners_workloads_time_a_cold_prefill_and_one_batch_a_token() -> None:
+    runner = FakeRows()
+    got = prompt_lookup.runner_sample(runner, [1, 2, 3])
+    for key in prompt_lookup.WORKLOADS:
+        assert got[key] >= got[key + prompt_lookup.DECODE] > 0
+        assert got[key + prompt_lookup.FORWARDS] == prompt_lookup.TOKENS - 1
+    cold = [("rewind", 0)]
+    assert runner.calls == cold + [("expand", 1)] + cold + [("expand", 3)] + cold
+
+
+def test_the_products_workloads_report_its_forwards(tiny_engine: Any) -> None:
+    got = prompt_lookup.product_sample(tiny_engine, "def add(a, b):\n    return a + b\n")
+    for key in prompt_lookup.WORKLOADS:
+        assert got[key] > 0 and got[key + prompt_lookup.FORWARDS] > 0
+    assert tiny_engine.runner.length == 0  # left cold for the next row
+
+
+@pytest.mark.slow
+@pytest.mark.model
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="make bench-llama")
+def test_llama_cpps_prompt_lookup_drafts_what_its_plain_loop_drafts(tokenizer: Any) -> None:
+    from bench.latency import code_context
+    from superposed.embedded import DEFAULT_MODEL
+    from superposed.llama_cpp_runner import gguf_for
+
+    ids = tokenizer.encode(code_context(tokenizer, 256), add_special_tokens=False)
+    plain, lookup = prompt_lookup.generators(gguf_for(DEFAULT_MODEL), [10])
+    try:
+        got = {g.label: g.sample(ids) for g in (plain, lookup)}
+    finally:
+        plain.close()
+        lookup.close()
+    # greedy either way: the same first tokens (one prefill's), the same tokens but at a
+    # near-tie (this prompt's second draft of three reaches one: prompt_lookup's docstring)
+    assert [d[0] for d in lookup.drafts_made] == [d[0] for d in plain.drafts_made]
+    assert prompt_lookup.identical(lookup.drafts_made, plain.drafts_made)[0] >= 3
+    drafts = plain.drafts_made[-3:]
+    assert [len(d) for d in drafts] == [prompt_lookup.TOKENS] * 3 and len(
+        {d[0] for d in drafts}
+    ) == 3
+    forwards = {
+        label: per["3 drafts x 24, cold 256" + prompt_lookup.FORWARDS] for label, per in got.items()
+    }
+    assert forwards[plain.label] == 3 * (prompt_lookup.TOKENS - 1)  # one forward a token
+    assert forwards[lookup.label] <= forwards[plain.label]

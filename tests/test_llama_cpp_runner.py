@@ -8,6 +8,7 @@ of the clear errors run.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -147,3 +148,23 @@ def test_superposed_drafts_agree_with_the_fast_runner_s(llama: Engine, fast: Eng
             total += max(len(a), len(b))
     print(f"llama.cpp vs fast int4: {same} of {total} draft positions the same")
     assert same >= 0.8 * total
+
+
+@pytest.mark.model
+def test_llama_cpp_loads_another_model_after_a_runner_is_gone() -> None:
+    """The runner silences llama.cpp's log with a callback llama.cpp keeps calling: freed with
+    a closed runner, the next load called freed memory and the process died (a child here)."""
+    pytest.importorskip("llama_cpp", reason="the llama extra is not installed: make bench-llama")
+    code = (
+        "import gc, llama_cpp\n"
+        "from superposed.api import Engine\n"
+        "from superposed.embedded import DEFAULT_MODEL\n"
+        "from superposed.llama_cpp_runner import gguf_for\n"
+        "engine = Engine.load(runner='llama.cpp', threads=1)\n"
+        "engine.runner.close()\n"
+        "del engine\n"
+        "gc.collect()\n"
+        "llama_cpp.Llama(model_path=str(gguf_for(DEFAULT_MODEL)), n_ctx=64, verbose=False)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
