@@ -200,9 +200,12 @@ async def plain(client: LanguageClient, uri: str, pos: types.Position) -> types.
     return result
 
 
-async def wait_for_counter(client: LanguageClient, name: str, value: int) -> dict[str, Any]:
-    """The server's stats once counter ``name`` reaches ``value`` (store writes are async)."""
-    for _ in range(100):
+async def wait_for_counter(
+    client: LanguageClient, name: str, value: int, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """The server's stats once counter ``name`` reaches ``value`` (store writes are async),
+    asked every 0.1 s for ``timeout_s`` at most."""
+    for _ in range(round(timeout_s / 0.1)):
         stats = await command(client, "superposed.stats")
         if stats["counters"].get(name, 0) >= value:
             return stats

@@ -6,7 +6,6 @@ The tiny model over stdio, its steps slowed so that the deadline falls mid-decod
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tests.e2e.lsp_harness import (
     inline_items,
     open_doc,
     session,
+    wait_for_counter,
 )
 
 pytestmark = pytest.mark.slow  # every test starts the server over stdio
@@ -36,16 +36,6 @@ async def texts(client: LanguageClient, uri: str, pos: types.Position) -> list[s
 
 async def counters(client: LanguageClient) -> Any:
     return (await command(client, "superposed.stats"))["counters"]
-
-
-async def ready_whole(client: LanguageClient, told: list[Any]) -> None:
-    """Until the drafts decoded whole are in the typing-along cache and the server said so
-    (``superposed/draftsWhole``; a minute at most)."""
-    for _ in range(600):
-        if told and (await counters(client)).get("ahead_ready"):
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never decoded whole: {await counters(client)}, told {told}")
 
 
 async def test_an_answer_due_early_is_cut_then_completed_for_the_next_keystroke(
@@ -72,7 +62,9 @@ async def test_an_answer_due_early_is_cut_then_completed_for_the_next_keystroke(
         assert sum(map(len, cut)) < sum(map(len, whole))
         assert await texts(client, uri, end_of(TEXT)) == cut  # at once, from the cut drafts
         assert not told
-        await ready_whole(client, told)  # decoded whole, in the typing-along cache
+        # decoded whole, in the typing-along cache (a minute at most), and the server said so
+        # before it answered the stats that say it (one callback: the counter, the notice)
+        await wait_for_counter(client, "ahead_ready", 1, timeout_s=60)
         assert [params.textDocument.uri for params in told] == [uri]  # the editor may ask
         assert await texts(client, uri, end_of(TEXT)) == whole
         done = await counters(client)
