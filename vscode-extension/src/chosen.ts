@@ -61,3 +61,62 @@ export function first<T>(items: readonly T[], index: number | undefined): T[] {
   }
   return [items[index], ...items.slice(0, index), ...items.slice(index + 1)];
 }
+
+/** Where an answer was asked: the cursor (0-based) in a version of the document. */
+export interface Place {
+  line: number;
+  character: number;
+  version: number;
+}
+
+function before(a: Place, b: Place): boolean {
+  return a.line < b.line || (a.line === b.line && a.character < b.character);
+}
+
+/**
+ * What an answer does to the draft followed: the index of the item to put first (undefined:
+ * the order stays) and the draft on screen once VS Code shows it; `prior`: the draft on screen
+ * before, `pending`: steps cycled VS Code did not ask anew for, `typedSince(prior)`: the text
+ * that went in from `prior`'s place to `at`. Undefined for an answer with no drafts: VS Code
+ * drops a cancelled request's (the client answers it null) and shows nothing for an empty one,
+ * so the draft followed stays. After a partial accept the extension asks anew (hide, trigger),
+ * which cancels VS Code's own request after the edit; where that empty answer came in first it
+ * replaced the draft chosen, and the next answer showed draft 1.
+ */
+export function onAnswer(
+  prior: Shown | undefined,
+  at: Place,
+  texts: readonly string[],
+  typedSince: (prior: Shown) => string,
+  pending: number,
+): { first: number | undefined; shown: Shown } | undefined {
+  if (texts.length === 0) {
+    return undefined;
+  }
+  let order: number | undefined;
+  let text: string | undefined;
+  if (
+    prior !== undefined &&
+    prior.version === at.version &&
+    prior.line === at.line &&
+    prior.character === at.character
+  ) {
+    // Asked again where the drafts were shown (VS Code asks twice after an edit, and anew when
+    // cycling): the draft on screen first, so that VS Code keeps it (it shows the first item
+    // of a new answer), and VS Code's pending cycle moves from it.
+    const index = texts.indexOf(prior.text);
+    order = index === -1 ? undefined : index;
+    text = cycled(distinct(first(texts, order)), prior.text, pending);
+  } else if (prior !== undefined && before(prior, at)) {
+    // Text went in since (a partial accept, typing along): the item that continues the draft
+    // on screen first. A cycle VS Code did not ask anew for went through the list it had.
+    const onScreen = cycled(prior.drafts, prior.text, pending) ?? prior.text;
+    order = follow(texts, onScreen, typedSince(prior));
+  }
+  const drafts = distinct(first(texts, order));
+  const { line, character, version } = at;
+  return {
+    first: order,
+    shown: { line, character, version, drafts, text: text ?? drafts[0] ?? '' },
+  };
+}

@@ -8,7 +8,7 @@
  */
 import * as vscode from 'vscode';
 
-import { cycled, distinct, first, follow, type Shown } from './chosen';
+import { cycled, first, onAnswer, type Shown } from './chosen';
 import { type Answered, acceptedPart, toggled } from './config';
 import type { Server } from './server';
 
@@ -48,40 +48,25 @@ export function answered(
   result: Result,
 ): Result {
   const uri = document.uri.toString();
-  let items = Array.isArray(result) ? result : (result?.items ?? []);
-  const prior = shown.get(uri);
-  const samePlace =
-    prior !== undefined &&
-    prior.version === document.version &&
-    position.isEqual(new vscode.Position(prior.line, prior.character));
-  const from = prior && new vscode.Position(prior.line, prior.character);
-  let text: string | undefined; // the draft VS Code will show
-  if (prior !== undefined && samePlace) {
-    // Asked again where the drafts were shown (VS Code asks twice after an edit, and anew
-    // when cycling): the draft on screen first, so that VS Code keeps it (it shows the first
-    // item of a new answer), and VS Code's pending cycle moves from it.
-    const at = items.findIndex((item) => textOf(item) === prior.text);
-    items = first(items, at === -1 ? undefined : at);
-    text = cycled(distinct(items.map(textOf)), prior.text, pendingCycle);
-  } else if (prior !== undefined && from !== undefined && from.isBefore(position)) {
-    // Text went in since (a partial accept, typing along): the item that continues the draft
-    // on screen first. A cycle VS Code did not ask anew for went through the list it had.
-    const onScreen = cycled(prior.drafts, prior.text, pendingCycle) ?? prior.text;
-    const typed = document.getText(new vscode.Range(from, position));
-    items = first(items, follow(items.map(textOf), onScreen, typed));
+  const items = Array.isArray(result) ? result : (result?.items ?? []);
+  const at = { line: position.line, character: position.character, version: document.version };
+  const typedSince = (prior: Shown): string =>
+    document.getText(new vscode.Range(new vscode.Position(prior.line, prior.character), position));
+  const next = onAnswer(shown.get(uri), at, items.map(textOf), typedSince, pendingCycle);
+  if (next === undefined) {
+    return result; // no drafts (a cancelled request): the draft followed and its cycle stay
   }
-  const texts = items.map(textOf);
-  const drafts = distinct(texts);
-  text ??= drafts[0] ?? '';
+  const ordered = first(items, next.first);
   pendingCycle = 0;
   clearTimeout(cycleTimer);
-  const { line: row, character } = position;
-  shown.set(uri, { line: row, character, version: document.version, drafts, text });
-  debugLog?.(`draft on screen: ${JSON.stringify(text)} of ${JSON.stringify(drafts)}`);
-  answers.set(uri, { line, drafts: texts, row });
+  shown.set(uri, next.shown);
+  debugLog?.(
+    `draft on screen: ${JSON.stringify(next.shown.text)} of ${JSON.stringify(next.shown.drafts)}`,
+  );
+  answers.set(uri, { line, drafts: ordered.map(textOf), row: position.line });
   return Array.isArray(result) || result === null || result === undefined
-    ? items
-    : new vscode.InlineCompletionList(items);
+    ? ordered
+    : new vscode.InlineCompletionList(ordered);
 }
 
 /** The draft on screen in `uri` (a cycle VS Code did not ask anew for applied), and whether

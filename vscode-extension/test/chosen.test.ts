@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { cycled, distinct, first, follow } from '../src/chosen';
+import { cycled, distinct, first, follow, onAnswer, type Shown } from '../src/chosen';
 
 // The drafts of tests/e2e/test_vscode_chosen.py: the first and third share their first word.
 const drafts = ['self.width + self.height', 'None', 'self.height * 2'];
@@ -39,4 +39,39 @@ test('the followed item goes first, the others keep their order', () => {
   assert.deepEqual(first(['a', 'b', 'c'], 0), ['a', 'b', 'c']);
   assert.deepEqual(first(['a', 'b'], undefined), ['a', 'b']);
   assert.deepEqual(distinct(['a', '', 'b', 'a']), ['a', 'b']);
+});
+
+// tests/e2e/test_vscode_chosen.py's steps: the drafts at `return ` (line 6, column 15, version
+// 2), cycled to draft 3, its first word accepted (version 3, column 19).
+const asked = { line: 6, character: 15, version: 2 };
+const afterWord = { line: 6, character: 19, version: 3 };
+const rest = ['.width + self.height', '.height * 2'];
+
+function cycledToThird(): Shown {
+  const shown = onAnswer(undefined, asked, drafts, () => '', 0)?.shown;
+  assert.ok(shown !== undefined);
+  return { ...shown, text: cycled(shown.drafts, shown.text, 2) ?? '' };
+}
+
+test('after a word of the draft cycled to, the answer there has that draft first', () => {
+  const next = onAnswer(cycledToThird(), afterWord, rest, () => 'self', 0);
+  assert.equal(next?.first, 1);
+  assert.equal(next?.shown.text, '.height * 2');
+  // VS Code asks again there (the extension's trigger): the draft on screen stays first
+  const again = onAnswer(next?.shown, afterWord, rest, () => '', 0);
+  assert.equal(again?.first, 1);
+  assert.equal(again?.shown.text, '.height * 2');
+});
+
+test('an answer with no drafts (a cancelled request) leaves the draft followed as it was', () => {
+  // Under load VS Code's own request after the accepted word is cancelled by the extension's
+  // trigger and its empty answer comes first: the trigger's answer still follows draft 3.
+  const shown = cycledToThird();
+  assert.equal(
+    onAnswer(shown, afterWord, [], () => 'self', 0),
+    undefined,
+  );
+  const next = onAnswer(shown, afterWord, rest, () => 'self', 0);
+  assert.equal(next?.first, 1);
+  assert.equal(next?.shown.text, '.height * 2');
 });
