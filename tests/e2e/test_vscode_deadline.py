@@ -52,6 +52,10 @@ def test_a_cut_answer_grows_to_the_whole_drafts_without_a_keystroke(tmp_path: Pa
         lines = extension_lines(session.user_data)
     assert result["cut"] and result["whole"] != result["cut"], result
     assert len(result["whole"]) > len(result["cut"]), result
+    # the cut drafts were shown, then the whole (every ghost text rendered since Alt+\)
+    shown = result["ghostTexts"]
+    assert result["cut"] in shown and result["whole"] in shown, result
+    assert shown.index(result["cut"]) < shown.index(result["whole"]), result
     # one request decoded (cut), the second answered from the whole drafts, at the same place
     asked = [line for line in lines if "drafts at shapes.py:6:" in line]
     assert len(asked) >= 2, lines

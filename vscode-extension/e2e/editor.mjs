@@ -4,20 +4,46 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { chromium } from 'playwright-core';
 
-/** The inline part of the ghost text, and the lines VS Code shows below the cursor's line. */
+/** The inline part of the ghost text, and the lines VS Code shows below the cursor's line
+ * (run in the page). */
+function readGhost() {
+  const text = (el) => (el.textContent ?? '').replace(/\u00a0/g, ' ');
+  const inline = [
+    ...document.querySelectorAll(
+      '.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text-decoration-preview',
+    ),
+  ].map(text);
+  const below = [
+    ...document.querySelectorAll('.monaco-editor .suggest-preview-text .view-line'),
+  ].map(text);
+  return [inline.join(''), ...below].join('\n').replace(/\n+$/, '');
+}
+
 export async function ghostText(page) {
-  return page.evaluate(() => {
-    const text = (el) => (el.textContent ?? '').replace(/\u00a0/g, ' ');
-    const inline = [
-      ...document.querySelectorAll(
-        '.monaco-editor .ghost-text-decoration, .monaco-editor .ghost-text-decoration-preview',
-      ),
-    ].map(text);
-    const below = [
-      ...document.querySelectorAll('.monaco-editor .suggest-preview-text .view-line'),
-    ].map(text);
-    return [inline.join(''), ...below].join('\n').replace(/\n+$/, '');
-  });
+  return page.evaluate(readGhost);
+}
+
+/** From now on, every ghost text the editor renders (as ghostText reads it) is recorded in the
+ * page, each new one once (a MutationObserver on the editor): `ghostsShown` reads them. What
+ * shows for less time than stableGhost's stillness needs is not missed. */
+export async function recordGhosts(page) {
+  await page.evaluate(`(() => {
+    const read = ${readGhost};
+    window.ghostTexts = [read()];
+    const record = () => {
+      const shown = read();
+      if (shown !== window.ghostTexts.at(-1)) {
+        window.ghostTexts.push(shown);
+      }
+    };
+    const editor = document.querySelector('.editor-instance .monaco-editor');
+    new MutationObserver(record).observe(editor, { subtree: true, childList: true, characterData: true });
+  })()`);
+}
+
+/** The ghost texts rendered since `recordGhosts`, in order. */
+export async function ghostsShown(page) {
+  return page.evaluate(() => window.ghostTexts);
 }
 
 /** Waits until the ghost text is non-empty, differs from `not`, and holds still for a moment;
