@@ -50,7 +50,7 @@ LINE_MODES = ("single", "multi", "auto")
 # Where next edits look for sites (lsp_server/next_edits/proposals.py reads it from here).
 NEXT_EDIT_SCOPES = ("file", "open", "workspace")
 DEFAULT_DEBOUNCE_MS = 0
-DEFAULT_ANSWER_WITHIN_MS = 250  # bench/results/deadline.md, deadline_replay.json
+DEFAULT_ANSWER_WITHIN_MS = 250  # bench/results/cold_request-deadline.md, deadline_replay.json
 
 
 @dataclass
@@ -129,10 +129,12 @@ class DecodingSettings(DecodeConfig):
     # switched to), the request's prompt is only the most recent this many tokens, and the
     # engine extends the cache to the full window in the background between requests; the
     # cache is also warmed on didOpen/didChange (lsp_server/runtime/warmup.py). 0: always the full
-    # window on the request path. 256: the first request's p50 about a third of the full
-    # window's on one CPU thread (bench/results/lsp_latency.md, first-request case, both
-    # settings side by side).
-    first_prompt_tokens: int = 256
+    # window on the request path. 256 made the first request's p50 about a third of the full
+    # window's (bench/results/lsp_latency.md); 128, with the deadline, 0.57x 256's at the same
+    # first-answer quality at line starts and -0.033 edit similarity@3 mid-line, chosen on the
+    # validation split (bench/results/replay_first_window_deadline_validation.json; the test
+    # split: replay_first_window_deadline.json).
+    first_prompt_tokens: int = 128
     # Milliseconds a request waits for a newer one for the same document before decoding
     # (a newer one replaces it unanswered); 0: decode at once. Measured by
     # bench/results/lsp_debounce.md (bench/results/README.md has its command): a debounce
@@ -144,7 +146,8 @@ class DecodingSettings(DecodeConfig):
     # Milliseconds from a model call's start within which it answers: the drafts as far as
     # they got then (at least completion.decode.DEADLINE_MIN_TOKENS tokens), and the server
     # decodes the rest at once into the typing-along cache, which the next keystroke along a
-    # draft reads; 0: no deadline. bench/results/deadline.md measured the default.
+    # draft reads; 0: no deadline. bench/results/cold_request-deadline.md and
+    # deadline_replay.json measured the default.
     answer_within_ms: int = DEFAULT_ANSWER_WITHIN_MS
 
 

@@ -15,6 +15,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from lsp_server.runtime.warmup import WARM_IDLE_S
+from lsp_server.settings import DecodingSettings
 from tests.e2e.lsp_harness import (
     command,
     end_of,
@@ -27,7 +28,7 @@ from tests.e2e.lsp_harness import (
 pytestmark = pytest.mark.slow  # every test starts the server over stdio
 
 K = 3
-FIRST = 256  # firstPromptTokens' default
+FIRST = DecodingSettings().first_prompt_tokens  # firstPromptTokens' default
 # About 3,400 tokens of Python: far more than the 1024-token window.
 LONG = "".join(
     f"def scaled_{i}(values, factor={i}):\n    return [v * factor for v in values]\n\n\n"
