@@ -34,7 +34,7 @@ import torch
 
 from superposed.blocks import Block
 from superposed.options import QUANTIZED
-from superposed.quant import Int4Linear, Linear, dequantized, prefill_dtype
+from superposed.quant import Linear, dequantized, prefill_dtype
 
 # A typed word, a warm-up chunk's tail: forwards of up to this many new tokens run on the
 # decode weights in every plan, and through the compiled step where there is one. The int
@@ -68,18 +68,10 @@ class Weights:
 class DequantizedBlocks(Sequence[Block]):
     """Quantized blocks read as dense ones: each block read is de-quantized then (a few MB
     for a small model), so a forward that walks the layers holds one layer's dense weights at
-    a time rather than a dense copy of them all.
-
-    Walking them (``iter``, as a forward does) de-quantizes every block into the same scratch
-    memory, one layer's worth kept from one prefill to the next: fresh memory for each layer
-    was tens of thousands of page faults per prefill (bench/results/prefill_parts.md). A block
-    from the walk is good until the walk makes the next one; ``self[i]`` makes one that
-    keeps.
-    """
+    a time rather than a dense copy of them all."""
 
     def __init__(self, blocks: Sequence[Block]) -> None:
         self.blocks = blocks
-        self._scratch: dict[str, torch.Tensor] = {}  # by projection: bf16, N * K elements
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -93,32 +85,17 @@ class DequantizedBlocks(Sequence[Block]):
     def __getitem__(self, index: int | slice) -> Block | Sequence[Block]:
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
-        return self.dense(index, reuse=False)
-
-    def __iter__(self) -> Iterator[Block]:
-        return (self.dense(i, reuse=True) for i in range(len(self)))
-
-    def dense(self, index: int, reuse: bool) -> Block:
-        """Block ``index`` de-quantized; ``reuse``: into the scratch memory (see the class)."""
         block = self.blocks[index]
-
-        def undo(name: str, linear: Linear) -> Linear:
-            if not reuse or not isinstance(linear, Int4Linear):
-                return dequantized(linear)
-            n, k = linear.packed.shape[0], linear.packed.shape[1] * 2
-            scratch = self._scratch.get(name)
-            if scratch is None or scratch.numel() != n * k:  # the first walk, or a new shape
-                with torch.inference_mode(False):  # written to in and out of inference mode
-                    scratch = self._scratch[name] = torch.empty(n * k, dtype=torch.bfloat16)
-            return linear.dequantized(scratch)
-
         return dataclasses.replace(
             block,
-            qkv=undo("qkv", block.qkv),
-            out=undo("out", block.out),
-            gate_up=undo("gate_up", block.gate_up),
-            down=undo("down", block.down),
+            qkv=dequantized(block.qkv),
+            out=dequantized(block.out),
+            gate_up=dequantized(block.gate_up),
+            down=dequantized(block.down),
         )
+
+    def __iter__(self) -> Iterator[Block]:
+        return (self[i] for i in range(len(self)))
 
 
 @dataclass

@@ -158,11 +158,9 @@ class Int4Linear:
             out = out + self.bias
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
-    def dequantized(self, scratch: torch.Tensor | None = None) -> Linear:
+    def dequantized(self) -> Linear:
         """The same weights in bf16, as the kernel sees them; itself where the packing's
-        layout is not known (see int4_unpack_block). ``scratch``: bf16 memory of N * K
-        elements to write them into (prefill.DequantizedBlocks reuses it layer after layer);
-        None: new memory.
+        layout is not known (see int4_unpack_block).
 
         A prefill pays this for every layer (bench/results/kernels.md), so it works in the
         packing's own order: the packed bytes hold ``block`` rows K-major (the layout:
@@ -179,11 +177,7 @@ class Int4Linear:
         signed = (self.packed ^ 0x88).view(torch.int8).view(n // block, k, block // 2)
         low = torch.bitwise_left_shift(signed, 4).bitwise_right_shift_(4)  # row d of a block
         high = signed >> 4  # row d + block / 2
-        shape = (k, n // block, 2, block // 2)
-        if scratch is None:
-            transposed = torch.empty(shape, dtype=torch.bfloat16)
-        else:
-            transposed = scratch.view(shape)  # a wrong size or dtype fails here
+        transposed = torch.empty(k, n // block, 2, block // 2, dtype=torch.bfloat16)
         transposed[:, :, 0].copy_(low.transpose(0, 1))
         transposed[:, :, 1].copy_(high.transpose(0, 1))
         grouped = transposed.view(k // self.group, self.group, n)
