@@ -3,14 +3,14 @@
 A completion handler builds one ``Request`` (request.py) and hands it to ``ModelCalls``
 (model_calls.py), which queues ``answer.answer`` on the scheduler's engine thread
 (scheduler.py: one thread, in request order; a newer request for the same document,
-``$/cancelRequest`` or ``didClose`` cancels the older one). State-changing handlers run on
-the event loop and do no blocking work. What a loaded model serves with (engine, stores,
-memory) is ``server.session``, swapped in whole (session.py, loader.py fills it); until then
-it is Loading or Failed: a request answers nothing (ModelCalls says so), the place to warm
-is kept for when a session is in, and an inline request waits for it (scheduler.HeldRequests).
-Store writes
-go through ``server.learning``'s queue, which keeps and retries a write that meets another
-process's lock and learns saves made before the model is ready.
+``$/cancelRequest`` or ``didClose`` cancels the older one, and one at its place joins it).
+State-changing handlers run on the event loop and do no blocking work. What a loaded model
+serves with (engine, stores, memory) is ``server.session``, swapped in whole (session.py,
+loader.py fills it); until then it is Loading or Failed: a request answers nothing
+(ModelCalls says so), the place to warm is kept for when a session is in, and an inline
+request waits for it (scheduler.HeldRequests).
+Store writes go through ``server.learning``'s queue, which keeps and retries a write that
+meets another process's lock and learns saves made before the model is ready.
 
 Tests slow the model's load and steps through tests/e2e/hooked_server.py;
 ``SUPERPOSED_TEST_TINY_MODEL=1`` selects the tiny model (models.py).
@@ -214,6 +214,8 @@ class SuperposedServer(LanguageServer):
 
     async def _suggest(self, uri: str, context: CursorContext) -> list[Suggestion]:
         request = self.request(uri, context)
+        if (joined := self.calls.join(request)) is not None:  # one in flight answers it too
+            return [] if (answer := await joined) is None else answer.suggestions
         self.scheduler.supersede(request.key)  # it supersedes older ones for the document
         erased = None  # no drafts are shown without a session
         if (session := ready(self.session)) is not None:
@@ -412,9 +414,9 @@ async def inline_completion(
 ) -> types.InlineCompletionList:
     uri, pos = params.text_document.uri, params.position
     automatic = params.context.trigger_kind == types.InlineCompletionTriggerKind.Automatic
-    # With the suggest widget open, the drafts continue the item the user is about to accept.
+    # With the suggest widget open, the drafts continue the item the user is about to accept;
+    # while the model loads, the newest request of the document waits for it (HeldRequests).
     selected = params.context.selected_completion_info
-    # While the model loads, the newest request of the document waits for it (HeldRequests).
     line, suggestions = await ls.suggest(uri, pos, automatic, selected, hold=True)
     codec = ls.workspace.position_codec  # the negotiated encoding counts the accept's place
     items = inline_items(uri, pos, line, suggestions, selected, codec)
@@ -452,14 +454,12 @@ async def next_edits(ls: SuperposedServer, params: Any) -> dict[str, Any]:
 
 
 @SERVER.command(CMD_NEXT_EDIT_ACCEPTED)
-def next_edit_accepted(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
-    """The editor applied a next edit (its didChange comes as any edit's)."""
+def next_edit_accepted(ls: SuperposedServer, *args: Any) -> dict[str, Any]:  # then a didChange
     return ls.next_edits.accepted(args)
 
 
 @SERVER.command(CMD_NEXT_EDIT_DISMISSED)
-def next_edit_dismissed(ls: SuperposedServer, *args: Any) -> dict[str, Any]:
-    """The user dismissed a next edit: it is not proposed again."""
+def next_edit_dismissed(ls: SuperposedServer, *args: Any) -> dict[str, Any]:  # not proposed again
     return ls.next_edits.dismissed(args)
 
 

@@ -162,3 +162,71 @@ async def test_store_work_runs_beside_the_engine_thread() -> None:
     assert name.startswith("store")  # did not wait for the busy engine thread
     release.set()
     assert await asyncio.wait_for(busy, WAIT_S) == "x"
+
+
+async def test_a_request_at_the_same_place_joins_the_one_in_flight() -> None:
+    """Both are answered from one run of the job; a request elsewhere joins nothing."""
+    scheduler = Scheduler()
+    started, release, seen = threading.Event(), threading.Event(), []
+    job = blocking_job(started, release, seen, "drafts")
+    older = asyncio.create_task(scheduler.request("doc", job, place="here"))
+    assert await asyncio.to_thread(started.wait, WAIT_S)
+    assert scheduler.join("doc", ["there"]) is None and scheduler.join("other", ["here"]) is None
+    joined = scheduler.join("doc", ["there", "here"])
+    assert joined is not None
+    release.set()
+    assert await asyncio.wait_for(older, WAIT_S) == "drafts"
+    assert await asyncio.wait_for(joined, WAIT_S) == "drafts"
+    assert seen == ["drafts: done"] and scheduler.counters["joined"] == 1
+
+
+async def test_a_joined_job_runs_on_when_the_older_request_is_cancelled() -> None:
+    """$/cancelRequest for the older of two requests at one place (what an editor sends when
+    it asks again) stops its wait, not the decode the newer one waits for."""
+    scheduler = Scheduler()
+    started, release, seen = threading.Event(), threading.Event(), []
+    job = blocking_job(started, release, seen, "drafts")
+    older = asyncio.create_task(scheduler.request("doc", job, place="here"))
+    assert await asyncio.to_thread(started.wait, WAIT_S)
+    joining = scheduler.join("doc", ["here"])
+    assert joining is not None
+    joined = asyncio.ensure_future(joining)
+    await asyncio.sleep(0)
+    older.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await older
+    await asyncio.sleep(0.05)
+    assert seen == []  # still decoding
+    release.set()
+    assert await asyncio.wait_for(joined, WAIT_S) == "drafts"
+    assert seen == ["drafts: done"]
+
+
+async def test_a_newer_request_elsewhere_answers_the_joined_ones_with_nothing() -> None:
+    scheduler = Scheduler()
+    started, release, seen = threading.Event(), threading.Event(), []
+    older = asyncio.create_task(
+        scheduler.request("doc", blocking_job(started, release, seen, "old"), place="here")
+    )
+    assert await asyncio.to_thread(started.wait, WAIT_S)
+    joined = scheduler.join("doc", ["here"])
+    assert joined is not None
+    scheduler.supersede("doc")  # a request at another place came
+    assert await asyncio.wait_for(older, WAIT_S) is None
+    assert await asyncio.wait_for(joined, WAIT_S) is None
+    assert seen == ["old: cancelled"]
+    assert scheduler.join("doc", ["here"]) is None  # nothing in flight to join now
+
+
+async def test_a_cancelled_request_is_not_joined() -> None:
+    """Once no one waits for a request its job stops: a newer request at its place decodes."""
+    scheduler = Scheduler()
+    started, release, seen = threading.Event(), threading.Event(), []
+    task = asyncio.create_task(
+        scheduler.request("doc", blocking_job(started, release, seen, "x"), place="here")
+    )
+    assert await asyncio.to_thread(started.wait, WAIT_S)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert scheduler.join("doc", ["here"]) is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
 
@@ -60,10 +60,21 @@ class ModelCalls:
         debounce_s = request.settings.decoding.debounce_ms / 1000
         pending = self._memory(session, request)
         job = partial(self._run, replace(request, due=True), pending)  # in answerWithinMs
-        answer = await self._scheduler.request(request.key, job, debounce_s)
+        where = place(request, request.context.automatic)
+        answer = await self._scheduler.request(request.key, job, debounce_s, where)
         if answer is not None and answer.cut:  # the same memory: the documents indexed once
             answer = replace(answer, rest=partial(self._run, request, pending))
         return answer
+
+    def join(self, request: Request) -> Awaitable[Answer | None] | None:
+        """The answer of the request in flight for ``request``'s document, when it answers
+        this one too (Scheduler.join): at the same place with the same settings, and asked
+        for, or both automatic (an automatic request may be answered with nothing where an
+        asked-for one drafts). None: ``request`` needs its own call."""
+        places = [place(request, automatic=False)]
+        if request.context.automatic:
+            places.append(place(request, automatic=True))
+        return self._scheduler.join(request.key, places)
 
     def job(self, session: Session, request: Request) -> Job:
         """The model call for ``request``, made now: ``job(cancel)`` on the engine thread. The
@@ -99,3 +110,9 @@ class ModelCalls:
             return None
         self.last_timing_ms = drafts.timing_ms
         return drafts
+
+
+def place(request: Request, automatic: bool) -> object:
+    """What a request's answer depends on, for ``ModelCalls.join``: its text around the
+    cursor, whether it is ``automatic``, its settings."""
+    return (replace(request.context, automatic=automatic), request.settings)

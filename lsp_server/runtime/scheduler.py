@@ -7,7 +7,9 @@
 - Supersession: a request for a document cancels the older one for the same document (and
   ``$/cancelRequest`` or ``didClose`` cancel it too). A cancelled request's event is set;
   the engine checks it between decoding steps, and its answer is dropped, so a stale answer
-  is never sent after a newer one.
+  is never sent after a newer one. A newer request at the same place ``join``s the older
+  one instead: both are answered from its one decode (an editor's Show Drafts and its
+  inline request at one cursor: the first was answered empty).
 - Warm-ups: at most one is queued or running; a newer warm-up or any request that needs the
   engine cancels it.
 - Held requests: an inline request made while the model loads waits for the load to end
@@ -23,8 +25,9 @@ import asyncio
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from superposed.types import CancelCheck
@@ -44,7 +47,7 @@ class Scheduler:
         self.step_hook: Callable[[], None] | None = None
         self._engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decode")
         self._store = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
-        self._inflight: dict[str, threading.Event] = {}  # document key -> its request's cancel
+        self._inflight: dict[str, _Flight] = {}  # document key -> its request in flight
         self._warming: threading.Event | None = None  # the queued or running warm-up's cancel
 
     # -- threads --------------------------------------------------------------------------
@@ -64,52 +67,100 @@ class Scheduler:
 
     def supersede(self, key: str) -> None:
         """Cancel the request in flight for document ``key``, if any (a newer one came, or
-        the document closed)."""
+        the document closed): everyone waiting for it gets None."""
         previous = self._inflight.pop(key, None)
-        if previous is not None:
-            previous.set()
+        if previous is not None and not previous.cancel.is_set():
+            previous.cancel.set()
             self.counters["superseded"] += 1
 
+    def join(self, key: str, places: Collection[object]) -> Awaitable[Any] | None:
+        """The answer of document ``key``'s request in flight, if it is at one of ``places``
+        (what the newer request would be answered from): awaited, it is that request's
+        result, None if it is superseded. None: no such request, the newer one goes on.
+
+        The job runs on while anyone waits for it: a waiter cancelled (``$/cancelRequest``,
+        which clients send for the older of two requests at one place) only stops waiting.
+        """
+        flight = self._inflight.get(key)
+        if flight is None or flight.cancel.is_set() or flight.place is None:
+            return None
+        if flight.place not in places:
+            return None
+        self.counters["joined"] += 1
+        return self._wait(flight)
+
     async def request(
-        self, key: str, job: Callable[[threading.Event], T | None], debounce_s: float = 0.0
+        self,
+        key: str,
+        job: Callable[[threading.Event], T | None],
+        debounce_s: float = 0.0,
+        place: object = None,
     ) -> T | None:
         """``job(cancel)`` on the engine thread as document ``key``'s request in flight.
 
         After ``debounce_s`` seconds (if a newer request has not taken its place meanwhile);
         stops any warm-up first. None when it was superseded or cancelled, whatever ``job``
-        returned. Called on the event loop.
+        returned. ``place``: where the request is (None: nowhere a newer one ``join``s).
+        Called on the event loop.
         """
         self.stop_warming()  # the engine thread is this request's now
-        cancel = threading.Event()
-        self._inflight[key] = cancel
-        loop = asyncio.get_running_loop()
-        try:
-            if debounce_s:  # a newer request may come and take its place
-                await asyncio.sleep(debounce_s)
-                if cancel.is_set():
-                    self.counters["debounced"] += 1
-                    return None
-            result = await loop.run_in_executor(self._engine, job, cancel)
-        except asyncio.CancelledError:  # $/cancelRequest: stop the decoding too
-            cancel.set()
-            raise
-        finally:
-            if self._inflight.get(key) is cancel:
-                del self._inflight[key]
-        return None if cancel.is_set() else result
+        flight = _Flight(place, asyncio.get_running_loop().create_future())
+        self._inflight[key] = flight
+        flight.task = asyncio.ensure_future(self._fly(key, flight, job, debounce_s))
+        flight.task.add_done_callback(_settle)
+        return await self._wait(flight)
 
     async def adopt(self, key: str, job: Future[T]) -> T | None:
         """Await ``job``, already queued on the engine thread, as document ``key``'s request
         in flight: None if a newer request supersedes it meanwhile (the job runs on; its
         answer is dropped here)."""
-        cancel = threading.Event()
-        self._inflight[key] = cancel
+        flight = _Flight(None, asyncio.wrap_future(job))
+        self._inflight[key] = flight
         try:
-            result = await asyncio.wrap_future(job)
+            result = await flight.outcome
         finally:
-            if self._inflight.get(key) is cancel:
+            if self._inflight.get(key) is flight:
                 del self._inflight[key]
-        return None if cancel.is_set() else result
+        return None if flight.cancel.is_set() else result
+
+    async def _fly(
+        self,
+        key: str,
+        flight: _Flight,
+        job: Callable[[threading.Event], Any],
+        debounce_s: float,
+    ) -> None:
+        """Run ``job`` for ``flight`` and settle its outcome (None if cancelled)."""
+        try:
+            if debounce_s:  # a newer request may come and take its place
+                await asyncio.sleep(debounce_s)
+                if flight.cancel.is_set():
+                    self.counters["debounced"] += 1
+                    flight.settle(None)
+                    return
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._engine, job, flight.cancel)
+            flight.settle(None if flight.cancel.is_set() else result)
+        except Exception as err:  # the job's failure is every waiter's
+            flight.settle(err)
+            raise
+        finally:
+            flight.settle(None)  # (the loop shut down: no one waits)
+            if self._inflight.get(key) is flight:
+                del self._inflight[key]
+
+    @staticmethod
+    async def _wait(flight: _Flight) -> Any:
+        """``flight``'s outcome; a cancelled waiter stops waiting, and the job stops once no
+        one waits for it."""
+        flight.waiters += 1
+        try:
+            return await asyncio.shield(flight.outcome)
+        except asyncio.CancelledError:  # $/cancelRequest: stop the decoding, unless joined
+            flight.waiters -= 1
+            if flight.waiters == 0:
+                flight.cancel.set()
+            raise
 
     def cancel_check(self, event: threading.Event) -> CancelCheck:
         """What the engine calls between steps: whether ``event`` is set (after the step hook)."""
@@ -137,6 +188,32 @@ class Scheduler:
         if self._warming is not None:
             self._warming.set()
             self._warming = None
+
+
+@dataclass
+class _Flight:
+    """A request in flight: where it is, its outcome, how many wait for it."""
+
+    place: object  # where it is (compared by ==): None, nowhere joined
+    outcome: asyncio.Future[Any]
+    cancel: threading.Event = field(default_factory=threading.Event)
+    waiters: int = 0
+    task: asyncio.Future[None] | None = None  # what runs the job (held: the loop holds weakly)
+
+    def settle(self, result: Any) -> None:
+        """The outcome is ``result`` (an exception: raised to every waiter), if not settled."""
+        if self.outcome.done():
+            return
+        if isinstance(result, Exception):
+            self.outcome.set_exception(result)
+        else:
+            self.outcome.set_result(result)
+
+
+def _settle(task: asyncio.Future[None]) -> None:
+    """The flight's task is done: its failure, already every waiter's, is not logged again."""
+    if not task.cancelled():
+        task.exception()
 
 
 class HeldRequests:

@@ -24,6 +24,7 @@ from tests.e2e.lsp_harness import (
     command,
     end_of,
     inline,
+    inline_items,
     open_doc,
     plain,
     session,
@@ -180,6 +181,29 @@ async def test_supersession_and_cancel_request(workspace: Path) -> None:
             await pending
         after = await wait_for_counter(client, "cancelled", counters["cancelled"] + 1)
         assert after["counters"]["model_calls"] == counters["model_calls"] + 1
+
+
+async def test_a_request_at_the_place_of_one_in_flight_is_answered_from_it(
+    workspace: Path,
+) -> None:
+    """Show Drafts (an asked-for completion request) is decoding when the editor's automatic
+    inline request comes for the same cursor: both get the drafts of the one decode. The
+    newer request superseded the older, and Show Drafts was answered empty."""
+    options = {"k": K, "maxNewTokens": 40, "answerWithinMs": 0}
+    async with session(workspace, options, step_delay_s=0.05) as client:
+        text = SAMPLE + "\n\ndef helper():\n    return "
+        uri = open_doc(client, workspace / "app.py", text)
+        pos = end_of(text)
+        asked = asyncio.ensure_future(plain(client, uri, pos))
+        await wait_for_counter(client, "model_calls", 1)  # Show Drafts' decode is running
+        automatic = await inline_items(
+            client, uri, pos, types.InlineCompletionTriggerKind.Automatic
+        )
+        shown = await asked
+        assert len(automatic) == K and len(shown.items) == K
+        counters = (await command(client, "superposed.stats"))["counters"]
+        assert counters["joined"] == 1 and counters["model_calls"] == 1
+        assert counters.get("superseded", 0) == 0
 
 
 async def test_invalid_settings_are_reported_and_defaults_used(workspace: Path) -> None:

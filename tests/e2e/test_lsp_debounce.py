@@ -26,13 +26,24 @@ TEXT = SAMPLE + "\ndef helper():\n    "
 async def test_a_newer_request_within_debounce_replaces_the_older_undecoded(
     workspace: Path,
 ) -> None:
-    """Two requests 50 ms apart with debounceMs 1000: one model call, the older answers empty."""
+    """Two requests 50 ms apart with debounceMs 1000, a keystroke between them: one model
+    call, the older answers empty. (At one place, the newer would join the older instead.)"""
     async with session(workspace, {"k": 3, "maxNewTokens": 4, "debounceMs": 1000}) as client:
         uri = open_doc(client, workspace / "app.py", TEXT)
         pos = end_of(TEXT)
         older = asyncio.ensure_future(inline(client, uri, pos))
         await asyncio.sleep(0.05)
-        newer = await inline(client, uri, pos)
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=pos, end=pos), text="r"
+                    )
+                ],
+            )
+        )
+        newer = await inline(client, uri, end_of(TEXT + "r"))
         assert await older == []
         assert len(newer) == 3
         counters = (await command(client, "superposed.stats"))["counters"]
