@@ -143,7 +143,7 @@ class DecodingSettings(DecodeConfig):
     # keystroke did not improve (superseded decodes stop at their next step), and every
     # answer after a pause comes that much later. So 0: 150-200 spends less CPU while typing.
     debounce_ms: int = DEFAULT_DEBOUNCE_MS
-    # Milliseconds from a model call's start within which it answers: the drafts as far as
+    # Milliseconds from a request's arrival within which it answers: the drafts as far as
     # they got then (at least completion.decode.DEADLINE_MIN_TOKENS tokens), and the server
     # decodes the rest at once into the typing-along cache, which the next keystroke along a
     # draft reads; 0: no deadline. bench/results/cold_request-deadline.md and

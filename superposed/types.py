@@ -254,17 +254,22 @@ CancelCheck = Callable[[], bool]
 
 @dataclass
 class Deadline:
-    """When a request's drafts are due (``time.perf_counter()`` seconds): a method stops
-    between steps once it has passed and the drafts hold at least ``min_tokens`` tokens, and
-    the drafts as far as they got are the answer (cut at a token boundary). ``cut`` says it
-    stopped there."""
+    """When a request's drafts are due (``clock()`` seconds): a method asks between steps,
+    and stops where the drafts hold at least ``min_tokens`` tokens and one more step would
+    end past it (a step lasts as long as the last one did); the drafts as far as they got are
+    the answer (cut at a token boundary). ``cut`` says it stopped there."""
 
     at: float
     min_tokens: int = 1
     cut: bool = False
+    clock: Callable[[], float] = time.perf_counter
+    _asked: float | None = None  # when the method last asked: a step ago
 
     def passed(self, tokens: int) -> bool:
         """Whether to stop with drafts of ``tokens`` tokens (and note that they were cut)."""
-        if tokens >= self.min_tokens and time.perf_counter() >= self.at:
+        now = self.clock()
+        step = 0.0 if self._asked is None else now - self._asked
+        self._asked = now
+        if tokens >= self.min_tokens and now + step >= self.at:
             self.cut = True
         return self.cut

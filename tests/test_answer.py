@@ -10,6 +10,7 @@ document calls.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import threading
@@ -22,12 +23,16 @@ from lsprotocol import types
 from pygls.workspace import Workspace
 
 from lsp_server import cli, models
+from lsp_server.completion.answer import answer
+from lsp_server.completion.cursor import CursorContext
+from lsp_server.completion.request import Request
 from lsp_server.models import TINY_ENV
 from lsp_server.server import SuperposedServer
 from lsp_server.session import Session
 from lsp_server.settings import Settings, parse_settings
 from lsp_server.stores.match_indexes import MatchIndexes
 from lsp_server.stores.stores import Stores
+from lsp_server.workspace import Where
 from ngram_db import NgramStore, index_repo
 from superposed.api import Engine
 from superposed.model import LoadedModel
@@ -83,18 +88,24 @@ def served(path: Path, settings: Settings, step_s: float = 0.0) -> list[str]:
     uri = path.as_uri()
     ls.workspace.put_text_document(types.TextDocumentItem(uri, "python", 1, path.read_text()))
     ls.settings = settings
-    engine = models.load_engine(settings.model)
-    stores = Stores(engine.tokenizer, settings.stores)
-    session = Session(engine, stores, MatchIndexes(engine.tokenizer))
-    for store in session.stores.for_path(path, []).present():  # indexed, as complete does
-        session.indexes.stores.store_index(store)
-    session.indexes.wait()
+    session = served_session(path, settings)
     ls.slot.state = session
     try:
         _, suggestions = asyncio.run(ls.suggest(uri, types.Position(LINE, COL)))
     finally:
         session.stores.close()
     return [s.text for s in suggestions]
+
+
+def served_session(path: Path, settings: Settings) -> Session:
+    """The session a server serves ``path`` with: the tiny model, the stores indexed."""
+    engine = models.load_engine(settings.model)
+    stores = Stores(engine.tokenizer, settings.stores)
+    session = Session(engine, stores, MatchIndexes(engine.tokenizer))
+    for store in session.stores.for_path(path, []).present():  # indexed, as complete does
+        session.indexes.stores.store_index(store)
+    session.indexes.wait()
+    return session
 
 
 def cli_drafts(args: Any) -> list[str]:
@@ -123,6 +134,27 @@ def test_only_a_request_someone_waits_for_is_due(repo: tuple[Path, Path]) -> Non
     cut = served(path, cli.cli_settings(due), step_s=0.05)
     assert cut and cut != whole
     assert max(map(len, cut)) < max(map(len, whole))
+
+
+def test_the_deadline_counts_from_the_requests_arrival(repo: tuple[Path, Path]) -> None:
+    """A request that waited for the engine thread (a warm-up's chunk ending, an older request
+    stopping) has that much less time: it is due ``answerWithinMs`` after it came, not after
+    its model call started (the user waits from the keystroke)."""
+    path, db = repo
+    settings = cli.cli_settings(_args(path.parent, db, {"answerWithinMs": 5000, "memory": False}))
+    session = served_session(path, settings)
+    text = path.read_text()
+    context = CursorContext.at(text, len(text), "python")
+    uri = path.as_uri()
+    request = Request(uri, Where(uri, path, [], {uri: text}), context, settings, due=True)
+    try:
+        on_time = answer(session, request)
+        late = answer(session, dataclasses.replace(request, arrived=time.perf_counter() - 60))
+    finally:
+        session.stores.close()
+    assert not on_time.cut and late.cut
+    longest = [max(len(s.text) for s in a.suggestions) for a in (late, on_time)]
+    assert longest[0] < longest[1]
 
 
 def test_an_older_versions_knn_file_is_never_read(repo: tuple[Path, Path]) -> None:

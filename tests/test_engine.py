@@ -211,6 +211,25 @@ def test_a_deadline_cuts_the_drafts_as_far_as_they_got(tiny_engine: Engine) -> N
     assert [d.token_ids for d in later.drafts] == [d.token_ids for d in whole.drafts]
 
 
+def test_a_deadline_starts_no_step_that_would_end_past_it() -> None:
+    """Steps of 100 ms asked at 0, 100, 200 ms, due at 250: the step from 200 would end at
+    300, so the drafts stop at 200 (the deadline stopped only once passed, at 300: the answer
+    came most of a step late)."""
+    now = [0.0]
+    due = Deadline(at=0.25, min_tokens=1, clock=lambda: now[0])
+    stops = []
+    for step in range(1, 5):
+        stops.append(due.passed(step))
+        now[0] += 0.1
+    assert stops == [False, False, True, True] and due.cut
+
+
+def test_a_deadline_keeps_its_minimum_of_tokens() -> None:
+    now = [10.0]
+    due = Deadline(at=0.0, min_tokens=3, clock=lambda: now[0])  # long past
+    assert [due.passed(step) for step in (1, 2, 3)] == [False, False, True]
+
+
 class StepFailsAt:
     """A runner whose n-th decoding step raises, as a model producing NaN mid-decode would."""
 

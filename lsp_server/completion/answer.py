@@ -70,7 +70,8 @@ def answer(
     matches = None
     if decoding.memory:
         matches = memory_matches(session, request, here, pending or start_memory(session, request))
-    found = decode(session.engine, request.context, decoding, Sources(ngram, matches), cancel)
+    sources = Sources(ngram, matches)
+    found = decode(session.engine, request.context, decoding, sources, cancel, request.arrived)
     back = [replace(s, text=plain.back(s.text)) for s in found.suggestions]
     return replace(found, suggestions=back)  # in the document's line ending and indentation
 

@@ -67,7 +67,7 @@ BLOCK_MAX_TOKENS = 48
 BLOCK_FOLLOW_PER_LINE = 16
 BLOCK_BLANK_LINES = 2  # blank lines in a row that end a block draft
 REPEAT_SCAN_LINES = 64  # lines after the cursor searched for the first non-blank one
-# A request due at ``answerWithinMs`` (counted from its model call's start) still decodes
+# A request due at ``answerWithinMs`` (counted from its arrival) still decodes
 # drafts of this many tokens (a word or two) before it answers: past the deadline after the
 # prefill, a draft of one token is too little to show. The server then decodes the rest
 # into the typing-along cache (server.py).
@@ -252,14 +252,16 @@ def decode(
     settings: DecodingSettings,
     sources: Sources = NO_SOURCES,
     cancel: CancelCheck | None = None,
+    since: float | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed (``plan``, then ``run``).
 
     What is drafted, a line or a block, is ``line_kind``'s; "none" answers an automatic
     request with no drafts (an asked-for one drafts a line). With ``answer_within_ms`` the
-    answer comes by then, the drafts cut as far as they got (``Answer.cut``).
+    answer comes by then, counted from ``since`` (``time.perf_counter()``: when the request
+    came; None: now), the drafts cut as far as they got (``Answer.cut``).
     """
-    planned = plan(engine, context, settings, sources, cancel)
+    planned = plan(engine, context, settings, sources, cancel, since)
     return Answer([]) if planned is None else run(engine, planned)
 
 
@@ -269,6 +271,7 @@ def plan(
     settings: DecodingSettings,
     sources: Sources,
     cancel: CancelCheck | None,
+    since: float | None = None,
 ) -> RequestPlan | None:
     """The request's decode, planned whole: its kind, config, stop rule and prompt; None
     where nothing belongs and no one asked.
@@ -287,7 +290,8 @@ def plan(
     prompt_ms = (time.perf_counter() - start) * 1e3
     deadline = None
     if settings.answer_within_ms:
-        deadline = Deadline(start + settings.answer_within_ms / 1e3, DEADLINE_MIN_TOKENS)
+        due = (start if since is None else since) + settings.answer_within_ms / 1e3
+        deadline = Deadline(due, DEADLINE_MIN_TOKENS)
     whole = Plan(
         prompt, settings.method, cfg, stop, sources.ngram, sources.memory, cancel, deadline
     )

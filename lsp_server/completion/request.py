@@ -7,7 +7,8 @@ thread, a warm-up, a draft ahead) takes it as it is. Frozen: nothing on the way 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from lsp_server.completion.cursor import CursorContext
 from lsp_server.settings import Settings
@@ -25,3 +26,6 @@ class Request:
     # Someone waits for the answer (the server's request, not work done ahead or the command
     # line): it comes within ``answerWithinMs``, as far as the drafts got (decode.decode).
     due: bool = False
+    # When it came (``time.perf_counter()``): ``answerWithinMs`` counts from then, the wait
+    # for the engine thread (a warm-up's chunk ending, an older request stopping) included.
+    arrived: float = field(default_factory=time.perf_counter)

@@ -278,14 +278,14 @@ DOCS: tuple[Doc, ...] = (
     ),
     Doc(
         "answerWithinMs",
-        "Milliseconds from the start of a model call within which it answers: the drafts as "
-        "far as they got (a few tokens at least), and the rest is decoded at once for your "
-        "next keystroke along a draft; 0: no deadline, each answer whole.",
-        "milliseconds from the start of a model call within which the server answers: the "
-        "drafts as far as decoding got by then (cut at a token boundary, at least a few tokens "
-        "each), and the server then decodes them whole at once, for the next request along a "
-        "draft (a keystroke typed along it) to answer from; 0: no deadline "
-        "(`bench/results/cold_request-deadline.md`)",
+        "Milliseconds from a request's arrival within which it answers: the drafts as far as "
+        "they got (a few tokens at least), and the rest is decoded at once for your next "
+        "keystroke along a draft; 0: no deadline, each answer whole.",
+        "milliseconds from a request's arrival within which the server answers: the drafts as "
+        "far as decoding got by then (no step is started that would end past it; cut at a "
+        "token boundary, at least a few tokens each), and the server then decodes them whole "
+        "at once, for the next request along a draft (a keystroke typed along it) to answer "
+        "from; 0: no deadline (`bench/results/cold_request-deadline.md`)",
     ),
     Doc(
         "firstPromptTokens",
