@@ -34,6 +34,15 @@ if TYPE_CHECKING:
     from pygls.workspace import Workspace
 
 
+@dataclass
+class Finishing:
+    """How long the work after a due answer's last decode step took the last time (the
+    clean-up, the parse check, the ranking: decode.run's "finish"): the next due answer's
+    steps end that much before it is due (answer.answer)."""
+
+    seconds: float = 0.0
+
+
 @dataclass(frozen=True)
 class Session:
     """The loaded engine, its stores and its match indexes, swapped in whole (see the module)."""
@@ -43,6 +52,7 @@ class Session:
     indexes: MatchIndexes  # the memory's suffix indexes: the stores' files, the open documents
     # the open documents that other documents' drafts may copy from (a save's rules)
     shareable: Shareable = field(default_factory=Shareable)
+    finishing: Finishing = field(default_factory=Finishing)  # a due answer's last work
     error = None  # the load did not fail
 
     def status(self) -> tuple[str, str | None]:

@@ -139,7 +139,8 @@ def test_only_a_request_someone_waits_for_is_due(repo: tuple[Path, Path]) -> Non
 def test_the_deadline_counts_from_the_requests_arrival(repo: tuple[Path, Path]) -> None:
     """A request that waited for the engine thread (a warm-up's chunk ending, an older request
     stopping) has that much less time: it is due ``answerWithinMs`` after it came, not after
-    its model call started (the user waits from the keystroke)."""
+    its model call started (the user waits from the keystroke); and its steps end early
+    enough for the work after them (the last due answer's, Session.finishing)."""
     path, db = repo
     settings = cli.cli_settings(_args(path.parent, db, {"answerWithinMs": 5000, "memory": False}))
     session = served_session(path, settings)
@@ -149,10 +150,14 @@ def test_the_deadline_counts_from_the_requests_arrival(repo: tuple[Path, Path]) 
     request = Request(uri, Where(uri, path, [], {uri: text}), context, settings, due=True)
     try:
         on_time = answer(session, request)
+        finishing = session.finishing.seconds  # what the answer took after its last step
         late = answer(session, dataclasses.replace(request, arrived=time.perf_counter() - 60))
+        session.finishing.seconds = 60  # an answer's last work as long as its whole wait
+        held_back = answer(session, dataclasses.replace(request, arrived=time.perf_counter()))
     finally:
         session.stores.close()
-    assert not on_time.cut and late.cut
+    assert not on_time.cut and late.cut and held_back.cut
+    assert 0 < finishing < 5
     longest = [max(len(s.text) for s in a.suggestions) for a in (late, on_time)]
     assert longest[0] < longest[1]
 

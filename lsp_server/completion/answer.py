@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from time import perf_counter as now
 
 from lsprotocol import types
 
@@ -70,8 +71,12 @@ def answer(
     matches = None
     if decoding.memory:
         matches = memory_matches(session, request, here, pending or start_memory(session, request))
-    sources = Sources(ngram, matches)
-    found = decode(session.engine, request.context, decoding, sources, cancel, request.arrived)
+    if decoding.answer_within_ms:  # out that long after it came: the steps end before
+        left = request.arrived + decoding.answer_within_ms / 1e3 - session.finishing.seconds
+        decoding = replace(decoding, answer_within_ms=max(1, round((left - now()) * 1e3)))
+    found = decode(session.engine, request.context, decoding, Sources(ngram, matches), cancel)
+    if decoding.answer_within_ms:
+        session.finishing.seconds = found.timing_ms.get("finish", 0.0) / 1e3
     back = [replace(s, text=plain.back(s.text)) for s in found.suggestions]
     return replace(found, suggestions=back)  # in the document's line ending and indentation
 

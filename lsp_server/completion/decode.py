@@ -67,7 +67,7 @@ BLOCK_MAX_TOKENS = 48
 BLOCK_FOLLOW_PER_LINE = 16
 BLOCK_BLANK_LINES = 2  # blank lines in a row that end a block draft
 REPEAT_SCAN_LINES = 64  # lines after the cursor searched for the first non-blank one
-# A request due at ``answerWithinMs`` (counted from its arrival) still decodes
+# A request due at ``answerWithinMs`` (counted from its arrival; answer.answer) still decodes
 # drafts of this many tokens (a word or two) before it answers: past the deadline after the
 # prefill, a draft of one token is too little to show. The server then decodes the rest
 # into the typing-along cache (server.py).
@@ -252,16 +252,15 @@ def decode(
     settings: DecodingSettings,
     sources: Sources = NO_SOURCES,
     cancel: CancelCheck | None = None,
-    since: float | None = None,
 ) -> Answer:
     """One model call: the drafts for the cursor, post-processed (``plan``, then ``run``).
 
     What is drafted, a line or a block, is ``line_kind``'s; "none" answers an automatic
     request with no drafts (an asked-for one drafts a line). With ``answer_within_ms`` the
-    answer comes by then, counted from ``since`` (``time.perf_counter()``: when the request
-    came; None: now), the drafts cut as far as they got (``Answer.cut``).
+    decode steps end within that many milliseconds from now (answer.answer counts them from
+    the request's arrival), the drafts cut as far as they got (``Answer.cut``).
     """
-    planned = plan(engine, context, settings, sources, cancel, since)
+    planned = plan(engine, context, settings, sources, cancel)
     return Answer([]) if planned is None else run(engine, planned)
 
 
@@ -271,7 +270,6 @@ def plan(
     settings: DecodingSettings,
     sources: Sources,
     cancel: CancelCheck | None,
-    since: float | None = None,
 ) -> RequestPlan | None:
     """The request's decode, planned whole: its kind, config, stop rule and prompt; None
     where nothing belongs and no one asked.
@@ -290,8 +288,7 @@ def plan(
     prompt_ms = (time.perf_counter() - start) * 1e3
     deadline = None
     if settings.answer_within_ms:
-        due = (start if since is None else since) + settings.answer_within_ms / 1e3
-        deadline = Deadline(due, DEADLINE_MIN_TOKENS)
+        deadline = Deadline(start + settings.answer_within_ms / 1e3, DEADLINE_MIN_TOKENS)
     whole = Plan(
         prompt, settings.method, cfg, stop, sources.ngram, sources.memory, cancel, deadline
     )
@@ -301,6 +298,7 @@ def plan(
 def run(engine: Engine, plan: RequestPlan) -> Answer:
     """The engine's drafts for ``plan``, cleaned up (``shown``), then ranked once (``rank``)."""
     completion = engine.run(plan.engine)
+    decoded_at = time.perf_counter()
     timing_ms = {**completion.timing_ms, "prompt": plan.prompt_ms}  # text -> prompt tokens, here
     timing_ms["total"] = timing_ms.get("total", 0.0) + plan.prompt_ms
     suggestions = shown(completion, plan)
@@ -313,6 +311,7 @@ def run(engine: Engine, plan: RequestPlan) -> Answer:
         suggestions = [replace(s, source=f"{s.source}+store") for s in suggestions]
     suggestions = [replace(s, text=plan.context.layout.ends(s.text)) for s in suggestions]
     timing_ms["shown_tokens"] = shown_tokens(engine, suggestions[: plan.settings.k])
+    timing_ms["finish"] = (time.perf_counter() - decoded_at) * 1e3  # after the last step
     return Answer(
         suggestions,
         timing_ms,
