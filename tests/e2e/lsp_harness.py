@@ -171,6 +171,21 @@ def end_of(text: str) -> types.Position:
     return types.Position(line=len(lines) - 1, character=width)
 
 
+def type_at(client: LanguageClient, uri: str, text: str, typed: str, version: int = 2) -> None:
+    """A didChange: ``typed`` typed at the end of the document's ``text``."""
+    at = end_of(text)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=at, end=at), text=typed
+                )
+            ],
+        )
+    )
+
+
 async def inline_items(
     client: LanguageClient,
     uri: str,

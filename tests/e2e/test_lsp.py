@@ -28,6 +28,7 @@ from tests.e2e.lsp_harness import (
     open_doc,
     plain,
     session,
+    type_at,
     wait_for_counter,
     wait_until_ready,
 )
@@ -144,16 +145,7 @@ async def test_supersession_and_cancel_request(workspace: Path) -> None:
         pos = end_of(text)
         older = asyncio.ensure_future(inline(client, uri, pos))
         await asyncio.sleep(0.5)  # the older request is decoding now
-        client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-                content_changes=[
-                    types.TextDocumentContentChangePartial(
-                        range=types.Range(start=pos, end=pos), text="x = "
-                    )
-                ],
-            )
-        )
+        type_at(client, uri, text, "x = ")
         newer = await inline(client, uri, end_of(text + "x = "))
         assert await older == []  # superseded: never answered with stale drafts
         assert len(newer) == K

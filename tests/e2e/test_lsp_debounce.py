@@ -15,6 +15,7 @@ from tests.e2e.lsp_harness import (
     inline,
     open_doc,
     session,
+    type_at,
     wait_until_ready,
 )
 
@@ -33,16 +34,7 @@ async def test_a_newer_request_within_debounce_replaces_the_older_undecoded(
         pos = end_of(TEXT)
         older = asyncio.ensure_future(inline(client, uri, pos))
         await asyncio.sleep(0.05)
-        client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-                content_changes=[
-                    types.TextDocumentContentChangePartial(
-                        range=types.Range(start=pos, end=pos), text="r"
-                    )
-                ],
-            )
-        )
+        type_at(client, uri, TEXT, "r")
         newer = await inline(client, uri, end_of(TEXT + "r"))
         assert await older == []
         assert len(newer) == 3

@@ -11,8 +11,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from lsprotocol import types
-from pytest_lsp import LanguageClient
 
 from lsp_server.runtime.warmup import WARM_IDLE_S
 from lsp_server.settings import DecodingSettings
@@ -22,6 +20,7 @@ from tests.e2e.lsp_harness import (
     inline,
     open_doc,
     session,
+    type_at,
     wait_for_counter,
 )
 
@@ -43,20 +42,6 @@ def workspace(tmp_path: Path) -> Path:
     root.mkdir()
     (root / ".git").mkdir()  # a repository root, as the stores expect
     return root
-
-
-def type_at(client: LanguageClient, uri: str, text: str, typed: str, version: int = 2) -> None:
-    at = end_of(text)
-    client.text_document_did_change(
-        types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[
-                types.TextDocumentContentChangePartial(
-                    range=types.Range(start=at, end=at), text=typed
-                )
-            ],
-        )
-    )
 
 
 async def test_first_request_prefills_only_the_short_window(workspace: Path) -> None:
