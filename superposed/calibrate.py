@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from superposed.model import cache_dir
-from superposed.quant import INT4_GROUP, prefill_dtype
+from superposed.quant import INT4_GROUP, prefill_dtype, usable_cores
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,7 @@ class Calibration:
 
 def thread_counts(cores: int | None = None) -> list[int]:
     """1..min(cores, MAX_THREADS); cores: those this process may run on (affinity)."""
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        cores = cores or os.cpu_count() or 1
+    cores = usable_cores() if cores is None else cores
     return list(range(1, min(cores, MAX_THREADS) + 1))
 
 

@@ -9,7 +9,7 @@ picks one of three ways, each used by the product:
 - ``shared``: fp32 and bf16 runners; their decode weights are already dense.
 - ``dequantized`` (the default for int8/int4, i.e. the default on a CPU): each layer's
   decode weights de-quantized as a forward reaches it and freed after it (DequantizedBlocks:
-  a few MB at a time). It keeps the server within issue 14's memory target
+  a few MB at a time; where a core is spare, the next layer's on it meanwhile). It keeps the server within issue 14's memory target
   (bench/results/footprint.md: no prefill copy, 649 MiB at the peak of a 1,500-token
   prefill) at some prefill speed (bench/results/kernels.md: 256 tokens 242 ms against
   181 ms with a copy).
@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import overload
 
@@ -34,7 +35,7 @@ import torch
 
 from superposed.blocks import Block
 from superposed.options import QUANTIZED
-from superposed.quant import Linear, dequantized, prefill_dtype
+from superposed.quant import Linear, dequantized, prefill_dtype, usable_cores
 
 # A typed word, a warm-up chunk's tail: forwards of up to this many new tokens run on the
 # decode weights in every plan, and through the compiled step where there is one. The int
@@ -95,7 +96,35 @@ class DequantizedBlocks(Sequence[Block]):
         )
 
     def __iter__(self) -> Iterator[Block]:
-        return (self[i] for i in range(len(self)))
+        """The blocks in order; where a core is spare (torch runs on fewer threads than this
+        process may use), each next one de-quantized on it while the forward runs the one
+        before: a layer's de-quantization is a few memory-bound elementwise ops, a quarter of
+        a first window's prefill on one thread (bench/results/prefill_parts.md). Where the
+        other core is busy, the forward waits for it: no slower than one after the other, as
+        an OpenMP team with a preempted thread is (lsp_server/settings.py's ``threads``)."""
+        if len(self) < 2 or torch.get_num_threads() >= usable_cores():
+            yield from (self[i] for i in range(len(self)))
+            return
+        ahead = _ahead().submit(self.__getitem__, 0)
+        try:
+            for i in range(len(self)):
+                block = ahead.result()
+                if i + 1 < len(self):
+                    ahead = _ahead().submit(self.__getitem__, i + 1)
+                yield block
+        finally:  # a forward stopped early: the block under way is dropped
+            ahead.cancel()
+
+
+_AHEAD: ThreadPoolExecutor | None = None
+
+
+def _ahead() -> ThreadPoolExecutor:
+    """The thread that de-quantizes the next block (DequantizedBlocks.__iter__), made once."""
+    global _AHEAD
+    if _AHEAD is None:
+        _AHEAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dequantize")
+    return _AHEAD
 
 
 @dataclass

@@ -30,6 +30,7 @@ prefills stay dense.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from typing import Protocol
 
@@ -218,6 +219,12 @@ def int4_unpack_block() -> int:
                     _unpack_block = block
                     break
     return _unpack_block
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, where the OS says)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+    return cores or os.cpu_count() or 1
 
 
 @functools.cache

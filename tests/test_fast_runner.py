@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from lsp_server.runtime.warmup import WARM_CHUNK
+from superposed import prefill
 from superposed.api import Engine
 from superposed.fast_runner import FastRunner, UnsupportedModel
 from superposed.model import LoadedModel, load_model
@@ -410,6 +412,55 @@ def test_a_short_prefill_skips_the_de_quantization() -> None:
     runner.plan.decode_tokens = 10
     runner.prefill(ids(20))
     assert blocks.reads == runner.layers
+
+
+class ThreadNoting(DequantizedBlocks):
+    """De-quantized blocks that note the thread each block is read on."""
+
+    def __init__(self, blocks: Any) -> None:
+        super().__init__(blocks)
+        self.threads: list[str] = []
+
+    def __getitem__(self, index: Any) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return super().__getitem__(index)
+
+
+def _weights(block: Any) -> list[torch.Tensor]:
+    return [block.qkv.weight, block.out.weight, block.gate_up.weight, block.down.weight]
+
+
+def test_with_a_core_spare_the_next_block_is_de_quantized_while_the_forward_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The forward reads the same blocks in order; each is de-quantized on the other thread,
+    ahead. With no core spare (torch's threads take them all) the forward's thread does it."""
+    runner = FastRunner(tiny(), "int4")
+    blocks = ThreadNoting(runner.decode_weights.blocks)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(prefill, "usable_cores", lambda: 2)
+    ahead = list(blocks)
+    assert len(ahead) == runner.layers >= 2
+    assert all(name.startswith("dequantize") for name in blocks.threads)
+    for got, wanted in zip(ahead, (blocks[i] for i in range(len(blocks))), strict=True):
+        assert all(map(torch.equal, _weights(got), _weights(wanted)))
+    blocks.threads.clear()
+    monkeypatch.setattr(prefill, "usable_cores", lambda: 1)
+    assert len(list(blocks)) == runner.layers
+    assert blocks.threads == [threading.current_thread().name] * runner.layers
+
+
+def test_a_forward_that_stops_early_leaves_no_block_under_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runner = FastRunner(tiny(), "int4")
+    blocks = ThreadNoting(runner.decode_weights.blocks)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(prefill, "usable_cores", lambda: 2)
+    walk = iter(blocks)
+    next(walk)
+    walk.close()  # an exception in the forward, a cancelled prefill
+    assert len(list(blocks)) == runner.layers  # the thread is free for the next forward
 
 
 def test_engine_load_passes_prefill_copy_to_the_runner(tmp_path: Path) -> None:
