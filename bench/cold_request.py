@@ -5,6 +5,10 @@ Two cases, the cursor where the cache holds nothing of the prompt (as bench.lsp_
 
 - open: the long file (argparse.py) opened under a new name, a request at once at the end of a
   line in its middle (lines 600, 660, ...);
+- jump: opened under a new name, a request near its end answered, then one at once at the
+  end of a line in its middle (as open's lines): the cache holds the other place, and the
+  memory has indexed the file already (a file just opened is indexed while its first
+  request runs);
 - rest: opened under a new name, the cursor resting 1 s at the end of a random line
   (``superposed/cursorRest``, as the plugins send it: the server warms the cache there), then
   a request there.
@@ -50,7 +54,7 @@ from bench.lsp_latency.client import (
 from bench.measure import RESULTS
 from bench.tables import table
 
-CASES = ("open", "rest")
+CASES = ("open", "jump", "rest")
 
 
 FIELDS = {  # a request's row -> the table's column
@@ -104,6 +108,22 @@ async def open_case(bench: Bench, text: str, requests: int) -> list[dict[str, An
     return out
 
 
+async def jump_case(bench: Bench, text: str, requests: int) -> list[dict[str, Any]]:
+    """The file opened under a new name and a request near its end answered, then a request at
+    once at the end of a line in its middle (open_case's lines)."""
+    rows, out = text.split("\n"), []
+    end = next(i for i in range(len(rows) - 50, 0, -1) if rows[i].strip())
+    for i in range(requests):
+        line = 600 + 60 * i
+        while not (rows[line].strip() and rows[line - 1].strip()):
+            line += 1
+        uri = bench.open(f"jump-{i}.py", text)
+        await request_at(bench, uri, end, len(rows[end]))
+        out.append(await request_at(bench, uri, line, len(rows[line])))
+        bench.close(uri)
+    return out
+
+
 async def rest_case(bench: Bench, text: str, requests: int) -> list[dict[str, Any]]:
     """The file opened under a new name, the cursor resting REST_S at a random line's end (the
     server told so), then a request there."""
@@ -149,6 +169,7 @@ async def run(
             await bench.walk("warmup", SHORT, [len(SHORT.split("\n")) - 2])  # one-time costs
             cases = {
                 "open": await open_case(bench, text, requests),
+                "jump": await jump_case(bench, text, requests),
                 "rest": await rest_case(bench, text, requests),
             }
             stats = await bench.stats()
@@ -229,7 +250,8 @@ def markdown(result: dict[str, Any]) -> str:
             f"average before {result['loadavg_before'][0]:.2f}, after "
             f"{result['loadavg_after'][0]:.2f} (shared: noisy). Medians over the requests that "
             "made a model call. open: the long file opened under a new name, a request at "
-            "once; rest: the cursor rested 1 s there first (`cursorRest`). Overhead: request to "
+            "once; jump: a request near its end answered first, then one there at once; rest: "
+            "the cursor rested 1 s there first (`cursorRest`). Overhead: request to "
             "response less the model call's phases (prompt, prefill, decode, ranking)." + order,
             "",
             table(
