@@ -236,7 +236,8 @@ def convert_gguf(model: EmbeddedModel, gguf: Path, target: Path) -> None:
                 shutil.copyfile(source, tmp / notice)
 
 
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (glibc's malloc.h)
+# mallopt's parameter numbers (glibc's malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 _LOAD_MMAP_THRESHOLD = 256 * 1024  # while loading: every temporary over this is its own map
 _MMAP_THRESHOLD = 32 * 2**20  # then: glibc's own dynamic maximum, heap reuse as before
 # ... and up to this much free at the heap's top kept for the next request's temporaries. A
@@ -268,7 +269,9 @@ def compact_loading() -> Iterator[None]:
     block over 256 KB is a mapping of its own, returned to the system when freed (issue 14).
     Afterwards the threshold stays fixed at glibc's dynamic maximum, so request-time
     temporaries reuse the heap as before, 16 MiB of free heap is kept for them
-    (``_TRIM_THRESHOLD``), and the free pages are given back.
+    (``_TRIM_THRESHOLD``), and the free pages are given back. Threads started later (the
+    prefill's de-quantizing one) share the arenas made by then, rather than each keeping its
+    own 16 MiB (bench/results/memory_back-ahead-arena.md: the peak 654 -> 643 MiB).
     """
     libc = _glibc()
     if libc is not None:
@@ -279,6 +282,7 @@ def compact_loading() -> Iterator[None]:
         if libc is not None:
             libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
             libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+            libc.mallopt(_M_ARENA_MAX, 1)  # threads started from now on share the arenas made
             libc.malloc_trim(0)
 
 

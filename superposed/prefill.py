@@ -9,10 +9,10 @@ picks one of three ways, each used by the product:
 - ``shared``: fp32 and bf16 runners; their decode weights are already dense.
 - ``dequantized`` (the default for int8/int4, i.e. the default on a CPU): each layer's
   decode weights de-quantized as a forward reaches it and freed after it (DequantizedBlocks:
-  a few MB at a time; where a core is spare, the next layer's on it meanwhile). It keeps the server within issue 14's memory target
-  (bench/results/footprint.md: no prefill copy, 649 MiB at the peak of a 1,500-token
-  prefill) at some prefill speed (bench/results/kernels.md: 256 tokens 242 ms against
-  181 ms with a copy).
+  a few MB at a time; where a core is spare, the next layer's on it meanwhile). It keeps
+  the server within issue 14's memory target (bench/results/footprint.md: no prefill copy,
+  649 MiB at the peak of a 1,500-token prefill) at some prefill speed
+  (bench/results/kernels.md: 256 tokens 242 ms against 181 ms with a copy).
 - ``copy`` (the ``prefillCopy`` setting): a dense copy of all the layers beside the decode
   ones (200 MB more on the default model), for the fastest prefill (kernels.md: 128 tokens
   91 ms against 152; bench/results/lsp_latency_prefill_copy.md, the server with it).
