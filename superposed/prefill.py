@@ -55,6 +55,12 @@ DEQUANTIZED_CHUNK = 1024
 # timed lengths on either side; the committed kernels.md has 128, 256 and 1,500 tokens; the
 # script is in history: bench/results/README.md).
 DEQUANTIZED_DECODE_TOKENS = 80
+# A forward of up to this many tokens (a first window, a jump's) has the next layer
+# de-quantized on a spare core meanwhile (DequantizedBlocks.__iter__); a longer one (a
+# warm-up's chunks, in the background) one layer after another, as before: the layer held
+# ahead adds to the peak, which a long prefill's activations already bring to the 650 MiB
+# target (bench/results/footprint.md: 649 MiB at a 1,500-token prefill).
+AHEAD_TOKENS = 256
 
 
 @dataclass
@@ -71,8 +77,13 @@ class DequantizedBlocks(Sequence[Block]):
     for a small model), so a forward that walks the layers holds one layer's dense weights at
     a time rather than a dense copy of them all."""
 
-    def __init__(self, blocks: Sequence[Block]) -> None:
+    def __init__(self, blocks: Sequence[Block], ahead: bool = True) -> None:
         self.blocks = blocks
+        self.ahead = ahead  # the next block de-quantized on a spare core (__iter__)
+
+    def one_after_another(self) -> DequantizedBlocks:
+        """The same blocks, each de-quantized on the forward's thread as it reaches it."""
+        return DequantizedBlocks(self.blocks, ahead=False)
 
     def __len__(self) -> int:
         return len(self.blocks)
@@ -102,7 +113,8 @@ class DequantizedBlocks(Sequence[Block]):
         a first window's prefill on one thread (bench/results/prefill_parts.md). Where the
         other core is busy, the forward waits for it: no slower than one after the other, as
         an OpenMP team with a preempted thread is (lsp_server/settings.py's ``threads``)."""
-        if len(self) < 2 or torch.get_num_threads() >= usable_cores():
+        spare = torch.get_num_threads() < usable_cores()
+        if not (self.ahead and spare and len(self) >= 2):
             yield from (self[i] for i in range(len(self)))
             return
         ahead = _ahead().submit(self.__getitem__, 0)
@@ -144,8 +156,13 @@ class PrefillPlan:
     threads: int | None = None
 
     def weights(self, tokens: int) -> Weights:
-        """The weights a forward of ``tokens`` new positions runs on."""
-        return self.decode if tokens <= self.decode_tokens else self.dense
+        """The weights a forward of ``tokens`` new positions runs on: past ``AHEAD_TOKENS``,
+        de-quantized one block after another."""
+        if tokens <= self.decode_tokens:
+            return self.decode
+        if tokens > AHEAD_TOKENS and isinstance(self.dense.blocks, DequantizedBlocks):
+            return dataclasses.replace(self.dense, blocks=self.dense.blocks.one_after_another())
+        return self.dense
 
     @contextlib.contextmanager
     def threading(self, tokens: int) -> Iterator[None]:

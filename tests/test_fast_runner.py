@@ -450,6 +450,17 @@ def test_with_a_core_spare_the_next_block_is_de_quantized_while_the_forward_runs
     assert blocks.threads == [threading.current_thread().name] * runner.layers
 
 
+def test_only_a_short_forward_has_a_layer_de_quantized_ahead() -> None:
+    """The layer held ahead adds to the peak memory, which a long prefill's activations
+    already bring to the target: a first window's forward gets it, a warm-up's long chunk
+    does not."""
+    plan = FastRunner(tiny(), "int4").plan
+    short, long = plan.weights(prefill.AHEAD_TOKENS), plan.weights(prefill.AHEAD_TOKENS + 1)
+    assert isinstance(short.blocks, DequantizedBlocks) and short.blocks.ahead
+    assert isinstance(long.blocks, DequantizedBlocks) and not long.blocks.ahead
+    assert long.blocks.blocks is short.blocks.blocks
+
+
 def test_a_forward_that_stops_early_leaves_no_block_under_way(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
