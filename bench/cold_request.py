@@ -95,13 +95,20 @@ async def request_at(bench: Bench, uri: str, line: int, column: int) -> dict[str
     }
 
 
+def middle_line(rows: list[str], i: int) -> int:
+    """The ``i``-th request's line in the middle of the file: from line 600 + 60 i, the first
+    that is not blank and follows one that is not."""
+    line = 600 + 60 * i
+    while not (rows[line].strip() and rows[line - 1].strip()):
+        line += 1
+    return line
+
+
 async def open_case(bench: Bench, text: str, requests: int) -> list[dict[str, Any]]:
     """The file opened under a new name, a request at once at the end of a line in its middle."""
     rows, out = text.split("\n"), []
     for i in range(requests):
-        line = 600 + 60 * i
-        while not (rows[line].strip() and rows[line - 1].strip()):
-            line += 1
+        line = middle_line(rows, i)
         uri = bench.open(f"open-{i}.py", text)
         out.append(await request_at(bench, uri, line, len(rows[line])))
         bench.close(uri)
@@ -110,13 +117,11 @@ async def open_case(bench: Bench, text: str, requests: int) -> list[dict[str, An
 
 async def jump_case(bench: Bench, text: str, requests: int) -> list[dict[str, Any]]:
     """The file opened under a new name and a request near its end answered, then a request at
-    once at the end of a line in its middle (open_case's lines)."""
+    once at the end of a line in its middle (``middle_line``, as open_case's)."""
     rows, out = text.split("\n"), []
     end = next(i for i in range(len(rows) - 50, 0, -1) if rows[i].strip())
     for i in range(requests):
-        line = 600 + 60 * i
-        while not (rows[line].strip() and rows[line - 1].strip()):
-            line += 1
+        line = middle_line(rows, i)
         uri = bench.open(f"jump-{i}.py", text)
         await request_at(bench, uri, end, len(rows[end]))
         out.append(await request_at(bench, uri, line, len(rows[line])))

@@ -23,13 +23,12 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.measure import RESULTS, Stamp, write_results
 from bench.tables import table
-from superposed.blocks import Block
 from superposed.prefill import DequantizedBlocks
 
 
@@ -40,14 +39,6 @@ def _timed(fn: Callable[[], object]) -> tuple[float, int]:
     fn()
     ms = (time.perf_counter() - start) * 1e3
     return ms, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-
-
-class OneAfterAnother(DequantizedBlocks):
-    """The blocks de-quantized on the forward's own thread as it reaches each (the product
-    before 2026-12-06's second stop, and where no core is spare)."""
-
-    def __iter__(self) -> Iterator[Block]:
-        return (self[i] for i in range(len(self)))
 
 
 def measure(model: str, tokens: list[int], rounds: int, threads: int) -> dict[str, Any]:
@@ -66,7 +57,7 @@ def measure(model: str, tokens: list[int], rounds: int, threads: int) -> dict[st
     dequantizing = plan.decode_tokens
 
     dense = plan.dense
-    serial = dataclasses.replace(dense, blocks=OneAfterAnother(plan.decode.blocks))
+    serial = dataclasses.replace(dense, blocks=DequantizedBlocks(plan.decode.blocks, ahead=False))
 
     def prefill(n: int, on_int4: bool, one_after_another: bool = False) -> Callable[[], object]:
         def run() -> object:
