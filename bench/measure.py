@@ -48,6 +48,40 @@ def command_line() -> str:
     return " ".join(["python", *sys.argv])
 
 
+# The CPU features this product's kernels are chosen by (superposed/quant.py, calibrate.py):
+# bf16 matmuls are fast with AVX-512 BF16 or AMX and emulated on AVX2, int8 ones use VNNI.
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+
+
+def cpu_description(cpuinfo: str | None = None) -> str:
+    """The CPU as ``/proc/cpuinfo`` (or ``cpuinfo``) names it: its model name, family and model
+    (one name covers generations: this project's "AMD EPYC" hosts were of family 25 and of
+    family 26, and a prefill ran twice as fast on the second), and which of CPU_FEATURES it
+    has. ``platform.processor()`` where there is no cpuinfo to read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or "CPU not known"
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block says it for all
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or "CPU not known"
+    flags = set(fields.get("flags", "").split())
+    has = " ".join(f for f in CPU_FEATURES if f in flags) or "none of " + "/".join(CPU_FEATURES)
+    if "cpu family" not in fields:
+        return f"{name} ({has})"
+    return f"{name} (family {fields['cpu family']}, model {fields.get('model', '?')}; {has})"
+
+
+def machine_description() -> str:
+    """Where a result was measured: architecture, CPUs, system and which CPU."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}, {cpu_description()}"
+
+
 @dataclass
 class Stamp:
     """Where and when numbers were measured."""
@@ -55,9 +89,7 @@ class Stamp:
     model: str
     commit: str = field(default_factory=git_commit)
     date: str = field(default_factory=lambda: time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
-    machine: str = field(
-        default_factory=lambda: f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}"
-    )
+    machine: str = field(default_factory=machine_description)
     python: str = field(default_factory=lambda: sys.version.split()[0])
     torch_threads: int = 0
     load_start: list[float] = field(default_factory=lambda: [round(x, 2) for x in os.getloadavg()])

@@ -618,3 +618,30 @@ def test_block_comparisons_pair_the_blocks_and_give_the_ratio_of_characters_save
     assert ratio["mean"] == pytest.approx(3.6) and ratio["lo"] == pytest.approx(3.6)
     assert one("difference", "lak", "all")["mean"] == pytest.approx(1.0)
     assert [one("difference", "lak", s)["n"] for s in ("verbatim", "new")] == [1, 1]
+
+
+ZEN5_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 26
+model\t\t: 2
+model name\t: AMD EPYC
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni
+bugs\t\t:
+
+processor\t: 1
+cpu family\t: 99
+model name\t: Another
+"""
+
+
+def test_a_stamp_names_the_cpu_its_numbers_came_from() -> None:
+    """Hosts of one model name differ by generation (family 25 against 26: a prefill ran twice
+    as fast on the second), so a result says which it ran on, and what picks the kernels."""
+    from bench.measure import cpu_description
+
+    assert cpu_description(ZEN5_CPUINFO) == (
+        "AMD EPYC (family 26, model 2; avx2 avx512f avx512_bf16 avx512_vnni)"
+    )
+    avx2_only = ZEN5_CPUINFO.replace(" avx512f avx512_bf16 avx512_vnni", "")
+    assert cpu_description(avx2_only).endswith("model 2; avx2)")
+    assert "none of avx2/" in cpu_description("model name\t: Old\nflags\t: sse2\n")

@@ -46,7 +46,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -59,7 +58,7 @@ from bench.lsp_latency.cursor_rest import cursor_rest_text
 from bench.lsp_latency.first_request import first_request_text
 from bench.lsp_latency.footprint import footprint_cases, footprint_table
 from bench.lsp_latency.walks import prompt_1500_line, run, typing_target
-from bench.measure import RESULTS, git_commit
+from bench.measure import RESULTS, git_commit, machine_description
 from bench.tables import table
 
 __all__ = [  # what other scripts and the tests use of the cases' modules
@@ -198,7 +197,7 @@ def save(
 ) -> None:
     """Stamp ``result`` (load, machine, command), write it as JSON and markdown, print it."""
     result["loadavg_before"] = loadavg_before
-    result["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    result["machine"] = machine_description()
     result["command"] = f"python -m bench.{Path(script).stem} " + " ".join(argv or sys.argv[1:])
     # When and at which commit (the report's first page names both; ``after`` where the run
     # measured another commit's server).
