@@ -46,6 +46,7 @@ from bench.pipeline import Benchmark, run
 from bench.tables import load_span, stamp_header, table
 from superposed import calibrate, quant
 from superposed.api import Engine
+from superposed.compiled import BackgroundCompiler, builder_command, unsupported_reason
 from superposed.embedded import DEFAULT_MODEL, cache_dir
 from superposed.fast_runner import FastRunner
 from superposed.llama_cpp_runner import LlamaCppRunner, gguf_for, import_llama
@@ -59,6 +60,9 @@ KERNEL_SETS: dict[str, tuple[str, torch.dtype | None]] = {
     "int4": ("int4", None),
     "int8": ("int8", None),
 }
+# The step the server decodes with (superposed/compiled.py: the int4 one-row step, exported
+# and compiled ahead of time by a child process); its other phases are int4's eager ones.
+COMPILED = "int4, compiled step (the server's)"
 QWEN_SHAPES = "qwen2.5-coder-0.5b-shapes"  # --qwen-shapes' file and results
 POSITIONS = 512  # the cache's filled length for the step timings
 LLAMA = "llama.cpp"  # its rows' label, before " @threads"
@@ -277,6 +281,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     for label, (precision, kv) in KERNEL_SETS.items():
         runner = FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, kv_dtype=kv)
         engines[label] = Engine(loaded, runner=runner)
+    compiled_off = None if args.eager_only else compiled_engine(loaded, model, engines)
     tokenizer = loaded.tokenizer
     ids = tokenizer.encode(code_context(tokenizer, 600), add_special_tokens=False)
     text = code_context(tokenizer, 256)
@@ -298,7 +303,9 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     generators = (
         prompt_lookup.generators(gguf, args.prompt_lookup) if looked_up and not skipped else []
     )
-    products = {label: e for label, e in engines.items() if KERNEL_SETS[label][1] is None}
+    products = {  # the kernel sets with the product's own KV cache choice
+        label: e for label, e in engines.items() if KERNEL_SETS.get(label, ("", None))[1] is None
+    }
     lookup_samples: dict[str, dict[str, list[float]]] = {}
     samples: dict[str, dict[str, list[float]]] = {}
     measured_bounds: dict[int, list[dict[str, float]]] = {t: [] for t in args.threads}
@@ -351,12 +358,29 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         "llama_cpp": skipped or "measured",
         "llama_cpp_version": None if skipped else _llama_version(),
         "embedding_check_max_abs": embedding_check,
+        "compiled_step": "not measured (--eager-only)" if args.eager_only else compiled_off,
     }
     if looked_up:
         results["prompt_lookup"] = prompt_lookup.summary(
             lookup_samples, generators, args.prompt_lookup, skipped
         )
     return results, stamp
+
+
+def compiled_engine(loaded: Any, model: str, engines: dict[str, Engine]) -> str | None:
+    """Adds COMPILED to ``engines``: an int4 runner with the server's compiled one-row step
+    (built by a child process the first time, minutes; loaded from the cache after). None
+    where it was added, else why not."""
+    runner = FastRunner(loaded.model, "int4", checkpoint=loaded.checkpoint)
+    why = unsupported_reason(runner.device)
+    if why is not None:
+        return why
+    compiler = BackgroundCompiler(runner, builder_command(model, "cpu", "auto", "int4"))
+    compiler.wait()
+    if not compiler.ready:
+        return compiler.error or "the compiled step did not install"
+    engines[COMPILED] = Engine(loaded, runner=runner)
+    return None
 
 
 def model_label(args: argparse.Namespace, config: Any) -> str:
@@ -399,6 +423,16 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if a and b else "-"
 
 
+def compiled_words(why_not: str | None) -> str:
+    """What the report says of the server's compiled step (COMPILED): None where it ran."""
+    if why_not is None:
+        return (
+            f"eager steps, but for the row `{COMPILED}`: the server's one-row int4 step, "
+            "compiled ahead of time (superposed/compiled.py; its 3-row step is eager)."
+        )
+    return f"eager steps (the server's compiled step: {why_not})."
+
+
 def report(data: dict[str, Any]) -> str:
     medians = data["median_ms"]
     keys = list(next(iter(medians.values())))
@@ -413,8 +447,8 @@ def report(data: dict[str, Any]) -> str:
         + (", and llama.cpp's prompt lookup" if "prompt_lookup" in data else ""),
         f"{stamp_header(stamp)}, {load_span(stamp)}, torch CPU capability"
         f" {data['cpu_capability']}, {data['rounds']} interleaved rounds "
-        f"(medians of all but the first), {data.get('model', 'SmolLM2-135M')}, eager steps. "
-        f"{data['note']}",
+        f"(medians of all but the first), {data.get('model', 'SmolLM2-135M')}, "
+        f"{compiled_words(data.get('compiled_step', 'not measured'))} {data['note']}",
         table(["kernel set @threads", *keys], rows, "l" + "r" * len(keys)),
     ]
     ratio_head = [f"{k} / llama.cpp" for k in keys] if measured else []
@@ -481,6 +515,9 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--long", action="store_true", help="also prefill 1,500 tokens")
     parser.add_argument("--steps", type=int, default=15, help="steps of each kind a round")
     parser.add_argument("--no-llama", action="store_true", help="the product's kernels alone")
+    parser.add_argument(
+        "--eager-only", action="store_true", help="without the server's compiled step's row"
+    )
     parser.add_argument(
         "--prompt-lookup",
         type=int,

@@ -62,6 +62,17 @@ def test_the_report_tables_every_kernel_set_and_the_bounds() -> None:
     assert "KV cache float32" in text and "2 thread(s) 21.0" in text
 
 
+def test_the_report_says_which_row_ran_the_servers_compiled_step_or_why_none_did() -> None:
+    data = _data(llama=False)
+    with_step = {**data, "compiled_step": None}
+    with_step["median_ms"] = {**data["median_ms"], f"{cpu_anchor.COMPILED} @1": {"step b1": 9.0}}
+    text = cpu_anchor.report(with_step)
+    assert f"but for the row `{cpu_anchor.COMPILED}`" in text
+    assert f"| {cpu_anchor.COMPILED} @1 | 9.0 |" in text
+    failed = cpu_anchor.report({**data, "compiled_step": "the build left no package at /x"})
+    assert "eager steps (the server's compiled step: the build left no package at /x)" in failed
+
+
 def test_without_llama_cpp_the_report_says_so_and_has_no_llama_columns() -> None:
     text = cpu_anchor.report(_data(llama=False))
     assert "llama.cpp: not measured: llama_cpp is not installed." in text
