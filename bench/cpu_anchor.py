@@ -43,6 +43,7 @@ from bench.gguf_models import QWEN25_CODER_05B, write_gguf
 from bench.latency import code_context
 from bench.measure import Stamp, elapsed_ms, medians
 from bench.pipeline import Benchmark, run
+from bench.report_summary import COMPILED, served_row
 from bench.tables import load_span, stamp_header, table
 from superposed import calibrate, quant
 from superposed.api import Engine
@@ -60,9 +61,6 @@ KERNEL_SETS: dict[str, tuple[str, torch.dtype | None]] = {
     "int4": ("int4", None),
     "int8": ("int8", None),
 }
-# The step the server decodes with (superposed/compiled.py: the int4 one-row step, exported
-# and compiled ahead of time by a child process); its other phases are int4's eager ones.
-COMPILED = "int4, compiled step (the server's)"
 QWEN_SHAPES = "qwen2.5-coder-0.5b-shapes"  # --qwen-shapes' file and results
 POSITIONS = 512  # the cache's filled length for the step timings
 LLAMA = "llama.cpp"  # its rows' label, before " @threads"
@@ -499,8 +497,7 @@ def report(data: dict[str, Any]) -> str:
     else:
         parts.append(f"llama.cpp: {data['llama_cpp']}.")
     if (lookup := data.get("prompt_lookup")) is not None:
-        precision = data.get("calibration", {}).get("precision", "int4")
-        parts += prompt_lookup.report_parts(lookup, precision, medians)
+        parts += prompt_lookup.report_parts(lookup, served_row(data), medians)
     return "\n\n".join(parts) + "\n"
 
 

@@ -231,6 +231,20 @@ def cold_line(runs: list[Run]) -> Line:
     )
 
 
+# bench.cpu_anchor's row of the step the server decodes with (superposed/compiled.py: the int4
+# one-row step, exported and compiled ahead of time by a child process); its other phases are
+# int4's eager ones.
+COMPILED = "int4, compiled step (the server's)"
+
+
+def served_row(data: Mapping[str, Any]) -> str:
+    """A bench.cpu_anchor run's row of what the server decodes with: COMPILED where the run
+    measured it, else the calibration's precision (eager)."""
+    if any(name.startswith(COMPILED + " @") for name in data["median_ms"]):
+        return COMPILED
+    return str(data.get("calibration", {}).get("precision", "int4"))
+
+
 def llama_line(runs: list[Run]) -> Line:
     """bench.cpu_anchor: the default precision's decode beside llama.cpp's on the same CPU,
     one thread (the ``threads`` default)."""
@@ -244,11 +258,11 @@ def llama_line(runs: list[Run]) -> Line:
     picked = None if run is None else (run, run)
 
     def text(r: Any) -> str:
-        precision = r["calibration"]["precision"]
-        ours, theirs = r["median_ms"][f"{precision} @1"], r["median_ms"]["llama.cpp @1"]
+        served = served_row(r)
+        ours, theirs = r["median_ms"][f"{served} @1"], r["median_ms"]["llama.cpp @1"]
         step, request = "superposed k=3 step", "3 drafts x 24, cold 256"
         return (
-            f"a superposed step of 3 drafts {ours[step]:.1f} ms ({precision}) against "
+            f"a superposed step of 3 drafts {ours[step]:.1f} ms ({served}) against "
             f"llama.cpp's {theirs[step]:.1f}; 3 drafts of 24 tokens after a cold 256-token "
             f"prompt {ours[request]:,.0f} ms against {theirs[request]:,.0f}"
         )

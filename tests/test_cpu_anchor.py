@@ -197,16 +197,20 @@ def test_the_readme_says_what_the_committed_calibration_chose_and_why() -> None:
     assert calibrate.choose(ms) == (cal["precision"], t)
     prefill = {int(n): v for n, v in cal["prefill_ms"].items()}
     assert calibrate.fewest_threads(prefill) == pt
-    # the reasons: int4's matmuls faster than int8's; the bf16 cache's step slower; the whole
-    # step gained less than the margin from a second thread, a prefill more; llama.cpp's
-    # one-row step faster, its prefill slower
+    # the reasons: int4's matmuls faster than int8's; the bf16 cache's step slower; on the
+    # quiet machine the whole step gained from a second thread (the README quotes how much),
+    # a prefill too; llama.cpp's one-row step faster than the eager one, level with the
+    # compiled one, its prefill slower
     assert ms[("int4", 1)] < ms[("int8", 1)] and ms[("int4", 2)] < ms[("int8", 2)]
     assert med["int4, bf16 KV (before) @1"]["step b1"] > med["int4 @1"]["step b1"]
     margin = 1 - calibrate.MARGIN
-    assert med["int4 @2"]["step b1"] > margin * med["int4 @1"]["step b1"]
+    one, two = med["int4 @1"]["step b1"], med["int4 @2"]["step b1"]
+    assert two < margin * one and f"one-row step {one} -> {two} ms" in readme
     assert med["int4 @2"]["prefill 256"] < margin * med["int4 @1"]["prefill 256"]
-    assert med["llama.cpp @1"]["step b1"] < med["int4 @1"]["step b1"]
-    assert med["llama.cpp @1"]["prefill 256"] > med["int4 @1"]["prefill 256"]
+    llama, compiled = med["llama.cpp @1"], med[f"{cpu_anchor.COMPILED} @1"]
+    assert llama["step b1"] < med["int4 @1"]["step b1"]
+    assert abs(compiled["step b1"] / llama["step b1"] - 1) <= 0.1 and "(within 10%)" in readme
+    assert llama["prefill 256"] > 2 * med["int4 @1"]["prefill 256"]
 
 
 def test_a_run_on_another_model_names_it_and_its_gguf() -> None:
