@@ -55,8 +55,8 @@ CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
 
 def cpu_description(cpuinfo: str | None = None) -> str:
     """The CPU as ``/proc/cpuinfo`` (or ``cpuinfo``) names it: its model name, family and model
-    (one name covers generations: this project's "AMD EPYC" hosts were of family 25 and of
-    family 26, and a prefill ran twice as fast on the second), and which of CPU_FEATURES it
+    (one name covers generations: this project's hosts were all "AMD EPYC", and a prefill ran
+    twice as fast on one of family 26 as on the earlier ones), and which of CPU_FEATURES it
     has. ``platform.processor()`` where there is no cpuinfo to read."""
     if cpuinfo is None:
         try:

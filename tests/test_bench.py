@@ -635,8 +635,9 @@ model name\t: Another
 
 
 def test_a_stamp_names_the_cpu_its_numbers_came_from() -> None:
-    """Hosts of one model name differ by generation (family 25 against 26: a prefill ran twice
-    as fast on the second), so a result says which it ran on, and what picks the kernels."""
+    """Hosts of one model name differ by generation (a prefill ran twice as fast on one of
+    family 26 as on the earlier ones), so a result says which it ran on, and what picks the
+    kernels."""
     from bench.measure import cpu_description
 
     assert cpu_description(ZEN5_CPUINFO) == (
