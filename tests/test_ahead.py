@@ -48,6 +48,17 @@ def test_a_request_elsewhere_cancels_the_job() -> None:
     assert ahead.finished("doc", future, None) is None  # nothing left to answer from
 
 
+def test_a_request_in_another_document_cancels_the_job() -> None:
+    """A job holds the engine thread until it ends: the user who went to another file waits
+    for it there, for drafts at a place they left."""
+    ahead = Ahead()
+    cancel, future = job()
+    ahead.start("a.py", after_accept(DOC, AT, "return side"), cancel, future)
+    assert ahead.leave_others("a.py") == 0 and not cancel.is_set()  # its own document's: kept
+    assert ahead.leave_others("b.py") == 1 and cancel.is_set()
+    assert ahead.finished("a.py", future, None) is None  # nothing left to answer from
+
+
 def test_a_newer_accept_or_a_closed_document_cancels_the_job() -> None:
     ahead = Ahead()
     first, older = job()

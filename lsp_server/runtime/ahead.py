@@ -12,7 +12,8 @@ prompt up to the accepted text, so this costs a few prefill tokens and the decod
 - a request whose text before the cursor continues the job's (the same place, or the user
   typed on along a draft, e.g. Enter and the indentation) waits for the job and answers from
   its drafts through the typing-along cache, without a model call of its own;
-- a request anywhere else cancels it: it decodes for a place the user left;
+- a request anywhere else cancels it, in its document or in another: it decodes for a place
+  the user left, and would hold the engine thread from the request until it ended;
 - a newer accept replaces it;
 - a job that finishes untaken leaves its drafts in the typing-along cache only if nothing
   used that cache since the accept (``shown``): the user may have typed along older drafts,
@@ -94,6 +95,15 @@ class Ahead:
         job.cancel.set()
         return None
 
+    def leave_others(self, key: str) -> int:
+        """A request came in document ``key``: every other document's job decodes for a place
+        the user left (a cut answer's rest there ran ~700 ms while the next file's first
+        request waited for the engine thread), so it is cancelled; how many were."""
+        others = [other for other in self._jobs if other != key]
+        for other in others:
+            self.cancel(other)
+        return len(others)
+
     def leave(self, key: str, context: CursorContext) -> None:
         """A request at ``context`` was answered without the job (typed along older
         drafts): the job is cancelled unless ``context`` continues its place."""
@@ -157,6 +167,7 @@ class DraftsAhead:
             self.ahead.cancel(key)
             self._counters["dropped_after_forget"] += 1
         self._erased[key] = erased
+        self._counters["ahead_left"] += self.ahead.leave_others(key)
         along = self.cache.along(key, context)
         if along is not None:
             self._counters["typed_along"] += 1

@@ -70,3 +70,27 @@ async def test_an_answer_due_early_is_cut_then_completed_for_the_next_keystroke(
         done = await counters(client)
         assert done["decoded_whole"] == 1 and done["model_calls"] == 2
         assert done["typed_along"] == 2
+
+
+async def test_a_request_in_another_file_stops_the_rest_decoding_for_the_file_left(
+    workspace: Path,
+) -> None:
+    """The rest of a cut answer decodes on the engine thread, which the next file's first
+    request needs: the user went there, so the request cancels it rather than wait for drafts
+    at a place left (lsp_latency's first request in a file waited up to ~700 ms for it)."""
+    other_text = "def volume(side):\n    "
+    async with session(workspace, {**SETTINGS, "answerWithinMs": 1}, step_delay_s=0.1) as client:
+        told: list[str] = []
+
+        @client.feature("superposed/draftsWhole")
+        def drafts_whole(params: Any) -> None:
+            told.append(params.textDocument.uri)
+
+        left = open_doc(client, workspace / "area.py", TEXT)
+        assert await texts(client, left, end_of(TEXT))  # cut: its rest decodes now
+        there = open_doc(client, workspace / "volume.py", other_text)
+        assert await texts(client, there, end_of(other_text))
+        await wait_for_counter(client, "ahead_ready", 1, timeout_s=60)  # a rest decoded
+        assert told == [there]  # the new file's: the one left was cancelled, not waited for
+        done = await counters(client)
+        assert done["cancelled"] >= 1 and done["ahead_left"] == 1, done
