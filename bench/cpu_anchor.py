@@ -279,7 +279,11 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
     for label, (precision, kv) in KERNEL_SETS.items():
         runner = FastRunner(loaded.model, precision, checkpoint=loaded.checkpoint, kv_dtype=kv)
         engines[label] = Engine(loaded, runner=runner)
-    compiled_off = None if args.eager_only else compiled_engine(loaded, model, engines)
+    compiled_off = (  # None: the row was added; else why not
+        "not measured (--eager-only)"
+        if args.eager_only
+        else compiled_engine(loaded, model, engines)
+    )
     tokenizer = loaded.tokenizer
     ids = tokenizer.encode(code_context(tokenizer, 600), add_special_tokens=False)
     text = code_context(tokenizer, 256)
@@ -356,7 +360,7 @@ def measure(args: argparse.Namespace) -> tuple[dict[str, Any], Stamp]:
         "llama_cpp": skipped or "measured",
         "llama_cpp_version": None if skipped else _llama_version(),
         "embedding_check_max_abs": embedding_check,
-        "compiled_step": "not measured (--eager-only)" if args.eager_only else compiled_off,
+        "compiled_step": compiled_off,
     }
     if looked_up:
         results["prompt_lookup"] = prompt_lookup.summary(
